@@ -1,0 +1,134 @@
+/*
+ * main.c - the `infd` command: dispatches to subcommands.
+ *
+ * Subcommands are listed once, in `commands` below, with a one-line summary
+ * and the issue that builds them; `infd --help` prints that table, and a
+ * subcommand that is not built yet says so and exits with status 3 so that
+ * scripts cannot mistake it for success.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "infd/engine.h"
+#include "infd/infd.h"
+
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILURE_ = 1,
+    EXIT_USAGE = 2,
+    EXIT_NOT_BUILT = 3,
+};
+
+typedef struct command {
+    const char *name;
+    const char *usage;
+    const char *summary;
+    int (*main)(int argc, char **argv); /* NULL: not built yet */
+    const char *issue;                  /* where it is being built, when main is NULL */
+} command;
+
+static const command commands[] = {
+    { "serve",
+      "serve --model-repository DIR [--http-port 8000 --grpc-port 8001 --metrics-port 8002]",
+      "serve a model repository over KServe v2 HTTP/gRPC, raw sockets and metrics", NULL, "#4" },
+    { "run", "run MODEL.onnx [--input name=FILE.npy ...] [--output-dir DIR] [--device cpu|cuda]",
+      "run a model once and print or write its outputs", NULL, "#3" },
+    { "bench", "bench MODEL.onnx [--batch N --threads N --iterations N --device cpu|cuda]",
+      "measure a model's latency and throughput in the engine", NULL, "#3" },
+    { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
+      "compile and tune a model into a plan file", NULL, "#6" },
+    { "perf", "perf --url URL --model NAME [--concurrency-range 1:64:2 --protocol http|grpc|raw]",
+      "load-generate against a running server and report latency/throughput", NULL, "#4" },
+    { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
+      "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
+};
+
+static void print_version(FILE *out)
+{
+    infd_error err = { 0 };
+    fprintf(out, "infd %s (git %s)\n", infd_version(), infd_version_git());
+
+    char cpu[256];
+    infd_engine_device_describe(INFD_DEVICE_CPU, 0, cpu, sizeof(cpu), NULL);
+    fprintf(out, "cpu backend: %s\n", cpu);
+
+    if (!infd_engine_has_backend(INFD_DEVICE_CUDA)) {
+        fprintf(out, "cuda backend: not built (nvcc was not found at configure time)\n");
+        return;
+    }
+    int n = infd_engine_device_count(INFD_DEVICE_CUDA, &err);
+    if (n == 0) {
+        fprintf(out, "cuda backend: built; no usable GPU (%s)\n", err.msg);
+        return;
+    }
+    fprintf(out, "cuda backend: built; %d GPU%s\n", n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++) {
+        char desc[256];
+        if (infd_engine_device_describe(INFD_DEVICE_CUDA, i, desc, sizeof(desc), &err) ==
+            INFD_STATUS_OK)
+            fprintf(out, "  gpu %d: %s\n", i, desc);
+        else
+            fprintf(out, "  gpu %d: %s\n", i, err.msg);
+    }
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "infd %s - inference server and engine for ONNX models\n"
+            "\n"
+            "usage: infd <command> [options]\n"
+            "       infd --version | --help\n"
+            "\n"
+            "commands:\n",
+            infd_version());
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const command *c = &commands[i];
+        fprintf(out, "  %-8s %s%s\n", c->name, c->summary, c->main ? "" : " [not built yet]");
+    }
+    fprintf(out, "\nusage of each command:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  infd %s\n", commands[i].usage);
+    fprintf(out, "\nenvironment:\n"
+                 "  INFD_LOG_LEVEL  error, warn, info (default), debug or trace\n"
+                 "\nexit status: 0 ok, 1 failure, 2 usage error, 3 command not built yet\n");
+}
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help(stderr);
+        return EXIT_USAGE;
+    }
+    const char *arg = argv[1];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "help") == 0) {
+        print_help(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0 || strcmp(arg, "version") == 0) {
+        print_version(stdout);
+        return EXIT_OK;
+    }
+    const command *c = find_command(arg);
+    if (!c) {
+        fprintf(stderr, "infd: unknown command '%s' (see 'infd --help')\n", arg);
+        return EXIT_USAGE;
+    }
+    if (!c->main) {
+        fprintf(stderr,
+                "infd %s: not built yet (being built in issue %s)\n"
+                "usage: infd %s\n",
+                c->name, c->issue, c->usage);
+        return EXIT_NOT_BUILT;
+    }
+    return c->main(argc - 1, argv + 1);
+}

@@ -1,0 +1,124 @@
+/*
+ * alloc.c - counting, aligning, failure-injecting wrappers around libc.
+ *
+ * The fault-injection countdown costs one relaxed atomic load per allocation
+ * when disarmed, so it stays compiled into every build: the same binary that
+ * ships is the one whose out-of-memory paths were tested.
+ */
+#include "core/alloc.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic uint64_t n_allocs;
+static _Atomic uint64_t n_frees;
+static _Atomic uint64_t n_failed;
+static _Atomic int64_t fail_countdown; /* > 0: armed; the allocation that takes it to 0 fails */
+static _Atomic int injected_fired;
+
+/* True when this allocation must fail by injection. */
+static int should_fail(void)
+{
+    if (atomic_load_explicit(&fail_countdown, memory_order_relaxed) <= 0)
+        return 0;
+    if (atomic_fetch_sub(&fail_countdown, 1) == 1) {
+        atomic_store(&injected_fired, 1);
+        return 1;
+    }
+    return 0;
+}
+
+static void *count(void *p)
+{
+    if (p)
+        atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+    return p;
+}
+
+void *infd_malloc(size_t n)
+{
+    if (n == 0 || should_fail())
+        return count(NULL);
+    return count(malloc(n));
+}
+
+void *infd_calloc(size_t count_, size_t size)
+{
+    if (count_ == 0 || size == 0 || should_fail())
+        return count(NULL);
+    return count(calloc(count_, size));
+}
+
+void *infd_realloc(void *p, size_t n)
+{
+    if (n == 0 || should_fail()) {
+        /* The old block stays valid, as with realloc failing. */
+        atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+        return NULL;
+    }
+    void *q = realloc(p, n);
+    if (!q) {
+        atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (!p)
+        atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
+    return q;
+}
+
+void *infd_aligned_alloc(size_t alignment, size_t n)
+{
+    void *p = NULL;
+    if (n == 0 || should_fail())
+        return count(NULL);
+    if (posix_memalign(&p, alignment, n) != 0)
+        p = NULL;
+    return count(p);
+}
+
+char *infd_strdup(const char *s)
+{
+    return infd_strndup(s, strlen(s));
+}
+
+char *infd_strndup(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    char *d = infd_malloc(len + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
+void infd_free(void *p)
+{
+    if (!p)
+        return;
+    atomic_fetch_add_explicit(&n_frees, 1, memory_order_relaxed);
+    free(p);
+}
+
+infd_alloc_stats infd_alloc_get_stats(void)
+{
+    infd_alloc_stats s;
+    s.n_allocs = atomic_load(&n_allocs);
+    s.n_frees = atomic_load(&n_frees);
+    s.n_failed = atomic_load(&n_failed);
+    return s;
+}
+
+void infd_alloc_fail_after(int64_t n)
+{
+    atomic_store(&injected_fired, 0);
+    atomic_store(&fail_countdown, n > 0 ? n : 0);
+}
+
+int infd_alloc_injected_fired(void)
+{
+    return atomic_load(&injected_fired);
+}

@@ -1,0 +1,91 @@
+/*
+ * devices.c - which devices the engine can run on (engine.h).
+ *
+ * The engine asks each backend; the CUDA backend is present only in builds
+ * where nvcc was found (INFD_HAVE_CUDA).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "infd/engine.h"
+
+#ifdef INFD_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
+
+bool infd_engine_has_backend(infd_device_kind kind)
+{
+    switch (kind) {
+    case INFD_DEVICE_CPU:
+        return true;
+    case INFD_DEVICE_CUDA:
+#ifdef INFD_HAVE_CUDA
+        return true;
+#else
+        return false;
+#endif
+    }
+    return false;
+}
+
+int infd_engine_device_count(infd_device_kind kind, infd_error *err)
+{
+    switch (kind) {
+    case INFD_DEVICE_CPU:
+        return 1;
+    case INFD_DEVICE_CUDA: {
+#ifdef INFD_HAVE_CUDA
+        char why[256] = "";
+        int n = infd_cuda_device_count(why, sizeof(why));
+        if (n == 0)
+            infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no CUDA device: %s", why);
+        return n;
+#else
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
+        return 0;
+#endif
+    }
+    }
+    infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "unknown device kind %d", (int)kind);
+    return 0;
+}
+
+/* The "model name" line of /proc/cpuinfo, or "cpu". */
+static void cpu_model(char *buf, size_t n)
+{
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    snprintf(buf, n, "cpu");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                colon += 1 + (colon[1] == ' ');
+                colon[strcspn(colon, "\n")] = '\0';
+                snprintf(buf, n, "%s", colon);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+infd_status infd_engine_device_describe(infd_device_kind kind, int index, char *buf, size_t n,
+                                        infd_error *err)
+{
+    if (kind == INFD_DEVICE_CPU && index == 0) {
+        cpu_model(buf, n);
+        return INFD_STATUS_OK;
+    }
+#ifdef INFD_HAVE_CUDA
+    if (kind == INFD_DEVICE_CUDA) {
+        if (infd_cuda_device_describe(index, buf, n) == 0)
+            return INFD_STATUS_OK;
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "%s", buf);
+    }
+#endif
+    return infd_error_set(err, INFD_STATUS_NOT_FOUND, "no %s device %d",
+                          kind == INFD_DEVICE_CUDA ? "CUDA" : "CPU", index);
+}
