@@ -6,13 +6,17 @@
 # Builds use the CMake presets in CMakePresets.json (build/<preset>/).
 
 PRESET ?= release
+SHELL := /bin/bash
 PYTHON := /usr/bin/python3
 BUILD_DIR = build/$(PRESET)
 INFD = $(BUILD_DIR)/infd
 # Exit status of an infd command that is not built yet (src/cli/main.c).
 NOT_BUILT := 3
 
-.PHONY: all setup build serve test unit e2e asan-unit check-format format clean
+# Seconds of fuzzing: `make fuzz` runs the full 5 minutes, `make test` a short run.
+FUZZ_SECONDS ?= 300
+
+.PHONY: all setup build serve test unit e2e fuzz check-format format clean
 
 all: build
 
@@ -41,6 +45,8 @@ test: setup
 	@$(MAKE) --no-print-directory e2e PRESET=release
 	@echo "== unit tests under ASan+UBSan"
 	@$(MAKE) --no-print-directory unit PRESET=asan
+	@echo "== fuzzing the ONNX loader (short run)"
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
 	@echo "== all tests passed"
 
 unit: build
@@ -49,6 +55,18 @@ unit: build
 # pytest exits 5 when it collects no test: that is a failure here too.
 e2e: build
 	INFD_BIN=$(abspath $(INFD)) $(PYTHON) -m pytest -rs tests/e2e
+
+# libFuzzer on the ONNX loader under ASan+UBSan (clang), seeded with small
+# generated models; the corpus grows in build/fuzz/corpus across runs.
+fuzz:
+	@test -f build/fuzz/build.ninja || cmake --preset fuzz
+	cmake --build --preset fuzz
+	@mkdir -p build/fuzz/corpus
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds
+	build/fuzz/fuzz_onnx_loader -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -max_len=65536 -print_final_stats=1 build/fuzz/corpus build/fuzz/seeds 2>&1 | \
+	    grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)"; \
+	    test $${PIPESTATUS[0]} -eq 0
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
 

@@ -21,13 +21,14 @@ for arg in "$@"; do
     esac
 done
 
-# Build: compiler, CMake + Ninja, format check, protobuf-c (the ONNX loader).
-# Tests: Debian's python3 with pytest/numpy/requests. Models: torch/torchvision/onnx generate and check the
-# ResNet-50 / MobileNetV2 files; Node.js + npm fetch onnxruntime-node and the
-# model packages.
+# Build: compiler, CMake + Ninja, format check, protobuf-c (the ONNX loader),
+# clang with libFuzzer (the loader's fuzz target).
+# Tests: Debian's python3 with pytest/numpy/requests. Models: torch,
+# torchvision and onnx generate and check the ResNet-50 / MobileNetV2 files;
+# Node.js + npm fetch onnxruntime-node and the model packages.
 packages=(
     build-essential cmake ninja-build pkg-config git clang-format
-    libprotobuf-c-dev protobuf-c-compiler
+    libprotobuf-c-dev protobuf-c-compiler clang libclang-rt-14-dev
     python3 python3-pytest python3-numpy python3-requests
     python3-torch python3-torchvision python3-onnx
     nodejs npm
