@@ -1,0 +1,121 @@
+/*
+ * backend.h - the contract between the plan compiler and a backend.
+ *
+ * A backend is a const table of function pointers (infd_backend_ops). The
+ * plan compiler (src/graph/plan.c) walks the optimized graph in order, asks
+ * the backend whether it supports each node with the node's concrete shapes,
+ * and compiles it into a kernel. At run time it calls run() on each kernel
+ * with the data pointers the memory plan assigned. Constant folding uses the
+ * same kernels at compile time, so an op is implemented once.
+ *
+ * Shapes are concrete when a kernel is compiled: a plan is built for fixed
+ * input shapes (a batch size, an image size), so every value's dims are
+ * known numbers. The backend may precompute anything from them (oneDNN
+ * primitives, blocking, reordered weights).
+ *
+ * Threading: compile() runs on the thread building the plan. run() is called
+ * concurrently on one kernel from several contexts (one per instance thread),
+ * so a kernel is immutable after compile; per-run scratch comes from the
+ * workspace the memory plan reserves (workspace_bytes).
+ *
+ * Layout: unless a kernel says otherwise, tensors are dense row-major in the
+ * ONNX logical layout (NCHW for images).
+ */
+#ifndef INFD_GRAPH_BACKEND_H
+#define INFD_GRAPH_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/pool.h"
+#include "graph/ir.h"
+#include "infd/infd.h"
+
+/* What a kernel is compiled from: one node with concrete input and output
+ * values (shapes all known, dtypes known). inputs[i] is NULL for an omitted
+ * optional input; a constant input has value->data set, and a kernel may
+ * read it at compile time (weights, a Reshape target, Resize scales). */
+typedef struct infd_kernel_args {
+    const infd_ir_graph *g;
+    const infd_ir_node *node;
+    int32_t n_inputs;
+    int32_t n_outputs;
+    const infd_ir_value *const *inputs;
+    const infd_ir_value *const *outputs;
+    int n_threads; /* threads a kernel may use at run time (>= 1) */
+} infd_kernel_args;
+
+/* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except
+ * user-provided graph inputs and outputs, which are only element-aligned. */
+typedef struct infd_kernel_io {
+    const void *const *inputs; /* n_inputs entries; NULL for omitted ones */
+    void *const *outputs;      /* n_outputs entries; NULL for unused ones */
+    void *workspace;           /* workspace_bytes of scratch, or NULL */
+    infd_pool *pool;           /* the context's threads (may be NULL: run inline) */
+} infd_kernel_io;
+
+typedef struct infd_backend_ops infd_backend_ops;
+
+/* A compiled node. Backends allocate a larger struct that starts with this
+ * one and free it in destroy_kernel. */
+typedef struct infd_kernel {
+    const infd_backend_ops *ops;
+    const char *name;       /* kernel variant, for profiles ("dnnl:conv:jit_avx512") */
+    size_t workspace_bytes; /* scratch run() needs, reserved by the memory plan */
+} infd_kernel;
+
+#define INFD_BACKEND_OPS_VERSION 1
+
+struct infd_backend_ops {
+    uint32_t version; /* INFD_BACKEND_OPS_VERSION */
+    size_t size;      /* sizeof(infd_backend_ops), for forward compatibility */
+    const char *name; /* "cpu", "cuda" */
+
+    /* True when this backend can run the node with these shapes and dtypes.
+     * When false, `why` (nullable) says what is missing, e.g. "Resize mode
+     * 'cubic' is not supported"; the plan compiler puts it in the error. */
+    bool (*supports)(const infd_kernel_args *args, infd_error *why);
+
+    /* Compiles the node into a kernel (the backend's struct). Errors name the
+     * node. May be slow (primitive creation, tuning); never called at run
+     * time. */
+    infd_status (*compile)(const infd_kernel_args *args, infd_kernel **out, infd_error *err);
+
+    /* Runs a kernel. Must not allocate, lock or fail on valid data: every
+     * check happened in compile. */
+    void (*run)(const infd_kernel *kernel, const infd_kernel_io *io);
+
+    /* Frees a kernel. NULL is a no-op. */
+    void (*destroy_kernel)(infd_kernel *kernel);
+};
+
+/* Call-site wrappers, so one place can add checks or tracing. */
+static inline bool infd_backend_supports(const infd_backend_ops *ops, const infd_kernel_args *a,
+                                         infd_error *why)
+{
+    return ops->supports(a, why);
+}
+
+static inline infd_status infd_backend_compile(const infd_backend_ops *ops,
+                                               const infd_kernel_args *a, infd_kernel **out,
+                                               infd_error *err)
+{
+    return ops->compile(a, out, err);
+}
+
+static inline void infd_kernel_run(const infd_kernel *k, const infd_kernel_io *io)
+{
+    k->ops->run(k, io);
+}
+
+static inline void infd_kernel_destroy(infd_kernel *k)
+{
+    if (k)
+        k->ops->destroy_kernel(k);
+}
+
+/* The CPU backend (src/backends/cpu/). */
+extern const infd_backend_ops infd_cpu_backend;
+
+#endif /* INFD_GRAPH_BACKEND_H */
