@@ -14,9 +14,13 @@
  * primitives, blocking, reordered weights).
  *
  * Threading: compile() runs on the thread building the plan. run() is called
- * concurrently on one kernel from several contexts (one per instance thread),
- * so a kernel is immutable after compile; per-run scratch comes from the
- * workspace the memory plan reserves (workspace_bytes).
+ * concurrently on one kernel from several contexts (one per instance
+ * thread). Each context owns a slot number in [0, n_slots): a kernel may keep
+ * per-slot mutable state made at compile time (oneDNN memory objects and
+ * streams whose data handles are set at run time) and touch only slot
+ * io->slot in run(); everything else is immutable after compile. Per-run
+ * scratch comes from the workspace the memory plan reserves
+ * (workspace_bytes), so run() never allocates.
  *
  * Layout: unless a kernel says otherwise, tensors are dense row-major in the
  * ONNX logical layout (NCHW for images).
@@ -44,6 +48,7 @@ typedef struct infd_kernel_args {
     const infd_ir_value *const *inputs;
     const infd_ir_value *const *outputs;
     int n_threads; /* threads a kernel may use at run time (>= 1) */
+    int n_slots;   /* contexts that may run the kernel at once (>= 1) */
 } infd_kernel_args;
 
 /* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except
@@ -53,6 +58,7 @@ typedef struct infd_kernel_io {
     void *const *outputs;      /* n_outputs entries; NULL for unused ones */
     void *workspace;           /* workspace_bytes of scratch, or NULL */
     infd_pool *pool;           /* the context's threads (may be NULL: run inline) */
+    int slot;                  /* the running context's slot, in [0, n_slots) */
 } infd_kernel_io;
 
 typedef struct infd_backend_ops infd_backend_ops;

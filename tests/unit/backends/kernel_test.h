@@ -11,9 +11,9 @@
  *   ASSERT_STATUS(kt_run(&t, (const void *[]){x, w}, (void *[]){y}, &err), INFD_STATUS_OK);
  *   kt_fini(&t);
  *
- * kt_run compiles the node with infd_cpu_backend, runs it once inline and
- * once on a 2-thread pool (the second run's output is compared with the
- * first, byte for byte), and destroys the kernel. Inputs given data at
+ * kt_run compiles the node with infd_cpu_backend for two slots, runs it once
+ * inline in slot 0 and once on a 2-thread pool in slot 1 (the second run's
+ * output is compared with the first, byte for byte), and destroys the kernel. Inputs given data at
  * kt_input are constants the kernel may read at compile time; pass the same
  * pointer again in kt_run's inputs.
  */
@@ -168,6 +168,7 @@ static inline void kt_args(kt *t, infd_kernel_args *a, const infd_ir_value **ins
     a->inputs = ins;
     a->outputs = outs;
     a->n_threads = t->n_threads;
+    a->n_slots = 2;
 }
 
 /* True when the CPU backend accepts the node; `why` says why not. */
@@ -215,6 +216,7 @@ static inline infd_status kt_run(kt *t, const void *const *inputs, void *const *
     }
     io.outputs = again;
     io.pool = pool;
+    io.slot = 1;
     infd_kernel_run(k, &io);
     for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
         if (outputs[i] && memcmp(again[i], outputs[i], kt_out_bytes(t, i)) != 0)
