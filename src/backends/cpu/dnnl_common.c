@@ -1,0 +1,555 @@
+/*
+ * dnnl_common.c - the engine, descriptors, reorders and the per-slot
+ * executor shared by the oneDNN kernels; see dnnl_common.h for the rules.
+ */
+#include <math.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/dnnl_common.h"
+#include "core/alloc.h"
+#include "core/common.h"
+
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t engine;
+
+static void engine_create(void)
+{
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+        engine = NULL;
+}
+
+dnnl_engine_t infd_dnnl_engine(void)
+{
+    pthread_once(&engine_once, engine_create);
+    return engine;
+}
+
+infd_status infd_dnnl_check(const infd_kernel_args *a, infd_error *err, dnnl_status_t s,
+                            const char *what)
+{
+    infd_status code;
+    switch (s) {
+    case dnnl_success:
+        return INFD_STATUS_OK;
+    case dnnl_out_of_memory:
+        code = INFD_STATUS_OUT_OF_MEMORY;
+        break;
+    case dnnl_unimplemented:
+        code = INFD_STATUS_UNIMPLEMENTED;
+        break;
+    case dnnl_invalid_arguments:
+        code = INFD_STATUS_INVALID_ARGUMENT;
+        break;
+    default:
+        code = INFD_STATUS_INTERNAL;
+        break;
+    }
+    return infd_cpu_node_error(a, err, code, "%s: %s", what, dnnl_status2str(s));
+}
+
+dnnl_status_t infd_dnnl_md_plain(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
+{
+    dnnl_dims_t d, strides;
+    if (ndims == 0) {
+        d[0] = 1;
+        strides[0] = 1;
+        return dnnl_memory_desc_init_by_strides(md, 1, d, dnnl_f32, strides);
+    }
+    if (ndims > DNNL_MAX_NDIMS)
+        return dnnl_invalid_arguments;
+    int64_t stride = 1;
+    for (int i = ndims - 1; i >= 0; i--) {
+        d[i] = dims[i];
+        strides[i] = stride;
+        stride *= dims[i] > 0 ? dims[i] : 1;
+    }
+    return dnnl_memory_desc_init_by_strides(md, ndims, d, dnnl_f32, strides);
+}
+
+dnnl_status_t infd_dnnl_md_value(dnnl_memory_desc_t *md, const infd_ir_value *v)
+{
+    int64_t dims[INFD_MAX_RANK];
+    for (int32_t i = 0; i < v->shape.rank; i++)
+        dims[i] = v->shape.dims[i].value;
+    return infd_dnnl_md_plain(md, v->shape.rank, dims);
+}
+
+dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
+{
+    dnnl_dims_t d;
+    if (ndims < 1 || ndims > DNNL_MAX_NDIMS)
+        return dnnl_invalid_arguments;
+    for (int i = 0; i < ndims; i++)
+        d[i] = dims[i];
+    return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
+}
+
+bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why)
+{
+    for (int i = 0; i < n_data; i++) {
+        const infd_ir_value *v = i < a->n_inputs ? a->inputs[i] : NULL;
+        if (!v) {
+            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input %d is missing", i);
+            return false;
+        }
+        if (v->dtype != INFD_DTYPE_FP32) {
+            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "oneDNN kernel takes FP32 only; input %d is %s", i,
+                                infd_dtype_name(v->dtype));
+            return false;
+        }
+        if (v->shape.rank < 0 || v->shape.rank > DNNL_MAX_NDIMS) {
+            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "input %d has rank %d; oneDNN takes 0 to %d", i, (int)v->shape.rank,
+                                DNNL_MAX_NDIMS);
+            return false;
+        }
+    }
+    if (a->n_outputs < 1 || !a->outputs[0] || a->outputs[0]->dtype != INFD_DTYPE_FP32) {
+        infd_cpu_node_error(
+            a, why, INFD_STATUS_UNIMPLEMENTED, "oneDNN kernel takes FP32 only; output 0 is %s",
+            a->n_outputs >= 1 && a->outputs[0] ? infd_dtype_name(a->outputs[0]->dtype) : "missing");
+        return false;
+    }
+    return true;
+}
+
+infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
+                                const_dnnl_post_ops_t po, float scale, const char *what,
+                                dnnl_primitive_desc_t *pd, infd_error *err)
+{
+    char msg[96];
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_engine_t eng = infd_dnnl_engine();
+    infd_status st;
+    *pd = NULL;
+    if (!eng)
+        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
+                                   "oneDNN could not create a CPU engine");
+    st = infd_dnnl_check(a, err, dnnl_primitive_attr_create(&attr), "oneDNN attributes");
+    if (st != INFD_STATUS_OK)
+        goto out;
+    st = infd_dnnl_check(a, err,
+                         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+                         "oneDNN scratchpad mode");
+    if (st == INFD_STATUS_OK && po)
+        st = infd_dnnl_check(a, err, dnnl_primitive_attr_set_post_ops(attr, po),
+                             "oneDNN post-ops rejected");
+    if (st == INFD_STATUS_OK && scale != 1.0f)
+        st = infd_dnnl_check(a, err, dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale),
+                             "oneDNN output scale rejected");
+    if (st != INFD_STATUS_OK)
+        goto out;
+    snprintf(msg, sizeof(msg), "oneDNN %s primitive rejected the shapes or attributes", what);
+    st = infd_dnnl_check(a, err, dnnl_primitive_desc_create(pd, op_desc, attr, eng, NULL), msg);
+out:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static void kernel_run(const infd_cpu_kernel *k, const infd_kernel_io *io)
+{
+    infd_dnnl_exec_run(&((const infd_dnnl_kernel *)k)->exec, io);
+}
+
+static void kernel_fini(infd_cpu_kernel *k)
+{
+    infd_dnnl_exec_fini(&((infd_dnnl_kernel *)k)->exec);
+}
+
+infd_status infd_dnnl_exec_init(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                const_dnnl_primitive_desc_t pd, infd_error *err)
+{
+    dnnl_engine_t eng = infd_dnnl_engine();
+    infd_status st;
+    e->n_slots = a->n_slots;
+    e->streams = infd_calloc((size_t)a->n_slots, sizeof(*e->streams));
+    e->args = infd_calloc((size_t)a->n_slots * INFD_DNNL_MAX_ARGS, sizeof(*e->args));
+    if (!e->streams || !e->args)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for oneDNN streams");
+    st = infd_dnnl_check(a, err, dnnl_primitive_create(&e->prim, pd),
+                         "oneDNN primitive creation failed");
+    for (int s = 0; s < a->n_slots && st == INFD_STATUS_OK; s++)
+        st = infd_dnnl_check(a, err,
+                             dnnl_stream_create(&e->streams[s], eng, dnnl_stream_default_flags),
+                             "oneDNN stream creation failed");
+    if (st != INFD_STATUS_OK)
+        return st;
+    const dnnl_memory_desc_t *scratch =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
+    if (e->scratch_bytes > 0)
+        st = infd_dnnl_exec_arg(e, a, DNNL_ARG_SCRATCHPAD, INFD_DNNL_FROM_WORKSPACE, 0, scratch,
+                                err);
+    return st;
+}
+
+infd_status infd_dnnl_kernel_create(const infd_kernel_args *a, const char *prefix,
+                                    const_dnnl_primitive_desc_t pd, infd_dnnl_kernel **out,
+                                    infd_error *err)
+{
+    const char *impl = NULL;
+    *out = NULL;
+    infd_dnnl_kernel *k = (infd_dnnl_kernel *)infd_cpu_kernel_new(sizeof(infd_dnnl_kernel), prefix,
+                                                                  kernel_run, kernel_fini);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for the kernel");
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+        impl = "?";
+    snprintf(k->name, sizeof(k->name), "%s:%s", prefix, impl);
+    k->base.base.name = k->name;
+    infd_status st = infd_dnnl_exec_init(&k->exec, a, pd, err);
+    k->base.base.workspace_bytes = k->exec.scratch_bytes;
+    *out = k;
+    return st;
+}
+
+/* Creates slot memories for the next argument; on failure the memories made
+ * so far stay in e->args and exec_fini frees them. */
+static infd_status add_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                           infd_dnnl_from from, int32_t index, const dnnl_memory_desc_t *md,
+                           void *handle, infd_error *err)
+{
+    if (e->n_args >= INFD_DNNL_MAX_ARGS)
+        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN arguments");
+    int n = e->n_args;
+    for (int s = 0; s < e->n_slots; s++) {
+        dnnl_exec_arg_t *arg = &e->args[s * INFD_DNNL_MAX_ARGS + n];
+        arg->arg = arg_id;
+        infd_status st = infd_dnnl_check(
+            a, err, dnnl_memory_create(&arg->memory, md, infd_dnnl_engine(), handle),
+            "oneDNN memory creation failed");
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    e->arg_ids[n] = arg_id;
+    e->arg_from[n] = (uint8_t)from;
+    e->arg_index[n] = index;
+    e->n_args++;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_exec_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                               infd_dnnl_from from, int32_t index, const dnnl_memory_desc_t *md,
+                               infd_error *err)
+{
+    return add_arg(e, a, arg_id, from, index, md, DNNL_MEMORY_NONE, err);
+}
+
+infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                     const dnnl_memory_desc_t *md, void *buf, infd_error *err)
+{
+    if (e->n_owned >= INFD_DNNL_MAX_ARGS) {
+        infd_free(buf);
+        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN constants");
+    }
+    e->owned[e->n_owned++] = buf;
+    return add_arg(e, a, arg_id, INFD_DNNL_FROM_CONST, -1, md, buf, err);
+}
+
+infd_status infd_dnnl_copy_const(const infd_kernel_args *a, const void *data, size_t n, void **out,
+                                 infd_error *err)
+{
+    *out = infd_aligned_alloc(64, n ? n : 1);
+    if (!*out)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for a %zu-byte constant", n);
+    if (n)
+        memcpy(*out, data, n);
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory_desc_t *from_md,
+                                    const void *data, const dnnl_memory_desc_t *to_md, void **out,
+                                    infd_error *err)
+{
+    dnnl_engine_t eng = infd_dnnl_engine();
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_stream_t stream = NULL;
+    size_t n = dnnl_memory_desc_get_size(to_md);
+    void *buf = infd_aligned_alloc(64, n ? n : 1);
+    infd_status st;
+    *out = NULL;
+    if (!buf)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for %zu bytes of reordered weights", n);
+    /* The source is only read; oneDNN's API has no const handle. */
+    st = infd_dnnl_check(a, err, dnnl_memory_create(&from, from_md, eng, (void *)data),
+                         "oneDNN weight memory creation failed");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_memory_create(&to, to_md, eng, buf),
+                             "oneDNN weight memory creation failed");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(
+            a, err, dnnl_reorder_primitive_desc_create(&pd, from_md, eng, to_md, eng, NULL),
+            "oneDNN weight reorder rejected the layouts");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_primitive_create(&prim, pd),
+                             "oneDNN weight reorder creation failed");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_stream_create(&stream, eng, dnnl_stream_default_flags),
+                             "oneDNN stream creation failed");
+    if (st == INFD_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+        st = infd_dnnl_check(a, err, dnnl_primitive_execute(prim, stream, 2, args),
+                             "oneDNN weight reorder failed");
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_stream_wait(stream), "oneDNN weight reorder failed");
+    if (stream)
+        dnnl_stream_destroy(stream);
+    if (prim)
+        dnnl_primitive_destroy(prim);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (to)
+        dnnl_memory_destroy(to);
+    if (from)
+        dnnl_memory_destroy(from);
+    if (st == INFD_STATUS_OK) {
+        *out = buf;
+        buf = NULL;
+    }
+    infd_free(buf);
+    return st;
+}
+
+void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io)
+{
+    dnnl_exec_arg_t *args = &e->args[io->slot * INFD_DNNL_MAX_ARGS];
+    for (int i = 0; i < e->n_args; i++) {
+        void *p;
+        switch (e->arg_from[i]) {
+        case INFD_DNNL_FROM_INPUT:
+            p = (void *)io->inputs[e->arg_index[i]];
+            break;
+        case INFD_DNNL_FROM_OUTPUT:
+            p = io->outputs[e->arg_index[i]];
+            break;
+        case INFD_DNNL_FROM_WORKSPACE:
+            p = io->workspace;
+            break;
+        default:
+            continue;
+        }
+        dnnl_memory_set_data_handle(args[i].memory, p);
+    }
+    dnnl_status_t s = dnnl_primitive_execute(e->prim, e->streams[io->slot], e->n_args, args);
+    INFD_ASSERT(s == dnnl_success);
+    s = dnnl_stream_wait(e->streams[io->slot]);
+    INFD_ASSERT(s == dnnl_success);
+    INFD_UNUSED(s);
+}
+
+void infd_dnnl_exec_fini(infd_dnnl_exec *e)
+{
+    if (e->args) {
+        for (int i = 0; i < e->n_slots * INFD_DNNL_MAX_ARGS; i++) {
+            if (e->args[i].memory)
+                dnnl_memory_destroy(e->args[i].memory);
+        }
+    }
+    if (e->streams) {
+        for (int s = 0; s < e->n_slots; s++) {
+            if (e->streams[s])
+                dnnl_stream_destroy(e->streams[s]);
+        }
+    }
+    if (e->prim)
+        dnnl_primitive_destroy(e->prim);
+    for (int i = 0; i < e->n_owned; i++)
+        infd_free(e->owned[i]);
+    infd_free(e->args);
+    infd_free(e->streams);
+    memset(e, 0, sizeof(*e));
+}
+
+/* ---- Fusion hooks ------------------------------------------------------- */
+
+static const char *const fused_acts[] = { "Relu",    "LeakyRelu",   "Clip",
+                                          "Sigmoid", "HardSigmoid", "Tanh" };
+
+bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, infd_error *why)
+{
+    const char *act = NULL;
+    int64_t sum = 0;
+    if (infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &act, why) !=
+            INFD_STATUS_OK ||
+        infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, why) != INFD_STATUS_OK)
+        return false;
+    if (act) {
+        bool known = false;
+        for (size_t i = 0; i < INFD_ARRAY_SIZE(fused_acts); i++)
+            known = known || strcmp(act, fused_acts[i]) == 0;
+        if (!known) {
+            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "fused activation '%s' is not supported", act);
+            return false;
+        }
+    }
+    if (sum) {
+        const infd_ir_value *r = residual_input < a->n_inputs ? a->inputs[residual_input] : NULL;
+        const infd_ir_value *y = a->outputs[0];
+        bool same = r && r->dtype == INFD_DTYPE_FP32 && r->shape.rank == y->shape.rank;
+        for (int32_t i = 0; same && i < y->shape.rank; i++)
+            same = r->shape.dims[i].value == y->shape.dims[i].value;
+        if (!same) {
+            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "_fused_sum needs an FP32 input %d shaped like the output",
+                                residual_input);
+            return false;
+        }
+    }
+    return true;
+}
+
+infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po,
+                                   const dnnl_memory_desc_t *dst_md, int *residual_po,
+                                   infd_error *err)
+{
+    const char *act = NULL;
+    int64_t sum = 0;
+    float alpha = 0, beta = 0;
+    infd_status st;
+    *residual_po = -1;
+    st = infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &act, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (sum) {
+        st = infd_dnnl_check(a, err, dnnl_post_ops_append_binary(po, dnnl_binary_add, dst_md),
+                             "oneDNN residual post-op rejected");
+        if (st != INFD_STATUS_OK)
+            return st;
+        *residual_po = dnnl_post_ops_len(po) - 1;
+    }
+    if (!act)
+        return INFD_STATUS_OK;
+    dnnl_alg_kind_t alg = dnnl_eltwise_relu;
+    float dalpha = 0, dbeta = 0;
+    if (strcmp(act, "LeakyRelu") == 0) {
+        dalpha = 0.01f;
+    } else if (strcmp(act, "Clip") == 0) {
+        alg = dnnl_eltwise_clip_v2;
+        dalpha = -INFINITY;
+        dbeta = INFINITY;
+    } else if (strcmp(act, "Sigmoid") == 0) {
+        alg = dnnl_eltwise_logistic;
+    } else if (strcmp(act, "Tanh") == 0) {
+        alg = dnnl_eltwise_tanh;
+    } else if (strcmp(act, "HardSigmoid") == 0) {
+        alg = dnnl_eltwise_linear;
+        dalpha = 0.2f;
+        dbeta = 0.5f;
+    }
+    st = infd_ir_attr_float(a->g, a->node, "_fused_alpha", dalpha, &alpha, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_ir_attr_float(a->g, a->node, "_fused_beta", dbeta, &beta, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta),
+                             "oneDNN activation post-op rejected");
+    /* HardSigmoid is max(0, min(1, alpha x + beta)): a linear step, then a clip. */
+    if (st == INFD_STATUS_OK && strcmp(act, "HardSigmoid") == 0)
+        st = infd_dnnl_check(
+            a, err, dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f),
+            "oneDNN activation post-op rejected");
+    return st;
+}
+
+/* ---- Conv and pool windows ----------------------------------------------- */
+
+/* Reads an ints attribute of exactly `n` values into out[], or fills it with
+ * `dflt` when absent. */
+static infd_status attr_ints_n(const infd_kernel_args *a, const char *name, int n, int64_t dflt,
+                               int64_t *out, infd_error *err)
+{
+    const int64_t *v = NULL;
+    int32_t nv = 0;
+    infd_status st = infd_ir_attr_ints(a->g, a->node, name, &v, &nv, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (!v) {
+        for (int i = 0; i < n; i++)
+            out[i] = dflt;
+        return INFD_STATUS_OK;
+    }
+    if (nv != n)
+        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "attribute %s has %d values, expected %d", name, (int)nv, n);
+    for (int i = 0; i < n; i++)
+        out[i] = v[i];
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_window_get(const infd_kernel_args *a, const int64_t *kernel,
+                                 infd_dnnl_window *w, infd_error *err)
+{
+    const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
+    const char *auto_pad = NULL;
+    int64_t pads[6];
+    infd_status st;
+    memset(w, 0, sizeof(*w));
+    if (x->shape.rank < 3 || x->shape.rank > 5 || y->shape.rank != x->shape.rank)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN takes 1-D to 3-D windows; input rank is %d",
+                                   (int)x->shape.rank);
+    w->n_sp = x->shape.rank - 2;
+    if (kernel)
+        memcpy(w->kernel, kernel, sizeof(int64_t) * (size_t)w->n_sp);
+    else if ((st = attr_ints_n(a, "kernel_shape", w->n_sp, -1, w->kernel, err)) != INFD_STATUS_OK)
+        return st;
+    if ((st = attr_ints_n(a, "strides", w->n_sp, 1, w->strides, err)) != INFD_STATUS_OK ||
+        (st = attr_ints_n(a, "dilations", w->n_sp, 1, w->dilations, err)) != INFD_STATUS_OK ||
+        (st = attr_ints_n(a, "pads", 2 * w->n_sp, 0, pads, err)) != INFD_STATUS_OK ||
+        (st = infd_ir_attr_string(a->g, a->node, "auto_pad", "NOTSET", &auto_pad, err)) !=
+            INFD_STATUS_OK)
+        return st;
+    for (int i = 0; i < w->n_sp; i++) {
+        int64_t in = x->shape.dims[2 + i].value, out = y->shape.dims[2 + i].value;
+        int64_t k = w->kernel[i], s = w->strides[i], d = w->dilations[i];
+        if (k < 1 || s < 1 || d < 1)
+            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                       "kernel_shape, strides and dilations must be >= 1");
+        int64_t dk = (k - 1) * d + 1;
+        int64_t pl = pads[i], pr = pads[i + w->n_sp];
+        if (strcmp(auto_pad, "VALID") == 0) {
+            pl = pr = 0;
+        } else if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+            int64_t total = INFD_MAX(0, (out - 1) * s + dk - in);
+            /* SAME_UPPER puts the odd pixel at the end, SAME_LOWER at the start. */
+            pl = auto_pad[5] == 'U' ? total / 2 : total - total / 2;
+            pr = total - pl;
+        } else if (strcmp(auto_pad, "NOTSET") != 0) {
+            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                       "auto_pad '%s' is not one of NOTSET, SAME_UPPER, "
+                                       "SAME_LOWER, VALID",
+                                       auto_pad);
+        }
+        if (pl < 0 || pr < 0)
+            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "pads must be >= 0");
+        /* oneDNN wants out == (in + pl + pr - dk) / s + 1 exactly: ceil_mode
+         * (and SAME) windows that overhang the end pad get it widened. */
+        int64_t need = (out - 1) * s + dk - in - pl;
+        if (in + pl + pr < dk || (in + pl + pr - dk) / s + 1 != out) {
+            if (need < pr || (in + pl + need - dk) / s + 1 != out)
+                return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                           "output dim %d is %lld, which the window attributes "
+                                           "do not produce from input %lld",
+                                           2 + i, (long long)out, (long long)in);
+            w->extended[i] = need > pr;
+            pr = need;
+        }
+        w->pad_l[i] = pl;
+        w->pad_r[i] = pr;
+    }
+    return INFD_STATUS_OK;
+}

@@ -1,0 +1,196 @@
+/*
+ * dnnl_common.h - plumbing shared by the oneDNN-backed CPU kernels
+ * (dnnl_*.c): the process-wide engine, memory descriptors for our dense
+ * row-major tensors, compile-time weight reorders, and an executor that
+ * turns one primitive into a kernel that runs without allocating.
+ *
+ * The executor (infd_dnnl_exec) is made at compile time from a primitive
+ * descriptor. For every slot (infd_kernel_args.n_slots) it holds a stream
+ * and one dnnl_memory_t per primitive argument, created with
+ * DNNL_MEMORY_NONE for run-time arguments (kernel inputs, outputs, the
+ * scratchpad) and pointing at kernel-owned buffers for constants (reordered
+ * weights, bias, statistics). run() only sets the data handles of slot
+ * io->slot's memories, executes on that slot's stream and waits: no
+ * allocation through infd_*, no lock of ours. oneDNN itself still builds
+ * a small argument map per execute inside the library; that is invisible
+ * to infd_alloc_get_stats and out of our hands.
+ *
+ * Scratchpad: primitives are created with scratchpad_mode user; the size
+ * is the kernel's workspace_bytes and run() points the scratchpad memory at
+ * io->workspace.
+ *
+ * Layout: src/dst are plain row-major (nchw, ncdhw, ab ...) for now; a later
+ * layout pass will keep blocked formats between oneDNN ops. Weights use
+ * format_tag any and are reordered once at compile time into kernel-owned
+ * memory.
+ *
+ * Threading: compile-time functions run on the plan-building thread;
+ * infd_dnnl_exec_run is safe to call concurrently for distinct slots.
+ * oneDNN parallelises inside a primitive with its OpenMP runtime.
+ */
+#ifndef INFD_BACKENDS_CPU_DNNL_COMMON_H
+#define INFD_BACKENDS_CPU_DNNL_COMMON_H
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdbool.h>
+
+#include "backends/cpu/cpu_ops.h"
+
+#define INFD_DNNL_MAX_ARGS   12
+#define INFD_DNNL_NAME_BYTES 96
+
+/* Where an argument's data comes from at run time. */
+typedef enum infd_dnnl_from {
+    INFD_DNNL_FROM_INPUT = 1, /* io->inputs[index] */
+    INFD_DNNL_FROM_OUTPUT,    /* io->outputs[index] */
+    INFD_DNNL_FROM_WORKSPACE, /* io->workspace (the user scratchpad) */
+    INFD_DNNL_FROM_CONST,     /* a kernel-owned buffer set at compile time */
+} infd_dnnl_from;
+
+typedef struct infd_dnnl_exec {
+    dnnl_primitive_t prim;
+    int n_slots;
+    int n_args;
+    int arg_ids[INFD_DNNL_MAX_ARGS]; /* DNNL_ARG_* */
+    uint8_t arg_from[INFD_DNNL_MAX_ARGS];
+    int32_t arg_index[INFD_DNNL_MAX_ARGS];
+    dnnl_exec_arg_t *args;           /* [n_slots][INFD_DNNL_MAX_ARGS]; memories owned */
+    dnnl_stream_t *streams;          /* [n_slots], owned */
+    void *owned[INFD_DNNL_MAX_ARGS]; /* constant buffers (infd_aligned_alloc) */
+    int n_owned;
+    size_t scratch_bytes;
+} infd_dnnl_exec;
+
+/* The kernel most ops use: one primitive. */
+typedef struct infd_dnnl_kernel {
+    infd_cpu_kernel base;
+    infd_dnnl_exec exec;
+    char name[INFD_DNNL_NAME_BYTES]; /* base.base.name points here */
+} infd_dnnl_kernel;
+
+/* The process's CPU engine, created on first use (pthread_once) and kept
+ * for the life of the process. NULL when oneDNN cannot create it. */
+dnnl_engine_t infd_dnnl_engine(void);
+
+/* OK for dnnl_success; otherwise fills `err` with "<node>: <what>: <oneDNN
+ * status>" and returns the matching infd_status. */
+infd_status infd_dnnl_check(const infd_kernel_args *a, infd_error *err, dnnl_status_t s,
+                            const char *what);
+
+/* A dense row-major FP32 descriptor of `ndims` dims (0 dims: one element). */
+dnnl_status_t infd_dnnl_md_plain(dnnl_memory_desc_t *md, int ndims, const int64_t *dims);
+
+/* The same for a value's concrete shape. */
+dnnl_status_t infd_dnnl_md_value(dnnl_memory_desc_t *md, const infd_ir_value *v);
+
+/* A descriptor with format_tag any (the primitive picks the layout). */
+dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims);
+
+/* True when inputs[0..n_data) are present FP32 values and output 0 is FP32;
+ * otherwise says which one is not in `why` (nullable). */
+bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why);
+
+/* Creates a primitive descriptor for `op_desc` with scratchpad mode user,
+ * the post-ops `po` (nullable) and output scale `scale` (1: none). `what`
+ * names the primitive in errors ("convolution"). */
+infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
+                                const_dnnl_post_ops_t po, float scale, const char *what,
+                                dnnl_primitive_desc_t *pd, infd_error *err);
+
+/* Makes an infd_dnnl_kernel for the primitive of `pd` (borrowed), named
+ * "<prefix>:<implementation>". The caller adds the arguments with
+ * infd_dnnl_exec_arg / _arg_const and destroys the kernel on error. */
+infd_status infd_dnnl_kernel_create(const infd_kernel_args *a, const char *prefix,
+                                    const_dnnl_primitive_desc_t pd, infd_dnnl_kernel **out,
+                                    infd_error *err);
+
+/* Makes the primitive of `pd` (borrowed), a stream per slot and the
+ * scratchpad argument in a zeroed executor (for kernels that hold more than
+ * one; infd_dnnl_kernel_create does it for the usual one). */
+infd_status infd_dnnl_exec_init(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                const_dnnl_primitive_desc_t pd, infd_error *err);
+
+/* Adds a run-time argument `arg_id` described by `md`, whose data is
+ * inputs[index] or outputs[index] at run time. */
+infd_status infd_dnnl_exec_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                               infd_dnnl_from from, int32_t index, const dnnl_memory_desc_t *md,
+                               infd_error *err);
+
+/* Adds a constant argument; takes `buf` (from infd_aligned_alloc), freed
+ * with the executor even when this call fails. */
+infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                     const dnnl_memory_desc_t *md, void *buf, infd_error *err);
+
+/* Reorders constant `data` laid out as `from_md` into a new buffer laid out
+ * as `to_md` (*out, from infd_aligned_alloc). Runs at compile time. */
+infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory_desc_t *from_md,
+                                    const void *data, const dnnl_memory_desc_t *to_md, void **out,
+                                    infd_error *err);
+
+/* A 64-byte aligned copy of `n` bytes (*out); OUT_OF_MEMORY names the node. */
+infd_status infd_dnnl_copy_const(const infd_kernel_args *a, const void *data, size_t n, void **out,
+                                 infd_error *err);
+
+/* Sets slot io->slot's handles, executes and waits. */
+void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io);
+
+/* Destroys memories, streams, the primitive and owned buffers; a zeroed
+ * executor is a no-op. */
+void infd_dnnl_exec_fini(infd_dnnl_exec *e);
+
+/*
+ * Fusion hooks (for Conv, Gemm, MatMul; attribute names documented in
+ * dnnl_conv.c). infd_dnnl_fused_supported declines unknown activations.
+ * infd_dnnl_fused_append appends the post-ops the attributes ask for to
+ * `po`: with `_fused_sum` = 1, a binary add of the residual (dense, shaped
+ * like the output `dst_md`; the caller binds it to post-op index
+ * *residual_po, -1 when absent), then the activation.
+ */
+bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, infd_error *why);
+infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po,
+                                   const dnnl_memory_desc_t *dst_md, int *residual_po,
+                                   infd_error *err);
+
+/*
+ * The sliding window of Conv and the pools, resolved to oneDNN's terms from
+ * the node's attributes (kernel from `kernel` when non-NULL, else the
+ * kernel_shape attribute; strides, dilations, pads, auto_pad) and the given
+ * input (inputs[0]) and output (outputs[0]) shapes. pad_r is what oneDNN
+ * needs to produce the given output, which is more than the ONNX end pad
+ * under ceil_mode; extended[i] says so. Errors (INVALID_ARGUMENT) name the
+ * attribute; use it in supports() too.
+ */
+typedef struct infd_dnnl_window {
+    int n_sp; /* spatial dims: rank - 2 */
+    int64_t kernel[3];
+    int64_t strides[3];
+    int64_t dilations[3]; /* ONNX convention (1: dense); oneDNN takes d - 1 */
+    int64_t pad_l[3];
+    int64_t pad_r[3];
+    bool extended[3];
+} infd_dnnl_window;
+
+infd_status infd_dnnl_window_get(const infd_kernel_args *a, const int64_t *kernel,
+                                 infd_dnnl_window *w, infd_error *err);
+
+/* Op entry points, registered in dnnl_ops.c (one pair per dnnl_*.c op). */
+#define INFD_DNNL_OP(name)                                                               \
+    bool infd_dnnl_##name##_supports(const infd_kernel_args *a, infd_error *why);        \
+    infd_status infd_dnnl_##name##_compile(const infd_kernel_args *a, infd_kernel **out, \
+                                           infd_error *err);
+INFD_DNNL_OP(conv)
+INFD_DNNL_OP(conv_transpose)
+INFD_DNNL_OP(max_pool)
+INFD_DNNL_OP(avg_pool)
+INFD_DNNL_OP(global_avg_pool)
+INFD_DNNL_OP(gemm)
+INFD_DNNL_OP(matmul)
+INFD_DNNL_OP(eltwise)
+INFD_DNNL_OP(pow)
+INFD_DNNL_OP(binary)
+INFD_DNNL_OP(softmax)
+INFD_DNNL_OP(batch_norm)
+INFD_DNNL_OP(reduce)
+#undef INFD_DNNL_OP
+
+#endif /* INFD_BACKENDS_CPU_DNNL_COMMON_H */

@@ -1,0 +1,382 @@
+/*
+ * dnnl_conv.c - Conv and ConvTranspose on oneDNN (FP32, 1-D to 3-D).
+ *
+ * Conv: groups (depthwise included), dilations, strides, explicit pads
+ * (asymmetric too), auto_pad, optional bias. Weights are reordered once at
+ * compile time into the layout the chosen implementation wants (format_tag
+ * any); a weight that is not constant is read in place as plain goihw.
+ * src/dst stay plain ncw/nchw/ncdhw; a later layout pass will keep blocked
+ * formats between oneDNN ops.
+ *
+ * Fusion hooks, read when present (a fusion pass adds them; Gemm and MatMul
+ * read the same names):
+ *
+ *   _fused_activation  string  "Relu", "LeakyRelu", "Clip", "Sigmoid",
+ *                              "HardSigmoid" or "Tanh", applied to the output
+ *   _fused_alpha       float   Relu/LeakyRelu slope (0 / 0.01), Clip min
+ *                              (-inf), HardSigmoid alpha (0.2)
+ *   _fused_beta        float   Clip max (+inf), HardSigmoid beta (0.5)
+ *   _fused_sum         int     1: the residual input (Conv: input 3, after
+ *                              an optional bias that may be omitted; Gemm:
+ *                              input 3; MatMul: input 2), shaped like the
+ *                              output, is added before the activation
+ *
+ * ConvTranspose: strides, dilations, pads, output_padding, group, auto_pad
+ * and output_shape through oneDNN deconvolution; the output shape comes
+ * from the graph, so oneDNN's end pad is derived from it.
+ */
+#include <string.h>
+
+#include "backends/cpu/dnnl_common.h"
+#include "core/alloc.h"
+#include "core/common.h"
+
+static const infd_ir_value *input(const infd_kernel_args *a, int i)
+{
+    return i < a->n_inputs ? a->inputs[i] : NULL;
+}
+
+/* Checks X, W, B and group for Conv (W [OC, C/G, k...]) and ConvTranspose
+ * (W [C, OC/G, k...]). */
+static bool check_channels(const infd_kernel_args *a, int64_t group, infd_error *why)
+{
+    const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
+    const infd_ir_value *y = a->outputs[0];
+    bool transpose = strcmp(a->node->op_type, "ConvTranspose") == 0;
+    if (x->shape.rank < 3 || x->shape.rank > 5 || w->shape.rank != x->shape.rank ||
+        y->shape.rank != x->shape.rank) {
+        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "oneDNN takes 1-D to 3-D convolutions with matching ranks");
+        return false;
+    }
+    int64_t c = x->shape.dims[1].value, oc = y->shape.dims[1].value;
+    int64_t w_in = transpose ? w->shape.dims[0].value : w->shape.dims[1].value * group;
+    int64_t w_out = transpose ? w->shape.dims[1].value * group : w->shape.dims[0].value;
+    if (group < 1 || c % group != 0 || oc % group != 0 || w_in != c || w_out != oc) {
+        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "channels do not match: input %lld, output %lld, group %lld",
+                            (long long)c, (long long)oc, (long long)group);
+        return false;
+    }
+    if (b && (b->dtype != INFD_DTYPE_FP32 || b->shape.rank != 1 || b->shape.dims[0].value != oc)) {
+        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "bias must be FP32 [%lld]",
+                            (long long)oc);
+        return false;
+    }
+    return true;
+}
+
+bool infd_dnnl_conv_supports(const infd_kernel_args *a, infd_error *why)
+{
+    int64_t group = 1;
+    infd_dnnl_window win;
+    if (!infd_dnnl_fp32_only(a, 2, why))
+        return false;
+    if (infd_ir_attr_int(a->g, a->node, "group", 1, &group, why) != INFD_STATUS_OK ||
+        !check_channels(a, group, why))
+        return false;
+    const infd_ir_value *w = a->inputs[1];
+    int64_t k[3];
+    for (int i = 0; i < w->shape.rank - 2; i++)
+        k[i] = w->shape.dims[2 + i].value;
+    if (infd_dnnl_window_get(a, k, &win, why) != INFD_STATUS_OK)
+        return false;
+    return infd_dnnl_fused_supported(a, 3, why);
+}
+
+/* Adds the weight argument: reordered once when constant, else read plain
+ * at run time. `plain` describes the ONNX memory in the primitive's logical
+ * dims. */
+static infd_status add_weights(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                               const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *plain,
+                               infd_error *err)
+{
+    const infd_ir_value *w = a->inputs[1];
+    if (!w->data)
+        return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_WEIGHTS, INFD_DNNL_FROM_INPUT, 1, plain,
+                                  err);
+    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    void *buf = NULL;
+    infd_status st = infd_dnnl_reorder_const(a, plain, w->data, want, &buf, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    return infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_WEIGHTS, want, buf, err);
+}
+
+static infd_status add_bias(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                            const dnnl_memory_desc_t *md, infd_error *err)
+{
+    const infd_ir_value *b = a->inputs[2];
+    if (!b->data)
+        return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_BIAS, INFD_DNNL_FROM_INPUT, 2, md, err);
+    void *buf = NULL;
+    infd_status st = infd_dnnl_copy_const(a, b->data, b->nbytes, &buf, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    return infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_BIAS, md, buf, err);
+}
+
+infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
+    const infd_ir_value *y = a->outputs[0];
+    dnnl_memory_desc_t src_md, dst_md, w_any, w_plain, b_md;
+    dnnl_convolution_desc_t cd;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    infd_dnnl_kernel *k = NULL;
+    infd_dnnl_window win;
+    int64_t group = 1, wdims[6], k_sp[3];
+    dnnl_dims_t strides, dil, pl, pr;
+    int residual_po = -1, wn = 0;
+    infd_status st;
+    *out = NULL;
+
+    if ((st = infd_ir_attr_int(a->g, a->node, "group", 1, &group, err)) != INFD_STATUS_OK)
+        return st;
+    for (int i = 0; i < w->shape.rank - 2; i++)
+        k_sp[i] = w->shape.dims[2 + i].value;
+    if ((st = infd_dnnl_window_get(a, k_sp, &win, err)) != INFD_STATUS_OK)
+        return st;
+    for (int i = 0; i < win.n_sp; i++) {
+        strides[i] = win.strides[i];
+        dil[i] = win.dilations[i] - 1;
+        pl[i] = win.pad_l[i];
+        pr[i] = win.pad_r[i];
+    }
+    /* Grouped weights are [G, OC/G, IC/G, k...]: the same memory as ONNX's
+     * [OC, IC/G, k...]. */
+    if (group > 1)
+        wdims[wn++] = group;
+    wdims[wn++] = w->shape.dims[0].value / group;
+    for (int i = 1; i < w->shape.rank; i++)
+        wdims[wn++] = w->shape.dims[i].value;
+
+    dnnl_status_t s = infd_dnnl_md_value(&src_md, x);
+    if (s == dnnl_success)
+        s = infd_dnnl_md_value(&dst_md, y);
+    if (s == dnnl_success)
+        s = infd_dnnl_md_plain(&w_plain, wn, wdims);
+    if (s == dnnl_success)
+        s = w->data ? infd_dnnl_md_any(&w_any, wn, wdims) : infd_dnnl_md_plain(&w_any, wn, wdims);
+    if (s == dnnl_success && b)
+        s = infd_dnnl_md_value(&b_md, b);
+    /* Direct, not auto: auto may pick Winograd, whose rounding differs. */
+    if (s == dnnl_success)
+        s = dnnl_dilated_convolution_forward_desc_init(
+            &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any, b ? &b_md : NULL,
+            &dst_md, strides, dil, pl, pr);
+    st = infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_post_ops_create(&po), "oneDNN post-ops");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_fused_append(a, po, &dst_md, &residual_po, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_pd_create(a, &cd, po, 1.0f, "convolution", &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create(a, "dnnl:conv", pd, &k, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+    if (st == INFD_STATUS_OK)
+        st = add_weights(k, a, pd, &w_plain, err);
+    if (st == INFD_STATUS_OK && b)
+        st = add_bias(k, a, &b_md, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
+    if (st == INFD_STATUS_OK && residual_po >= 0)
+        st = infd_dnnl_exec_arg(&k->exec, a,
+                                DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_po) | DNNL_ARG_SRC_1,
+                                INFD_DNNL_FROM_INPUT, 3, &dst_md, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (st != INFD_STATUS_OK) {
+        infd_kernel_destroy(k ? &k->base.base : NULL);
+        return st;
+    }
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
+/* ---- ConvTranspose ------------------------------------------------------- */
+
+typedef struct deconv_geom {
+    int n_sp;
+    dnnl_dims_t strides, dil, pl, pr;
+} deconv_geom;
+
+/* Resolves ConvTranspose's padding against the given output shape:
+ *   out = s (in - 1) + output_padding + dk - pad_begin - pad_end
+ * oneDNN has no output_padding; it is folded into its end pad, which is
+ * derived from the output shape. */
+static infd_status deconv_geom_get(const infd_kernel_args *a, deconv_geom *g, infd_error *err)
+{
+    const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *y = a->outputs[0];
+    const int64_t *v;
+    int32_t nv;
+    const char *auto_pad = NULL;
+    int n = x->shape.rank - 2;
+    int64_t strides[3], dil[3], pads[6] = { 0 }, opad[3] = { 0 };
+    bool have_oshape = false;
+    infd_status st;
+    g->n_sp = n;
+    struct {
+        const char *name;
+        int64_t *dst;
+        int count;
+        int64_t dflt;
+        bool *seen;
+    } attrs[] = {
+        { "strides", strides, n, 1, NULL },
+        { "dilations", dil, n, 1, NULL },
+        { "pads", pads, 2 * n, 0, NULL },
+        { "output_padding", opad, n, 0, NULL },
+        { "output_shape", NULL, n, 0, &have_oshape },
+    };
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(attrs); i++) {
+        if ((st = infd_ir_attr_ints(a->g, a->node, attrs[i].name, &v, &nv, err)) != INFD_STATUS_OK)
+            return st;
+        if (v && nv != attrs[i].count)
+            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                       "attribute %s has %d values, expected %d", attrs[i].name,
+                                       (int)nv, attrs[i].count);
+        if (attrs[i].seen)
+            *attrs[i].seen = v != NULL;
+        for (int j = 0; attrs[i].dst && j < attrs[i].count; j++)
+            attrs[i].dst[j] = v ? v[j] : attrs[i].dflt;
+    }
+    if ((st = infd_ir_attr_string(a->g, a->node, "auto_pad", "NOTSET", &auto_pad, err)) !=
+        INFD_STATUS_OK)
+        return st;
+    bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
+    bool valid = strcmp(auto_pad, "VALID") == 0;
+    if (!same && !valid && strcmp(auto_pad, "NOTSET") != 0)
+        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "auto_pad '%s' is unknown",
+                                   auto_pad);
+    for (int i = 0; i < n; i++) {
+        int64_t in = x->shape.dims[2 + i].value, out = y->shape.dims[2 + i].value;
+        int64_t k = w->shape.dims[2 + i].value, s = strides[i], d = dil[i];
+        if (s < 1 || d < 1)
+            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                       "strides and dilations must be >= 1");
+        int64_t dk = (k - 1) * d + 1;
+        int64_t pl = pads[i];
+        if (valid) {
+            pl = 0;
+        } else if (same || have_oshape) {
+            /* With output_shape, ONNX ignores pads. */
+            int64_t total = s * (in - 1) + opad[i] + dk - out;
+            /* ONNX's text and ONNX Runtime disagree on which end gets the odd
+             * pixel; leave that case to the reference kernel. */
+            if (total < 0 || total % 2 != 0)
+                return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                           "output_shape/auto_pad needs an odd or negative "
+                                           "total padding (%lld) on dim %d",
+                                           (long long)total, 2 + i);
+            pl = total / 2;
+        }
+        int64_t pr = s * (in - 1) + dk - pl - out;
+        if (pl < 0 || pr < 0)
+            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                       "output_padding beyond the end pad (dim %d) is not "
+                                       "supported by oneDNN deconvolution",
+                                       2 + i);
+        g->strides[i] = s;
+        g->dil[i] = d - 1;
+        g->pl[i] = pl;
+        g->pr[i] = pr;
+    }
+    return INFD_STATUS_OK;
+}
+
+bool infd_dnnl_conv_transpose_supports(const infd_kernel_args *a, infd_error *why)
+{
+    int64_t group = 1;
+    deconv_geom geom;
+    if (!infd_dnnl_fp32_only(a, 2, why))
+        return false;
+    if (!a->inputs[1]->data) {
+        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "oneDNN ConvTranspose needs constant weights");
+        return false;
+    }
+    if (infd_ir_attr_int(a->g, a->node, "group", 1, &group, why) != INFD_STATUS_OK ||
+        !check_channels(a, group, why))
+        return false;
+    return deconv_geom_get(a, &geom, why) == INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_kernel **out,
+                                             infd_error *err)
+{
+    const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
+    const infd_ir_value *y = a->outputs[0];
+    dnnl_memory_desc_t src_md, dst_md, w_any, w_onnx, b_md;
+    dnnl_deconvolution_desc_t dd;
+    dnnl_primitive_desc_t pd = NULL;
+    infd_dnnl_kernel *k = NULL;
+    deconv_geom geom;
+    int64_t group = 1;
+    dnnl_dims_t wdims, wstrides;
+    int wn = 0;
+    infd_status st;
+    *out = NULL;
+    if ((st = infd_ir_attr_int(a->g, a->node, "group", 1, &group, err)) != INFD_STATUS_OK ||
+        (st = deconv_geom_get(a, &geom, err)) != INFD_STATUS_OK)
+        return st;
+    /* ONNX weights are [C_in, C_out/G, k...] = [G][C_in/G][C_out/G][k...] in
+     * memory; oneDNN's logical order is [G][C_out/G][C_in/G][k...]. */
+    int64_t ksize = 1;
+    for (int i = 2; i < w->shape.rank; i++)
+        ksize *= w->shape.dims[i].value;
+    int64_t ocg = w->shape.dims[1].value, icg = w->shape.dims[0].value / group;
+    if (group > 1) {
+        wdims[wn] = group;
+        wstrides[wn++] = icg * ocg * ksize;
+    }
+    wdims[wn] = ocg;
+    wstrides[wn++] = ksize;
+    wdims[wn] = icg;
+    wstrides[wn++] = ocg * ksize;
+    int64_t stride = ksize;
+    for (int i = 2; i < w->shape.rank; i++) {
+        stride /= w->shape.dims[i].value;
+        wdims[wn] = w->shape.dims[i].value;
+        wstrides[wn++] = stride;
+    }
+    dnnl_status_t s = infd_dnnl_md_value(&src_md, x);
+    if (s == dnnl_success)
+        s = infd_dnnl_md_value(&dst_md, y);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_strides(&w_onnx, wn, wdims, dnnl_f32, wstrides);
+    if (s == dnnl_success)
+        s = infd_dnnl_md_any(&w_any, wn, wdims);
+    if (s == dnnl_success && b)
+        s = infd_dnnl_md_value(&b_md, b);
+    if (s == dnnl_success)
+        s = dnnl_dilated_deconvolution_forward_desc_init(
+            &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_any,
+            b ? &b_md : NULL, &dst_md, geom.strides, geom.dil, geom.pl, geom.pr);
+    st = infd_dnnl_check(a, err, s, "oneDNN deconvolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create(a, "dnnl:deconv", pd, &k, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+    if (st == INFD_STATUS_OK)
+        st = add_weights(k, a, pd, &w_onnx, err);
+    if (st == INFD_STATUS_OK && b)
+        st = add_bias(k, a, &b_md, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (st != INFD_STATUS_OK) {
+        infd_kernel_destroy(k ? &k->base.base : NULL);
+        return st;
+    }
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}

@@ -1,0 +1,283 @@
+/*
+ * dnnl_eltwise.c - unary element-wise ops on oneDNN eltwise (FP32):
+ * Relu, LeakyRelu, Sigmoid, Tanh, Exp, Abs, Sqrt, Clip, HardSigmoid, and
+ * Pow with a constant scalar exponent.
+ *
+ * An element-wise op does not care about shape, so tensors are described
+ * as one flat dimension of numel elements (any rank, scalars included).
+ *
+ * Clip: bounds from the min/max attributes before opset 11, from the
+ * optional inputs 1 and 2 after; an absent bound is unbounded (+-inf). A
+ * bound that is not a constant is declined.
+ * HardSigmoid is max(0, min(1, alpha x + beta)): eltwise linear, then an
+ * in-place clip (two primitives; see hard_sigmoid_compile).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/dnnl_common.h"
+#include "core/common.h"
+
+typedef struct unary_op {
+    const char *op_type;
+    dnnl_alg_kind_t alg;
+    float alpha, beta; /* oneDNN's defaults for the op */
+} unary_op;
+
+static const unary_op unary_ops[] = {
+    { "Relu", dnnl_eltwise_relu, 0.0f, 0.0f },
+    { "LeakyRelu", dnnl_eltwise_relu, 0.01f, 0.0f },
+    { "Sigmoid", dnnl_eltwise_logistic, 0.0f, 0.0f },
+    { "Tanh", dnnl_eltwise_tanh, 0.0f, 0.0f },
+    { "Exp", dnnl_eltwise_exp, 0.0f, 0.0f },
+    { "Abs", dnnl_eltwise_abs, 0.0f, 0.0f },
+    { "Sqrt", dnnl_eltwise_sqrt, 0.0f, 0.0f },
+    { "Clip", dnnl_eltwise_clip_v2, -INFINITY, INFINITY },
+    { "HardSigmoid", dnnl_eltwise_linear, 0.2f, 0.5f },
+};
+
+static const unary_op *find_unary(const char *op_type)
+{
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(unary_ops); i++) {
+        if (strcmp(unary_ops[i].op_type, op_type) == 0)
+            return &unary_ops[i];
+    }
+    return NULL;
+}
+
+/* A Clip bound from optional input i; *out is left alone when omitted. */
+static infd_status clip_bound(const infd_kernel_args *a, int i, float *out, infd_error *err)
+{
+    const infd_ir_value *v = i < a->n_inputs ? a->inputs[i] : NULL;
+    if (!v)
+        return INFD_STATUS_OK;
+    if (v->dtype != INFD_DTYPE_FP32 || infd_cpu_numel(v) != 1)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "Clip bound %d must be an FP32 scalar", i);
+    if (!v->data)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN Clip needs constant bounds; input %d is computed", i);
+    *out = *(const float *)v->data;
+    return INFD_STATUS_OK;
+}
+
+/* The op's alpha and beta in oneDNN's terms. */
+static infd_status unary_params(const infd_kernel_args *a, const unary_op *op, float *alpha,
+                                float *beta, infd_error *err)
+{
+    const char *t = op->op_type;
+    infd_status st = INFD_STATUS_OK;
+    *alpha = op->alpha;
+    *beta = op->beta;
+    if (strcmp(t, "LeakyRelu") == 0 || strcmp(t, "HardSigmoid") == 0) {
+        st = infd_ir_attr_float(a->g, a->node, "alpha", op->alpha, alpha, err);
+        if (st == INFD_STATUS_OK && t[0] == 'H')
+            st = infd_ir_attr_float(a->g, a->node, "beta", op->beta, beta, err);
+    } else if (strcmp(t, "Clip") == 0) {
+        if (a->g->opset < 11) {
+            /* Clip-6's defaults are the float range, i.e. unbounded. */
+            st = infd_ir_attr_float(a->g, a->node, "min", -INFINITY, alpha, err);
+            if (st == INFD_STATUS_OK)
+                st = infd_ir_attr_float(a->g, a->node, "max", INFINITY, beta, err);
+        } else {
+            st = clip_bound(a, 1, alpha, err);
+            if (st == INFD_STATUS_OK)
+                st = clip_bound(a, 2, beta, err);
+        }
+    }
+    return st;
+}
+
+static bool same_numel(const infd_kernel_args *a, infd_error *why)
+{
+    if (infd_cpu_numel(a->inputs[0]) != infd_cpu_numel(a->outputs[0])) {
+        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input and output sizes differ");
+        return false;
+    }
+    return true;
+}
+
+bool infd_dnnl_eltwise_supports(const infd_kernel_args *a, infd_error *why)
+{
+    const unary_op *op = find_unary(a->node->op_type);
+    float alpha, beta;
+    if (!op) {
+        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
+        return false;
+    }
+    return infd_dnnl_fp32_only(a, 1, why) && same_numel(a, why) &&
+           unary_params(a, op, &alpha, &beta, why) == INFD_STATUS_OK;
+}
+
+/* The eltwise descriptor over the n elements of input 0 (*md) and its
+ * primitive descriptor. */
+static infd_status eltwise_pd(const infd_kernel_args *a, dnnl_alg_kind_t alg, float alpha,
+                              float beta, dnnl_memory_desc_t *md, dnnl_primitive_desc_t *pd,
+                              infd_error *err)
+{
+    dnnl_eltwise_desc_t desc;
+    int64_t n = infd_cpu_numel(a->inputs[0]);
+    dnnl_status_t s = infd_dnnl_md_plain(md, 1, &n);
+    if (s == dnnl_success)
+        s = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, beta);
+    infd_status st = infd_dnnl_check(a, err, s, "oneDNN eltwise descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_pd_create(a, &desc, NULL, 1.0f, "eltwise", pd, err);
+    return st;
+}
+
+/* src is input 0, or output 0 for a step that runs in place. */
+static infd_status eltwise_args(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                const dnnl_memory_desc_t *md, bool in_place, infd_error *err)
+{
+    infd_status st = infd_dnnl_exec_arg(
+        e, a, DNNL_ARG_SRC, in_place ? INFD_DNNL_FROM_OUTPUT : INFD_DNNL_FROM_INPUT, 0, md, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(e, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, md, err);
+    return st;
+}
+
+static infd_status eltwise_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg, float alpha,
+                                   float beta, infd_kernel **out, infd_error *err)
+{
+    dnnl_memory_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    infd_dnnl_kernel *k = NULL;
+    *out = NULL;
+    infd_status st = eltwise_pd(a, alg, alpha, beta, &md, &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create(a, "dnnl:eltwise", pd, &k, err);
+    if (st == INFD_STATUS_OK)
+        st = eltwise_args(&k->exec, a, &md, false, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (st != INFD_STATUS_OK) {
+        infd_kernel_destroy(k ? &k->base.base : NULL);
+        return st;
+    }
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
+/* HardSigmoid is two primitives: eltwise_linear, then a clip to [0, 1] in
+ * place. An eltwise primitive with a clip post-op would be one pass, but
+ * oneDNN 2.6 gives it to its ref:any implementation, which left the output
+ * unwritten in our tests. */
+typedef struct hard_sigmoid_kernel {
+    infd_dnnl_kernel base;
+    infd_dnnl_exec clip;
+} hard_sigmoid_kernel;
+
+static void hard_sigmoid_run(const infd_cpu_kernel *k, const infd_kernel_io *io)
+{
+    const hard_sigmoid_kernel *h = (const hard_sigmoid_kernel *)k;
+    infd_dnnl_exec_run(&h->base.exec, io);
+    infd_dnnl_exec_run(&h->clip, io);
+}
+
+static void hard_sigmoid_fini(infd_cpu_kernel *k)
+{
+    hard_sigmoid_kernel *h = (hard_sigmoid_kernel *)k;
+    infd_dnnl_exec_fini(&h->base.exec);
+    infd_dnnl_exec_fini(&h->clip);
+}
+
+static infd_status hard_sigmoid_compile(const infd_kernel_args *a, float alpha, float beta,
+                                        infd_kernel **out, infd_error *err)
+{
+    dnnl_memory_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    infd_status st;
+    *out = NULL;
+    hard_sigmoid_kernel *k = (hard_sigmoid_kernel *)infd_cpu_kernel_new(
+        sizeof(hard_sigmoid_kernel), "dnnl:eltwise:hard_sigmoid", hard_sigmoid_run,
+        hard_sigmoid_fini);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for the kernel");
+    st = eltwise_pd(a, dnnl_eltwise_linear, alpha, beta, &md, &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_init(&k->base.exec, a, pd, err);
+    if (st == INFD_STATUS_OK)
+        st = eltwise_args(&k->base.exec, a, &md, false, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    pd = NULL;
+    if (st == INFD_STATUS_OK)
+        st = eltwise_pd(a, dnnl_eltwise_clip_v2, 0.0f, 1.0f, &md, &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_init(&k->clip, a, pd, err);
+    if (st == INFD_STATUS_OK)
+        st = eltwise_args(&k->clip, a, &md, true, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    k->base.base.base.workspace_bytes = INFD_MAX(k->base.exec.scratch_bytes, k->clip.scratch_bytes);
+    if (st != INFD_STATUS_OK) {
+        infd_kernel_destroy(&k->base.base.base);
+        return st;
+    }
+    *out = &k->base.base.base;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_eltwise_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    const unary_op *op = find_unary(a->node->op_type);
+    float alpha, beta;
+    *out = NULL;
+    if (!op)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
+    infd_status st = unary_params(a, op, &alpha, &beta, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (strcmp(op->op_type, "HardSigmoid") == 0)
+        return hard_sigmoid_compile(a, alpha, beta, out, err);
+    return eltwise_compile(a, op->alg, alpha, beta, out, err);
+}
+
+/* ---- Pow ------------------------------------------------------------------ */
+
+/* The exponent when it is a constant scalar of a type we can read. */
+static infd_status pow_exponent(const infd_kernel_args *a, float *out, infd_error *err)
+{
+    const infd_ir_value *e = a->n_inputs > 1 ? a->inputs[1] : NULL;
+    if (!e || !e->data || infd_cpu_numel(e) != 1)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN Pow needs a constant scalar exponent");
+    switch (e->dtype) {
+    case INFD_DTYPE_FP32:
+        *out = *(const float *)e->data;
+        return INFD_STATUS_OK;
+    case INFD_DTYPE_FP64:
+        *out = (float)*(const double *)e->data;
+        return INFD_STATUS_OK;
+    case INFD_DTYPE_INT32:
+        *out = (float)*(const int32_t *)e->data;
+        return INFD_STATUS_OK;
+    case INFD_DTYPE_INT64:
+        *out = (float)*(const int64_t *)e->data;
+        return INFD_STATUS_OK;
+    default:
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN Pow does not read a %s exponent",
+                                   infd_dtype_name(e->dtype));
+    }
+}
+
+bool infd_dnnl_pow_supports(const infd_kernel_args *a, infd_error *why)
+{
+    float e;
+    return infd_dnnl_fp32_only(a, 1, why) && same_numel(a, why) &&
+           pow_exponent(a, &e, why) == INFD_STATUS_OK;
+}
+
+infd_status infd_dnnl_pow_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    float e;
+    *out = NULL;
+    infd_status st = pow_exponent(a, &e, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    /* eltwise_pow computes alpha * x^beta. */
+    return eltwise_compile(a, dnnl_eltwise_pow, 1.0f, e, out, err);
+}
