@@ -29,6 +29,7 @@ done
 packages=(
     build-essential cmake ninja-build pkg-config git clang-format
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev clang libclang-rt-14-dev
+    libonnx-testdata
     python3 python3-pytest python3-numpy python3-requests
     python3-torch python3-torchvision python3-onnx
     nodejs npm

@@ -3,8 +3,20 @@
  *
  * The engine turns an ONNX model into a plan for one backend (CPU through
  * oneDNN and our own kernels, or CUDA) and runs it through per-thread
- * contexts. This header grows with the engine (issue #3); today it says which
- * devices this build and this machine offer. It includes only infd.h.
+ * contexts:
+ *
+ *   infd_plan_options opts;
+ *   infd_plan_options_init(&opts);
+ *   opts.batch = 8;
+ *   infd_plan_create("resnet50.onnx", &opts, &plan, &err);   // load, optimize, compile
+ *   infd_context_create(plan, &ctx, &err);                   // one per executing thread
+ *   infd_plan_run(plan, ctx, inputs, 1, outputs, 1, &err);   // allocation-free
+ *
+ * A plan is compiled for concrete input shapes: symbolic dims are bound when
+ * it is created (the first dim of an input to `batch`, others from
+ * `shapes`). A plan is immutable and shared by its contexts; a context holds
+ * everything mutable (the activation arena, scratch, threads) and is used by
+ * one thread at a time. It includes only infd.h.
  */
 #ifndef INFD_ENGINE_H
 #define INFD_ENGINE_H
@@ -34,6 +46,106 @@ INFD_API int infd_engine_device_count(infd_device_kind kind, infd_error *err);
  * HBM3, sm_90, 79.1 GiB" or the CPU's model name) into `buf`. */
 INFD_API infd_status infd_engine_device_describe(infd_device_kind kind, int index, char *buf,
                                                  size_t n, infd_error *err);
+
+/* ------------------------------------------------------------------------- */
+/* Plans and contexts                                                        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct infd_plan infd_plan;
+typedef struct infd_context infd_context;
+
+/* A concrete shape for one graph input, by name. */
+typedef struct infd_input_shape {
+    const char *name;
+    infd_shape shape;
+} infd_input_shape;
+
+typedef struct infd_plan_options {
+    infd_device_kind device;        /* INFD_DEVICE_CPU (CUDA: issue #6) */
+    int n_threads;                  /* threads per context, caller included; 0: all cores */
+    int max_contexts;               /* contexts that may run at once; 0: 4 */
+    int64_t batch;                  /* value for a symbolic first dim of an input; 0: 1 */
+    const infd_input_shape *shapes; /* explicit shapes for inputs (borrowed for the call) */
+    int n_shapes;
+} infd_plan_options;
+
+/* Defaults: CPU, all cores, 4 contexts, batch 1, no explicit shapes. */
+INFD_API void infd_plan_options_init(infd_plan_options *opts);
+
+/* Loads the ONNX model at `path`, optimizes it and compiles it for
+ * `opts->device` with concrete input shapes. Errors name the file and the
+ * node or input at fault: NOT_FOUND / IO (file), INVALID_ARGUMENT (malformed
+ * model, bad shapes), UNIMPLEMENTED (an operator or attribute infd does not
+ * support, named with its node), UNAVAILABLE (device), OUT_OF_MEMORY.
+ * Cost: the load plus kernel compilation (about a second for ResNet-50). */
+INFD_API infd_status infd_plan_create(const char *path, const infd_plan_options *opts,
+                                      infd_plan **out, infd_error *err);
+
+/* Frees a plan. Its contexts must have been destroyed. NULL is a no-op. */
+INFD_API void infd_plan_destroy(infd_plan *plan);
+
+/* An input or output of a plan: its name (valid while the plan lives),
+ * dtype, concrete shape and byte size. */
+typedef struct infd_tensor_info {
+    const char *name;
+    infd_dtype dtype;
+    infd_shape shape;
+    size_t nbytes;
+} infd_tensor_info;
+
+INFD_API int infd_plan_n_inputs(const infd_plan *plan);
+INFD_API int infd_plan_n_outputs(const infd_plan *plan);
+/* Index i in [0, n); returns NOT_FOUND otherwise. */
+INFD_API infd_status infd_plan_input(const infd_plan *plan, int i, infd_tensor_info *out);
+INFD_API infd_status infd_plan_output(const infd_plan *plan, int i, infd_tensor_info *out);
+
+/* Statistics of a compiled plan, for logs and benchmarks. */
+typedef struct infd_plan_stats {
+    int n_nodes_model;   /* nodes in the ONNX graph */
+    int n_kernels;       /* kernels left after folding and fusion */
+    int n_folded;        /* nodes evaluated at compile time */
+    int n_fused;         /* nodes merged into others (BatchNorm, activations, residual Add) */
+    size_t arena_bytes;  /* activation memory per context */
+    size_t weight_bytes; /* constant data held by the plan */
+    double compile_ms;   /* load + optimize + compile */
+} infd_plan_stats;
+
+INFD_API void infd_plan_get_stats(const infd_plan *plan, infd_plan_stats *out);
+
+/* A context for running `plan` on one thread at a time: allocates the
+ * activation arena and starts opts.n_threads - 1 helper threads. Fails with
+ * RESOURCE_EXHAUSTED when max_contexts contexts exist. */
+INFD_API infd_status infd_context_create(infd_plan *plan, infd_context **out, infd_error *err);
+INFD_API void infd_context_destroy(infd_context *ctx);
+
+/* Runs the plan. `inputs` are in plan input order, each with the plan's
+ * dtype and shape (INVALID_ARGUMENT naming the input otherwise); their data
+ * is only read. `outputs` are in plan output order with caller-provided data
+ * of at least the output's nbytes; dtype and shape are set by the call.
+ * Allocation-free and thread-safe across contexts of one plan. */
+INFD_API infd_status infd_plan_run(const infd_plan *plan, infd_context *ctx,
+                                   const infd_tensor *inputs, int n_inputs, infd_tensor *outputs,
+                                   int n_outputs, infd_error *err);
+
+/* Per-kernel timing, off by default. When on, each run times every kernel
+ * (two clock reads per kernel, about 40 ns each). */
+INFD_API void infd_context_set_profiling(infd_context *ctx, bool on);
+
+/* One kernel's accumulated time in a context (strings live as long as the
+ * plan). */
+typedef struct infd_step_profile {
+    const char *node;    /* node name in the model */
+    const char *op_type; /* ONNX op, e.g. "Conv" */
+    const char *kernel;  /* backend kernel, e.g. "dnnl:conv" */
+    uint64_t total_ns;
+    uint64_t runs;
+} infd_step_profile;
+
+/* Number of kernels a run executes, and the profile of kernel i (NOT_FOUND
+ * outside [0, n)). */
+INFD_API int infd_context_n_steps(const infd_context *ctx);
+INFD_API infd_status infd_context_step_profile(const infd_context *ctx, int i,
+                                               infd_step_profile *out);
 
 #ifdef __cplusplus
 }

@@ -9,14 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "infd/engine.h"
 #include "infd/infd.h"
 
 enum {
-    EXIT_OK = 0,
-    EXIT_FAILURE_ = 1,
-    EXIT_USAGE = 2,
-    EXIT_NOT_BUILT = 3,
+    EXIT_OK = INFD_EXIT_OK,
+    EXIT_USAGE = INFD_EXIT_USAGE,
+    EXIT_NOT_BUILT = INFD_EXIT_NOT_BUILT,
 };
 
 typedef struct command {
@@ -31,10 +31,12 @@ static const command commands[] = {
     { "serve",
       "serve --model-repository DIR [--http-port 8000 --grpc-port 8001 --metrics-port 8002]",
       "serve a model repository over KServe v2 HTTP/gRPC, raw sockets and metrics", NULL, "#4" },
-    { "run", "run MODEL.onnx [--input name=FILE.npy ...] [--output-dir DIR] [--device cpu|cuda]",
-      "run a model once and print or write its outputs", NULL, "#3" },
-    { "bench", "bench MODEL.onnx [--batch N --threads N --iterations N --device cpu|cuda]",
-      "measure a model's latency and throughput in the engine", NULL, "#3" },
+    { "run",
+      "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
+      "[--shape NAME=D0,D1,..] [--threads N]",
+      "run a model once and print or write its outputs", infd_cli_run, NULL },
+    { "bench", "bench MODEL.onnx [--batch N] [--threads N] [--iterations N] [--shape ..] [--json]",
+      "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
     { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
       "compile and tune a model into a plan file", NULL, "#6" },
     { "perf", "perf --url URL --model NAME [--concurrency-range 1:64:2 --protocol http|grpc|raw]",
@@ -91,7 +93,8 @@ static void print_help(FILE *out)
         fprintf(out, "  infd %s\n", commands[i].usage);
     fprintf(out, "\nenvironment:\n"
                  "  INFD_LOG_LEVEL  error, warn, info (default), debug or trace\n"
-                 "\nexit status: 0 ok, 1 failure, 2 usage error, 3 command not built yet\n");
+                 "\nexit status: 0 ok, 1 failure, 2 usage error, 3 command not built yet,\n"
+                 "             4 the model needs an operator infd does not support\n");
 }
 
 static const command *find_command(const char *name)

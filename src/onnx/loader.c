@@ -483,7 +483,7 @@ static infd_status load_value_info(loader *l, const Onnx__ValueInfoProto *vi, in
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
         if (!required)
             return INFD_STATUS_OK;
-        return infd_error_set(l->err, INFD_STATUS_INVALID_ARGUMENT,
+        return infd_error_set(l->err, tp ? INFD_STATUS_UNIMPLEMENTED : INFD_STATUS_INVALID_ARGUMENT,
                               "%s: %s '%s' is not a tensor (sequences, maps and optionals are "
                               "not supported)",
                               l->source, what, val->name);
@@ -683,6 +683,11 @@ static infd_status find_opset(loader *l, const Onnx__ModelProto *mp)
         if (domain[0] == '\0' || strcmp(domain, "ai.onnx") == 0)
             opset = mp->opset_import[i]->version;
     }
+    if (opset < 0 && mp->n_opset_import > 0)
+        return infd_error_set(l->err, INFD_STATUS_UNIMPLEMENTED,
+                              "%s: the model imports only other operator domains ('%s', ...); "
+                              "infd runs the default ONNX domain",
+                              l->source, str_or_empty(mp->opset_import[0]->domain));
     if (opset < 0)
         return infd_error_set(l->err, INFD_STATUS_INVALID_ARGUMENT,
                               "%s: the model imports no opset of the default ONNX domain",

@@ -297,6 +297,9 @@ static void test_bad_fields_are_named(void)
 
     model_init(&md);
     md.opset.domain = "com.example";
+    ASSERT_STATUS(load_model(&md, NULL, &err), INFD_STATUS_UNIMPLEMENTED);
+    ASSERT_STR_HAS(err.msg, "imports only other operator domains ('com.example', ...)");
+    md.m.n_opset_import = 0;
     ASSERT_STATUS(load_model(&md, NULL, &err), INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "imports no opset of the default ONNX domain");
 

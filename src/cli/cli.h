@@ -1,0 +1,43 @@
+/*
+ * cli.h - shared pieces of the `infd` subcommands: the subcommand entry
+ * points and the parsing of options they have in common.
+ */
+#ifndef INFD_CLI_CLI_H
+#define INFD_CLI_CLI_H
+
+#include "infd/engine.h"
+
+/* Exit statuses of every subcommand (also listed by `infd --help`). */
+enum {
+    INFD_EXIT_OK = 0,
+    INFD_EXIT_FAILURE = 1,
+    INFD_EXIT_USAGE = 2,
+    INFD_EXIT_NOT_BUILT = 3,
+    INFD_EXIT_UNSUPPORTED = 4, /* the model uses an operator or variant infd does not run */
+};
+
+int infd_cli_run(int argc, char **argv);
+int infd_cli_bench(int argc, char **argv);
+
+/* Options shared by run and bench, filled by infd_cli_parse_common. */
+#define INFD_CLI_MAX_SHAPES 16
+typedef struct infd_cli_common {
+    const char *model;
+    infd_plan_options plan;
+    infd_input_shape shapes[INFD_CLI_MAX_SHAPES];
+    char shape_names[INFD_CLI_MAX_SHAPES][256];
+} infd_cli_common;
+
+/* Consumes argv[*i] (and its value) if it is a common option (--batch,
+ * --threads, --shape NAME=D0,D1,...); returns 1 when consumed, 0 when not
+ * a common option, -1 after printing a usage error. */
+int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, const char *cmd);
+
+/* Parses "1,3,224,224" into `shape`; -1 on a malformed list. */
+int infd_cli_parse_dims(const char *s, infd_shape *shape);
+
+/* Fills a tensor with deterministic pseudo-random values (floats in [0, 1),
+ * small non-negative integers, booleans) from `seed`. */
+void infd_cli_fill_random(infd_tensor *t, uint64_t seed);
+
+#endif /* INFD_CLI_CLI_H */

@@ -1,0 +1,100 @@
+/*
+ * common.c - option parsing and input generation shared by subcommands.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int infd_cli_parse_dims(const char *s, infd_shape *shape)
+{
+    int64_t dims[INFD_MAX_RANK];
+    int32_t rank = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || rank >= INFD_MAX_RANK)
+            return -1;
+        dims[rank++] = v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return infd_shape_init(shape, rank, dims, NULL) == INFD_STATUS_OK ? 0 : -1;
+}
+
+int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, const char *cmd)
+{
+    const char *arg = argv[*i];
+    const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (strcmp(arg, "--batch") == 0 || strcmp(arg, "--threads") == 0) {
+        char *end = NULL;
+        long v = val ? strtol(val, &end, 10) : 0;
+        if (!val || *end || v < 1 || v > 1 << 20) {
+            fprintf(stderr, "infd %s: %s needs a positive number\n", cmd, arg);
+            return -1;
+        }
+        if (arg[2] == 'b')
+            c->plan.batch = v;
+        else
+            c->plan.n_threads = (int)v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(arg, "--shape") == 0) {
+        const char *eq = val ? strchr(val, '=') : NULL;
+        int k = c->plan.n_shapes;
+        if (!eq || eq == val || (size_t)(eq - val) >= sizeof(c->shape_names[0]) ||
+            k >= INFD_CLI_MAX_SHAPES || infd_cli_parse_dims(eq + 1, &c->shapes[k].shape) != 0) {
+            fprintf(stderr, "infd %s: --shape needs NAME=D0,D1,... (e.g. x=1,3,640,640)\n", cmd);
+            return -1;
+        }
+        memcpy(c->shape_names[k], val, (size_t)(eq - val));
+        c->shape_names[k][eq - val] = '\0';
+        c->shapes[k].name = c->shape_names[k];
+        c->plan.shapes = c->shapes;
+        c->plan.n_shapes = k + 1;
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
+void infd_cli_fill_random(infd_tensor *t, uint64_t seed)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    int64_t n = infd_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = (double)(s >> 11) / 9007199254740992.0;
+        switch (t->dtype) {
+        case INFD_DTYPE_FP32:
+            ((float *)t->data)[i] = (float)u;
+            break;
+        case INFD_DTYPE_FP64:
+            ((double *)t->data)[i] = u;
+            break;
+        case INFD_DTYPE_FP16:
+            ((uint16_t *)t->data)[i] = infd_fp16_from_fp32((float)u);
+            break;
+        case INFD_DTYPE_BF16:
+            ((uint16_t *)t->data)[i] = infd_bf16_from_fp32((float)u);
+            break;
+        case INFD_DTYPE_BOOL:
+            ((uint8_t *)t->data)[i] = u < 0.5;
+            break;
+        default: {
+            size_t size = infd_dtype_size(t->dtype);
+            uint64_t v = (uint64_t)(u * 10);
+            memcpy((char *)t->data + (size_t)i * size, &v, size); /* little-endian */
+            break;
+        }
+        }
+    }
+}

@@ -1,0 +1,886 @@
+/*
+ * plan.c - from an ONNX file to a compiled plan, and running it.
+ *
+ *   load (src/onnx)            IR with symbolic dims
+ *   bind input shapes          every input concrete (batch, explicit shapes)
+ *   infer + fold, in order     shapes for each node (src/graph/shape.c); a node
+ *                              whose inputs are all constant is run once now
+ *                              on the CPU backend and becomes a constant
+ *                              (Constant nodes, Shape->Slice->Concat chains,
+ *                              weight preprocessing)
+ *   remove dead nodes          only what reaches a graph output stays
+ *   fuse (src/graph/passes.c)  BatchNorm into Conv; activations and residual
+ *                              Adds into Conv/Gemm/MatMul where the backend
+ *                              accepts the fused node
+ *   compile kernels            one backend kernel per live node
+ *   memory plan                every intermediate gets a fixed offset in one
+ *                              arena, by liveness (greedy, largest first),
+ *                              plus one shared workspace at the end
+ *
+ * A context owns an arena of plan->arena_bytes, its slot number, helper
+ * threads, and a precomputed table of data pointers for every kernel's
+ * inputs and outputs; a run patches in the caller's input pointers, runs the
+ * kernels in order and copies the graph outputs out. Nothing in
+ * infd_plan_run allocates (tests/unit/graph/test_plan.c counts).
+ *
+ * Graph outputs are computed into the arena and copied to the caller's
+ * buffers: it keeps outputs that later nodes still read simple, at the cost
+ * of one copy of the (usually small) outputs.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/common.h"
+#include "core/log.h"
+#include "core/pool.h"
+#include "graph/backend.h"
+#include "graph/passes.h"
+#include "graph/shape.h"
+#include "infd/engine.h"
+#include "onnx/loader.h"
+
+/* One live node after compilation. */
+typedef struct plan_step {
+    int32_t node; /* index in g->nodes */
+    infd_kernel *kernel;
+} plan_step;
+
+/* Where a value's data lives at run time. */
+typedef enum value_home {
+    HOME_NONE = 0, /* unused */
+    HOME_CONST,    /* value->data */
+    HOME_INPUT,    /* the caller's input tensor */
+    HOME_ARENA,    /* context arena + offset */
+} value_home;
+
+struct infd_plan {
+    infd_ir_graph *g; /* owns names and constant data the kernels read */
+    const infd_backend_ops *backend;
+    plan_step *steps;
+    int32_t n_steps;
+    uint8_t *home;  /* value_home per value */
+    size_t *offset; /* arena offset per HOME_ARENA value */
+    size_t arena_bytes;
+    size_t workspace_offset; /* shared scratch at the end of the arena */
+    size_t workspace_bytes;
+    infd_tensor_info *inputs;
+    infd_tensor_info *outputs;
+    int n_threads;
+    int max_contexts;
+    infd_plan_stats stats;
+
+    pthread_mutex_t mu; /* guards slot_used */
+    uint8_t *slot_used;
+};
+
+struct infd_context {
+    infd_plan *plan;
+    int slot;
+    uint8_t *arena;
+    infd_pool *pool;
+    /* Per step: pointer arrays handed to the kernel (into `ptrs`). */
+    const void **in_ptrs;
+    void **out_ptrs;
+    size_t *in_start; /* per step: first index in in_ptrs / out_ptrs */
+    size_t *out_start;
+    /* Positions in in_ptrs that hold graph input i: patch[patch_start[i] ..
+     * patch_start[i + 1]). */
+    size_t *patch;
+    size_t *patch_start;
+    bool profiling;
+    uint64_t *step_ns; /* per step, when profiling */
+    uint64_t n_profiled_runs;
+};
+
+/* ------------------------------------------------------------------------- */
+/* Compile                                                                   */
+/* ------------------------------------------------------------------------- */
+
+void infd_plan_options_init(infd_plan_options *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->device = INFD_DEVICE_CPU;
+}
+
+static bool is_const(const infd_ir_graph *g, int32_t v)
+{
+    return v >= 0 && g->values[v].data != NULL;
+}
+
+static size_t value_nbytes(const infd_ir_value *v)
+{
+    size_t n = infd_dtype_size(v->dtype);
+    for (int32_t i = 0; i < v->shape.rank; i++)
+        n *= (size_t)v->shape.dims[i].value;
+    return n;
+}
+
+/* Gives every graph input a concrete shape. */
+static infd_status bind_inputs(infd_ir_graph *g, const infd_plan_options *o, infd_error *err)
+{
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        infd_ir_value *v = &g->values[g->inputs[i]];
+        const infd_input_shape *given = NULL;
+        for (int k = 0; k < o->n_shapes; k++) {
+            if (o->shapes[k].name && strcmp(o->shapes[k].name, v->name) == 0)
+                given = &o->shapes[k];
+        }
+        char decl[128], got[128];
+        infd_ir_shape_format(g, &v->shape, decl, sizeof(decl));
+        if (given) {
+            if (v->shape.rank >= 0 && v->shape.rank != given->shape.rank)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: input '%s' has shape %s; the given shape %s has "
+                                      "another rank",
+                                      g->source, v->name, decl,
+                                      infd_shape_format(&given->shape, got, sizeof(got)));
+            for (int32_t d = 0; d < given->shape.rank && v->shape.rank >= 0; d++) {
+                int64_t want = v->shape.dims[d].value;
+                if (want >= 0 && want != given->shape.dims[d])
+                    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                          "%s: input '%s' has shape %s; the given shape %s "
+                                          "differs in dim %d",
+                                          g->source, v->name, decl,
+                                          infd_shape_format(&given->shape, got, sizeof(got)),
+                                          (int)d);
+            }
+            v->shape.rank = given->shape.rank;
+            for (int32_t d = 0; d < given->shape.rank; d++) {
+                v->shape.dims[d].value = given->shape.dims[d];
+                v->shape.dims[d].sym = -1;
+            }
+            continue;
+        }
+        if (v->shape.rank < 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input '%s' has no declared shape; give one", g->source,
+                                  v->name);
+        for (int32_t d = 0; d < v->shape.rank; d++) {
+            if (v->shape.dims[d].value >= 0)
+                continue;
+            if (d != 0)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: input '%s' has shape %s: dim %d is symbolic; give "
+                                      "the input's shape",
+                                      g->source, v->name, decl, (int)d);
+            v->shape.dims[d].value = o->batch > 0 ? o->batch : 1;
+            v->shape.dims[d].sym = -1;
+        }
+    }
+    return INFD_STATUS_OK;
+}
+
+static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **ins,
+                      const infd_ir_value **outs, int n_threads, int n_slots, infd_kernel_args *a)
+{
+    const infd_ir_node *node = &g->nodes[n];
+    for (int32_t i = 0; i < node->n_inputs; i++)
+        ins[i] = node->inputs[i] >= 0 ? &g->values[node->inputs[i]] : NULL;
+    for (int32_t i = 0; i < node->n_outputs; i++)
+        outs[i] = node->outputs[i] >= 0 ? &g->values[node->outputs[i]] : NULL;
+    a->g = g;
+    a->node = node;
+    a->n_inputs = node->n_inputs;
+    a->n_outputs = node->n_outputs;
+    a->inputs = ins;
+    a->outputs = outs;
+    a->n_threads = n_threads;
+    a->n_slots = n_slots;
+}
+
+/* Runs node n once now on the CPU backend and makes its outputs constants. */
+static infd_status fold(infd_ir_graph *g, int32_t n, infd_error *err)
+{
+    infd_ir_node *node = &g->nodes[n];
+    infd_status st = INFD_STATUS_OK;
+    const infd_ir_value **ins = NULL, **outs = NULL;
+    const void **in_data = NULL;
+    void **out_data = NULL;
+    void *ws = NULL;
+    infd_kernel *k = NULL;
+    size_t ni = (size_t)node->n_inputs + 1, no = (size_t)node->n_outputs + 1;
+
+    ins = infd_calloc(ni, sizeof(*ins));
+    outs = infd_calloc(no, sizeof(*outs));
+    in_data = infd_calloc(ni, sizeof(*in_data));
+    out_data = infd_calloc(no, sizeof(*out_data));
+    if (!ins || !outs || !in_data || !out_data) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory folding '%s'",
+                            g->source, node->name);
+        goto out;
+    }
+    infd_kernel_args a;
+    make_args(g, n, ins, outs, 1, 1, &a);
+    st = infd_backend_compile(&infd_cpu_backend, &a, &k, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    for (int32_t i = 0; i < node->n_inputs; i++)
+        in_data[i] = node->inputs[i] >= 0 ? g->values[node->inputs[i]].data : NULL;
+    for (int32_t i = 0; i < node->n_outputs; i++) {
+        if (node->outputs[i] < 0)
+            continue;
+        size_t nb = value_nbytes(&g->values[node->outputs[i]]);
+        out_data[i] = infd_arena_alloc(&g->weights, nb ? nb : 1, INFD_ALIGNMENT);
+        if (!out_data[i]) {
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory folding '%s'",
+                                g->source, node->name);
+            goto out;
+        }
+    }
+    if (k->workspace_bytes) {
+        ws = infd_aligned_alloc(INFD_ALIGNMENT, infd_align_up(k->workspace_bytes, INFD_ALIGNMENT));
+        if (!ws) {
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory folding '%s'",
+                                g->source, node->name);
+            goto out;
+        }
+    }
+    infd_kernel_io io = { .inputs = in_data, .outputs = out_data, .workspace = ws };
+    infd_kernel_run(k, &io);
+    for (int32_t i = 0; i < node->n_outputs; i++) {
+        if (node->outputs[i] < 0)
+            continue;
+        infd_ir_value *v = &g->values[node->outputs[i]];
+        v->data = out_data[i];
+        v->nbytes = value_nbytes(v);
+    }
+    node->dead = true;
+out:
+    infd_kernel_destroy(k);
+    infd_free(ws);
+    infd_free(ins);
+    infd_free(outs);
+    infd_free(in_data);
+    infd_free(out_data);
+    return st;
+}
+
+/* Shape and Size need only their input's shape, which is known here:
+ * their outputs become constants even when the input is computed at run
+ * time, which is what lets Shape -> Slice -> Concat -> Reshape chains fold. */
+static infd_status fold_shape_op(infd_ir_graph *g, int32_t n, infd_error *err)
+{
+    infd_ir_node *node = &g->nodes[n];
+    const infd_ir_value *in = &g->values[node->inputs[0]];
+    int32_t rank = in->shape.rank;
+    int64_t start = 0, end = rank, dims[INFD_MAX_RANK], count;
+    bool is_size = strcmp(node->op_type, "Size") == 0;
+    if (is_size) {
+        count = 1;
+        dims[0] = 1;
+        for (int32_t d = 0; d < rank; d++)
+            dims[0] *= in->shape.dims[d].value;
+    } else {
+        if (g->opset >= 15) {
+            infd_status st = infd_ir_attr_int(g, node, "start", 0, &start, err);
+            if (st == INFD_STATUS_OK)
+                st = infd_ir_attr_int(g, node, "end", rank, &end, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+        }
+        start = start < 0 ? start + rank : start;
+        end = end < 0 ? end + rank : end;
+        start = INFD_MIN(INFD_MAX(start, 0), rank);
+        end = INFD_MIN(INFD_MAX(end, 0), rank);
+        count = end > start ? end - start : 0;
+        for (int64_t d = 0; d < count; d++)
+            dims[d] = in->shape.dims[start + d].value;
+    }
+    infd_ir_value *out = &g->values[node->outputs[0]];
+    size_t nb = (size_t)count * sizeof(int64_t);
+    if (value_nbytes(out) != nb)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "%s: node '%s' (%s): output holds %zu bytes, folding made %zu",
+                              g->source, node->name, node->op_type, value_nbytes(out), nb);
+    int64_t *data = infd_arena_alloc(&g->weights, nb ? nb : 1, INFD_ALIGNMENT);
+    if (!data)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    memcpy(data, dims, nb);
+    out->data = data;
+    out->nbytes = nb;
+    node->dead = true;
+    return INFD_STATUS_OK;
+}
+
+/* Shape inference and constant folding over the nodes in order. */
+static infd_status infer_and_fold(infd_ir_graph *g, int *n_folded, infd_error *err)
+{
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        infd_ir_node *node = &g->nodes[n];
+        infd_status st = infd_shape_infer_node(g, n, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+        bool all_const = true, any_out = false;
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            if (node->inputs[i] >= 0 && !is_const(g, node->inputs[i]))
+                all_const = false;
+        }
+        for (int32_t i = 0; i < node->n_outputs; i++) {
+            if (node->outputs[i] >= 0 && !is_const(g, node->outputs[i]))
+                any_out = true;
+        }
+        if (!any_out) { /* Constant: shape inference already gave it data */
+            node->dead = true;
+            (*n_folded)++;
+            continue;
+        }
+        if ((strcmp(node->op_type, "Shape") == 0 || strcmp(node->op_type, "Size") == 0) &&
+            node->n_inputs == 1 && node->inputs[0] >= 0 && node->n_outputs == 1 &&
+            node->outputs[0] >= 0) {
+            st = fold_shape_op(g, n, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            (*n_folded)++;
+        } else if (all_const) {
+            st = fold(g, n, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            (*n_folded)++;
+        }
+    }
+    return INFD_STATUS_OK;
+}
+
+/* Marks nodes that no graph output depends on as dead. */
+static infd_status remove_dead(infd_ir_graph *g, infd_error *err)
+{
+    uint8_t *needed = infd_calloc((size_t)g->n_values + 1, 1);
+    if (!needed)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        needed[g->outputs[i]] = 1;
+    for (int32_t n = g->n_nodes - 1; n >= 0; n--) {
+        infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
+            continue;
+        bool live = false;
+        for (int32_t i = 0; i < node->n_outputs; i++)
+            live |= node->outputs[i] >= 0 && needed[node->outputs[i]];
+        if (!live) {
+            node->dead = true;
+            continue;
+        }
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            if (node->inputs[i] >= 0)
+                needed[node->inputs[i]] = 1;
+        }
+    }
+    infd_free(needed);
+    return INFD_STATUS_OK;
+}
+
+typedef struct block {
+    int32_t value;
+    size_t bytes;
+    int32_t first, last; /* step range during which the value is live */
+} block;
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const block *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return x->value - y->value;
+}
+
+/* Assigns arena offsets: values whose live ranges overlap never share
+ * bytes. Greedy by decreasing size: each block goes to the lowest offset
+ * that does not collide with an already-placed, time-overlapping block. */
+static infd_status plan_memory(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    infd_status st = INFD_STATUS_OK;
+    block *blocks = NULL;
+    size_t *order_off = NULL;
+    int32_t *first = NULL, *last = NULL;
+    int32_t n_blocks = 0;
+
+    first = infd_malloc(sizeof(*first) * ((size_t)g->n_values + 1));
+    last = infd_malloc(sizeof(*last) * ((size_t)g->n_values + 1));
+    blocks = infd_malloc(sizeof(*blocks) * ((size_t)g->n_values + 1));
+    order_off = infd_malloc(sizeof(*order_off) * ((size_t)g->n_values + 1));
+    if (!first || !last || !blocks || !order_off) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        goto out;
+    }
+    for (int32_t v = 0; v < g->n_values; v++) {
+        first[v] = -1;
+        last[v] = -1;
+        if (g->values[v].data)
+            p->home[v] = HOME_CONST;
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        p->home[g->inputs[i]] = HOME_INPUT;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        for (int32_t i = 0; i < node->n_outputs; i++) {
+            int32_t v = node->outputs[i];
+            if (v >= 0 && p->home[v] == HOME_NONE) {
+                p->home[v] = HOME_ARENA;
+                first[v] = last[v] = s;
+            }
+        }
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            int32_t v = node->inputs[i];
+            if (v >= 0 && p->home[v] == HOME_ARENA)
+                last[v] = s;
+        }
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        if (p->home[v] == HOME_ARENA)
+            last[v] = p->n_steps; /* read after the last step, by the copy out */
+    }
+    for (int32_t v = 0; v < g->n_values; v++) {
+        if (p->home[v] != HOME_ARENA)
+            continue;
+        size_t nb = value_nbytes(&g->values[v]);
+        blocks[n_blocks].value = v;
+        blocks[n_blocks].bytes = infd_align_up(nb ? nb : 1, INFD_ALIGNMENT);
+        blocks[n_blocks].first = first[v];
+        blocks[n_blocks].last = last[v];
+        n_blocks++;
+    }
+    qsort(blocks, (size_t)n_blocks, sizeof(*blocks), by_size_desc);
+    size_t total = 0;
+    for (int32_t b = 0; b < n_blocks; b++) {
+        /* Candidate offsets: 0 and the end of every placed block that is
+         * live at the same time; take the lowest that fits. O(n^2) per
+         * block, fine for graphs of a few thousand values. */
+        size_t best = SIZE_MAX;
+        for (int32_t c = -1; c < b; c++) {
+            size_t cand = 0;
+            if (c >= 0) {
+                if (blocks[c].last < blocks[b].first || blocks[b].last < blocks[c].first)
+                    continue;
+                cand = order_off[c] + blocks[c].bytes;
+            }
+            if (cand >= best)
+                continue;
+            bool fits = true;
+            for (int32_t o = 0; o < b && fits; o++) {
+                if (blocks[o].last < blocks[b].first || blocks[b].last < blocks[o].first)
+                    continue;
+                if (cand < order_off[o] + blocks[o].bytes && order_off[o] < cand + blocks[b].bytes)
+                    fits = false;
+            }
+            if (fits)
+                best = cand;
+        }
+        order_off[b] = best;
+        p->offset[blocks[b].value] = best;
+        if (best + blocks[b].bytes > total)
+            total = best + blocks[b].bytes;
+    }
+    size_t ws = 0;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        ws = INFD_MAX(ws, p->steps[s].kernel->workspace_bytes);
+    p->workspace_offset = total;
+    p->workspace_bytes = infd_align_up(ws, INFD_ALIGNMENT);
+    p->arena_bytes = total + p->workspace_bytes;
+out:
+    infd_free(first);
+    infd_free(last);
+    infd_free(blocks);
+    infd_free(order_off);
+    return st;
+}
+
+static infd_status fill_info(const infd_ir_graph *g, int32_t v, infd_tensor_info *info,
+                             infd_error *err)
+{
+    const infd_ir_value *val = &g->values[v];
+    int64_t dims[INFD_MAX_RANK];
+    for (int32_t d = 0; d < val->shape.rank; d++)
+        dims[d] = val->shape.dims[d].value;
+    info->name = val->name;
+    info->dtype = val->dtype;
+    info->nbytes = value_nbytes(val);
+    return infd_shape_init(&info->shape, val->shape.rank, dims, err);
+}
+
+static infd_status compile_steps(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    infd_status st = INFD_STATUS_OK;
+    int32_t n_live = 0, max_io = 1;
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        n_live += !g->nodes[n].dead;
+        max_io = INFD_MAX(max_io, INFD_MAX(g->nodes[n].n_inputs, g->nodes[n].n_outputs));
+    }
+    const infd_ir_value **ins = infd_calloc((size_t)max_io, sizeof(*ins));
+    const infd_ir_value **outs = infd_calloc((size_t)max_io, sizeof(*outs));
+    p->steps = infd_calloc((size_t)n_live + 1, sizeof(*p->steps));
+    if (!ins || !outs || !p->steps) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        goto out;
+    }
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        if (g->nodes[n].dead)
+            continue;
+        infd_kernel_args a;
+        make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        infd_kernel *k = NULL;
+        st = infd_backend_compile(p->backend, &a, &k, err);
+        if (st != INFD_STATUS_OK)
+            goto out;
+        p->steps[p->n_steps].node = n;
+        p->steps[p->n_steps].kernel = k;
+        p->n_steps++;
+    }
+out:
+    infd_free(ins);
+    infd_free(outs);
+    return st;
+}
+
+infd_status infd_plan_create(const char *path, const infd_plan_options *opts, infd_plan **out,
+                             infd_error *err)
+{
+    infd_status st;
+    infd_plan *p = NULL;
+    infd_plan_options defaults;
+    uint64_t t0 = infd_clock_ns();
+    *out = NULL;
+
+    if (!opts) {
+        infd_plan_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (opts->device != INFD_DEVICE_CPU)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                              "%s: only the CPU backend compiles plans in this build", path);
+    p = infd_calloc(1, sizeof(*p));
+    if (!p)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+    pthread_mutex_init(&p->mu, NULL);
+    p->backend = &infd_cpu_backend;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    p->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)(cores > 0 ? cores : 1);
+    p->max_contexts = opts->max_contexts > 0 ? opts->max_contexts : 4;
+
+    st = infd_onnx_load_file(path, &p->g, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    infd_ir_graph *g = p->g;
+    p->stats.n_nodes_model = g->n_nodes;
+    st = bind_inputs(g, opts, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    st = infer_and_fold(g, &p->stats.n_folded, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    st = remove_dead(g, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_pass_fold_batchnorm(g, &p->stats.n_fused, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    st = compile_steps(p, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+
+    p->home = infd_calloc((size_t)g->n_values + 1, 1);
+    p->offset = infd_calloc((size_t)g->n_values + 1, sizeof(*p->offset));
+    p->inputs = infd_calloc((size_t)g->n_inputs + 1, sizeof(*p->inputs));
+    p->outputs = infd_calloc((size_t)g->n_outputs + 1, sizeof(*p->outputs));
+    p->slot_used = infd_calloc((size_t)p->max_contexts, 1);
+    if (!p->home || !p->offset || !p->inputs || !p->outputs || !p->slot_used) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    st = plan_memory(p, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    for (int32_t i = 0; i < g->n_inputs && st == INFD_STATUS_OK; i++)
+        st = fill_info(g, g->inputs[i], &p->inputs[i], err);
+    for (int32_t i = 0; i < g->n_outputs && st == INFD_STATUS_OK; i++)
+        st = fill_info(g, g->outputs[i], &p->outputs[i], err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+
+    p->stats.n_kernels = p->n_steps;
+    p->stats.arena_bytes = p->arena_bytes;
+    p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
+    p->stats.compile_ms = (double)(infd_clock_ns() - t0) / 1e6;
+    INFD_LOG_DEBUG("%s: compiled %d nodes into %d kernels (%d folded), arena %zu bytes, %.1f ms",
+                   path, p->stats.n_nodes_model, p->n_steps, p->stats.n_folded, p->arena_bytes,
+                   p->stats.compile_ms);
+    *out = p;
+    return INFD_STATUS_OK;
+fail:
+    infd_plan_destroy(p);
+    return st;
+}
+
+void infd_plan_destroy(infd_plan *p)
+{
+    if (!p)
+        return;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        infd_kernel_destroy(p->steps[s].kernel);
+    infd_free(p->steps);
+    infd_free(p->home);
+    infd_free(p->offset);
+    infd_free(p->inputs);
+    infd_free(p->outputs);
+    infd_free(p->slot_used);
+    infd_ir_graph_destroy(p->g);
+    pthread_mutex_destroy(&p->mu);
+    infd_free(p);
+}
+
+int infd_plan_n_inputs(const infd_plan *p)
+{
+    return p->g->n_inputs;
+}
+
+int infd_plan_n_outputs(const infd_plan *p)
+{
+    return p->g->n_outputs;
+}
+
+infd_status infd_plan_input(const infd_plan *p, int i, infd_tensor_info *out)
+{
+    if (i < 0 || i >= p->g->n_inputs)
+        return INFD_STATUS_NOT_FOUND;
+    *out = p->inputs[i];
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_plan_output(const infd_plan *p, int i, infd_tensor_info *out)
+{
+    if (i < 0 || i >= p->g->n_outputs)
+        return INFD_STATUS_NOT_FOUND;
+    *out = p->outputs[i];
+    return INFD_STATUS_OK;
+}
+
+void infd_plan_get_stats(const infd_plan *p, infd_plan_stats *out)
+{
+    *out = p->stats;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Contexts and runs                                                         */
+/* ------------------------------------------------------------------------- */
+
+/* The data pointer of value v in context c (NULL for graph inputs: patched
+ * per run). */
+static void *value_ptr(const infd_context *c, int32_t v)
+{
+    const infd_plan *p = c->plan;
+    if (v < 0)
+        return NULL;
+    switch ((value_home)p->home[v]) {
+    case HOME_CONST:
+        return (void *)p->g->values[v].data;
+    case HOME_ARENA:
+        return c->arena + p->offset[v];
+    default:
+        return NULL;
+    }
+}
+
+infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    infd_context *c = NULL;
+    const infd_ir_graph *g = p->g;
+    size_t n_in = 0, n_out = 0;
+    *out = NULL;
+
+    int slot = -1;
+    pthread_mutex_lock(&p->mu);
+    for (int s = 0; s < p->max_contexts && slot < 0; s++) {
+        if (!p->slot_used[s]) {
+            p->slot_used[s] = 1;
+            slot = s;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (slot < 0)
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
+                              "%s: all %d contexts of the plan are in use", g->source,
+                              p->max_contexts);
+    c = infd_calloc(1, sizeof(*c));
+    if (!c) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto fail;
+    }
+    c->plan = p;
+    c->slot = slot;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        n_in += (size_t)g->nodes[p->steps[s].node].n_inputs;
+        n_out += (size_t)g->nodes[p->steps[s].node].n_outputs;
+    }
+    c->arena = p->arena_bytes ? infd_aligned_alloc(INFD_ALIGNMENT, p->arena_bytes) : NULL;
+    c->in_ptrs = infd_calloc(n_in + 1, sizeof(*c->in_ptrs));
+    c->out_ptrs = infd_calloc(n_out + 1, sizeof(*c->out_ptrs));
+    c->in_start = infd_calloc((size_t)p->n_steps + 1, sizeof(size_t));
+    c->out_start = infd_calloc((size_t)p->n_steps + 1, sizeof(size_t));
+    c->patch = infd_calloc(n_in + 1, sizeof(size_t));
+    c->patch_start = infd_calloc((size_t)g->n_inputs + 1, sizeof(size_t));
+    c->step_ns = infd_calloc((size_t)p->n_steps + 1, sizeof(uint64_t));
+    if ((p->arena_bytes && !c->arena) || !c->in_ptrs || !c->out_ptrs || !c->in_start ||
+        !c->out_start || !c->patch || !c->patch_start || !c->step_ns) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                            "out of memory creating a context (%zu-byte arena)", p->arena_bytes);
+        goto fail;
+    }
+    size_t ii = 0, oo = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        c->in_start[s] = ii;
+        c->out_start[s] = oo;
+        for (int32_t i = 0; i < node->n_inputs; i++)
+            c->in_ptrs[ii++] = value_ptr(c, node->inputs[i]);
+        for (int32_t i = 0; i < node->n_outputs; i++)
+            c->out_ptrs[oo++] = value_ptr(c, node->outputs[i]);
+    }
+    /* Patch positions of graph inputs, grouped by input. */
+    size_t np = 0;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        c->patch_start[i] = np;
+        for (int32_t s = 0; s < p->n_steps; s++) {
+            const infd_ir_node *node = &g->nodes[p->steps[s].node];
+            for (int32_t k = 0; k < node->n_inputs; k++) {
+                if (node->inputs[k] == g->inputs[i])
+                    c->patch[np++] = c->in_start[s] + (size_t)k;
+            }
+        }
+    }
+    c->patch_start[g->n_inputs] = np;
+    if (p->n_threads > 1) {
+        st = infd_pool_create(p->n_threads - 1, 0, &c->pool, err);
+        if (st != INFD_STATUS_OK)
+            goto fail;
+    }
+    *out = c;
+    return INFD_STATUS_OK;
+fail:
+    if (c)
+        infd_context_destroy(c);
+    else {
+        pthread_mutex_lock(&p->mu);
+        p->slot_used[slot] = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return st;
+}
+
+void infd_context_destroy(infd_context *c)
+{
+    if (!c)
+        return;
+    infd_pool_destroy(c->pool);
+    pthread_mutex_lock(&c->plan->mu);
+    c->plan->slot_used[c->slot] = 0;
+    pthread_mutex_unlock(&c->plan->mu);
+    infd_free(c->arena);
+    infd_free(c->in_ptrs);
+    infd_free(c->out_ptrs);
+    infd_free(c->in_start);
+    infd_free(c->out_start);
+    infd_free(c->patch);
+    infd_free(c->patch_start);
+    infd_free(c->step_ns);
+    infd_free(c);
+}
+
+void infd_context_set_profiling(infd_context *c, bool on)
+{
+    c->profiling = on;
+}
+
+int infd_context_n_steps(const infd_context *c)
+{
+    return c->plan->n_steps;
+}
+
+infd_status infd_context_step_profile(const infd_context *c, int i, infd_step_profile *out)
+{
+    const infd_plan *p = c->plan;
+    if (i < 0 || i >= p->n_steps)
+        return INFD_STATUS_NOT_FOUND;
+    const infd_ir_node *node = &p->g->nodes[p->steps[i].node];
+    out->node = node->name;
+    out->op_type = node->op_type;
+    out->kernel = p->steps[i].kernel->name ? p->steps[i].kernel->name : p->backend->name;
+    out->total_ns = c->step_ns[i];
+    out->runs = c->n_profiled_runs;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
+                          int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err)
+{
+    const infd_ir_graph *g = p->g;
+    char want[128], got[128];
+    if (c->plan != p)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "the context belongs to another plan");
+    if (n_inputs != g->n_inputs || n_outputs != g->n_outputs)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: expected %d inputs and %d outputs, got %d and %d", g->source,
+                              (int)g->n_inputs, (int)g->n_outputs, n_inputs, n_outputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const infd_tensor_info *info = &p->inputs[i];
+        const infd_tensor *t = &inputs[i];
+        if (t->dtype != info->dtype || !infd_shape_equal(&t->shape, &info->shape) ||
+            t->nbytes != info->nbytes || (info->nbytes && !t->data))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input '%s' must be %s %s (%zu bytes), got %s %s (%zu bytes)",
+                                  g->source, info->name, infd_dtype_name(info->dtype),
+                                  infd_shape_format(&info->shape, want, sizeof(want)), info->nbytes,
+                                  infd_dtype_name(t->dtype),
+                                  infd_shape_format(&t->shape, got, sizeof(got)), t->nbytes);
+    }
+    for (int i = 0; i < n_outputs; i++) {
+        if (outputs[i].nbytes < p->outputs[i].nbytes || (p->outputs[i].nbytes && !outputs[i].data))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: output '%s' needs a %zu-byte buffer, got %zu", g->source,
+                                  p->outputs[i].name, p->outputs[i].nbytes, outputs[i].nbytes);
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        for (size_t k = c->patch_start[i]; k < c->patch_start[i + 1]; k++)
+            c->in_ptrs[c->patch[k]] = inputs[i].data;
+    }
+    infd_kernel_io io = { .pool = c->pool, .slot = c->slot };
+    io.workspace = p->workspace_bytes ? c->arena + p->workspace_offset : NULL;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        io.inputs = c->in_ptrs + c->in_start[s];
+        io.outputs = c->out_ptrs + c->out_start[s];
+        if (INFD_UNLIKELY(c->profiling)) {
+            uint64_t t0 = infd_clock_ns();
+            infd_kernel_run(p->steps[s].kernel, &io);
+            c->step_ns[s] += infd_clock_ns() - t0;
+        } else {
+            infd_kernel_run(p->steps[s].kernel, &io);
+        }
+    }
+    c->n_profiled_runs += c->profiling;
+    for (int i = 0; i < n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        const void *src = NULL;
+        if (p->home[v] == HOME_INPUT) {
+            for (int k = 0; k < n_inputs; k++) {
+                if (g->inputs[k] == v)
+                    src = inputs[k].data;
+            }
+        } else {
+            src = value_ptr(c, v);
+        }
+        if (p->outputs[i].nbytes)
+            memcpy(outputs[i].data, src, p->outputs[i].nbytes);
+        outputs[i].dtype = p->outputs[i].dtype;
+        outputs[i].shape = p->outputs[i].shape;
+    }
+    return INFD_STATUS_OK;
+}

@@ -1,0 +1,336 @@
+/*
+ * Unit tests for plans and contexts: compile, run, input validation,
+ * context slots, and the rule that a run allocates nothing.
+ *
+ * The allocation check counts every malloc in the process, oneDNN's and
+ * OpenMP's included: this test binary defines malloc and friends, which
+ * (ELF interposition) every shared library then calls, and forwards them to
+ * glibc's __libc_* functions. Under ASan, which interposes malloc itself,
+ * that check is skipped.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "infd/engine.h"
+#include "onnx.pb-c.h"
+#include "test.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNT_MALLOC 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COUNT_MALLOC 0
+#endif
+#endif
+#ifndef COUNT_MALLOC
+#define COUNT_MALLOC 1
+#endif
+
+#if COUNT_MALLOC
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+static _Atomic long n_mallocs;
+
+void *malloc(size_t n);
+void *calloc(size_t a, size_t b);
+void *realloc(void *p, size_t n);
+void free(void *p);
+int posix_memalign(void **out, size_t align, size_t n);
+void *aligned_alloc(size_t align, size_t n);
+void *memalign(size_t align, size_t n);
+
+void *malloc(size_t n)
+{
+    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t a, size_t b)
+{
+    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
+    return __libc_calloc(a, b);
+}
+
+void *realloc(void *p, size_t n)
+{
+    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
+    return __libc_realloc(p, n);
+}
+
+void free(void *p)
+{
+    __libc_free(p);
+}
+
+void *memalign(size_t align, size_t n)
+{
+    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
+    return __libc_memalign(align, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    return memalign(align, n);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    void *p = memalign(align, n);
+    if (!p)
+        return 12; /* ENOMEM */
+    *out = p;
+    return 0;
+}
+#endif
+
+/* Writes Y = Relu(X + B), X: FP32 [batch, 4], B = [-1.5, -0.5, 0.5, 1.5]. */
+static void write_tiny_model(const char *path)
+{
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    Onnx__OperatorSetIdProto *opsets[1] = { &opset };
+    Onnx__TensorProto b = ONNX__TENSOR_PROTO__INIT;
+    Onnx__TensorProto *inits[1] = { &b };
+    Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
+    Onnx__ValueInfoProto *ins[1] = { &x }, *outs[1] = { &y };
+    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
+    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension *dims[2] = { &d0, &d1 };
+    Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, relu = ONNX__NODE_PROTO__INIT;
+    Onnx__NodeProto *nodes[2] = { &add, &relu };
+    char *add_in[2] = { "X", "B" }, *add_out[1] = { "S" }, *relu_in[1] = { "S" };
+    char *relu_out[1] = { "Y" };
+    int64_t b_dims[1] = { 4 };
+    float b_data[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = 17;
+    m.n_opset_import = 1;
+    m.opset_import = opsets;
+    m.graph = &g;
+    b.name = "B";
+    b.has_data_type = 1;
+    b.data_type = 1;
+    b.n_dims = 1;
+    b.dims = b_dims;
+    b.has_raw_data = 1;
+    b.raw_data.len = sizeof(b_data);
+    b.raw_data.data = (uint8_t *)b_data;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    d0.dim_param = "batch";
+    d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    d1.dim_value = 4;
+    xs.n_dim = 2;
+    xs.dim = dims;
+    xtt.has_elem_type = 1;
+    xtt.elem_type = 1;
+    xtt.shape = &xs;
+    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    xt.tensor_type = &xtt;
+    x.name = "X";
+    x.type = &xt;
+    y.name = "Y";
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    add.op_type = "Add";
+    add.n_input = 2;
+    add.input = add_in;
+    add.n_output = 1;
+    add.output = add_out;
+    relu.op_type = "Relu";
+    relu.n_input = 1;
+    relu.input = relu_in;
+    relu.n_output = 1;
+    relu.output = relu_out;
+    g.n_node = 2;
+    g.node = nodes;
+
+    size_t n = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(n);
+    onnx__model_proto__pack(&m, buf);
+    FILE *f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    free(buf);
+}
+
+static char tiny_path[256];
+
+static void test_compile_and_run(void)
+{
+    infd_plan_options o;
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    infd_plan_options_init(&o);
+    o.batch = 3;
+    o.n_threads = 2;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(infd_plan_n_inputs(plan), 1);
+    infd_tensor_info in, out;
+    ASSERT_STATUS(infd_plan_input(plan, 0, &in), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_plan_output(plan, 0, &out), INFD_STATUS_OK);
+    ASSERT_STR_EQ(in.name, "X");
+    ASSERT_EQ_I64(in.shape.dims[0], 3);
+    ASSERT_EQ_U64(out.nbytes, 48);
+    ASSERT_STATUS(infd_plan_input(plan, 1, &in), INFD_STATUS_NOT_FOUND);
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+
+    float x[12], y[12];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)i * 0.25f - 1.0f;
+    infd_tensor tx, ty;
+    ASSERT_STATUS(infd_tensor_init_view(&tx, INFD_DTYPE_FP32, &in.shape, x, sizeof(x), NULL),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_tensor_init_view(&ty, INFD_DTYPE_FP32, &out.shape, y, sizeof(y), NULL),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_OK);
+    static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+    for (int i = 0; i < 12; i++) {
+        float want = x[i] + bias[i % 4];
+        want = want > 0 ? want : 0;
+        if (y[i] != want)
+            TEST_FAIL_("y[%d] = %g, expected %g", i, (double)y[i], (double)want);
+    }
+
+    /* Wrong shape: a message naming the input and both shapes. */
+    infd_shape bad;
+    int64_t bad_dims[2] = { 2, 4 };
+    infd_shape_init(&bad, 2, bad_dims, NULL);
+    tx.shape = bad;
+    tx.nbytes = 32;
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "input 'X' must be FP32 [3,4] (48 bytes), got FP32 [2,4] (32 bytes)");
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+}
+
+static void test_context_slots(void)
+{
+    infd_plan_options o;
+    infd_plan *plan = NULL;
+    infd_context *c[3] = { 0 };
+    infd_error err = { 0 };
+    infd_plan_options_init(&o);
+    o.max_contexts = 2;
+    o.n_threads = 1;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_context_create(plan, &c[0], &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_context_create(plan, &c[1], &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_context_create(plan, &c[2], &err), INFD_STATUS_RESOURCE_EXHAUSTED);
+    ASSERT_STR_HAS(err.msg, "all 2 contexts of the plan are in use");
+    infd_context_destroy(c[0]);
+    ASSERT_STATUS(infd_context_create(plan, &c[2], &err), INFD_STATUS_OK);
+    infd_context_destroy(c[1]);
+    infd_context_destroy(c[2]);
+    infd_plan_destroy(plan);
+}
+
+static void test_bad_shapes_named(void)
+{
+    infd_plan_options o;
+    infd_plan *plan = NULL;
+    infd_error err = { 0 };
+    infd_input_shape s = { .name = "X" };
+    int64_t dims[3] = { 1, 4, 1 };
+    infd_shape_init(&s.shape, 3, dims, NULL);
+    infd_plan_options_init(&o);
+    o.shapes = &s;
+    o.n_shapes = 1;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "input 'X' has shape [batch,4]; the given shape [1,4,1] has another "
+                            "rank");
+    dims[1] = 5;
+    infd_shape_init(&s.shape, 2, dims, NULL);
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "differs in dim 1");
+    ASSERT_STATUS(infd_plan_create("/nonexistent.onnx", NULL, &plan, &err), INFD_STATUS_NOT_FOUND);
+}
+
+/* Steady-state runs of real models allocate nothing, anywhere in the
+ * process (see the top of this file). */
+static void test_run_allocates_nothing(void)
+{
+#if COUNT_MALLOC
+    char path[2200];
+    const char *cache = getenv("INFD_CACHE");
+    const char *models[] = { "npm/node_modules/openwakeword-js/models/hello_deepa.onnx",
+                             "models/mobilenetv2.onnx" };
+    char here[1024];
+    snprintf(here, sizeof(here), "%s", __FILE__);
+    *strrchr(here, '/') = '\0';
+    for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+        if (cache && *cache)
+            snprintf(path, sizeof(path), "%s/%s", cache, models[m]);
+        else
+            snprintf(path, sizeof(path), "%s/../../../.cache/%s", here, models[m]);
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", models[m]);
+            continue;
+        }
+        infd_plan *plan = NULL;
+        infd_context *ctx = NULL;
+        infd_error err = { 0 };
+        infd_plan_options o;
+        infd_plan_options_init(&o);
+        o.n_threads = 2;
+        if (infd_plan_create(path, &o, &plan, &err) != INFD_STATUS_OK)
+            TEST_FAIL_("%s: %s", models[m], err.msg);
+        ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+        infd_tensor_info in, out;
+        infd_plan_input(plan, 0, &in);
+        infd_plan_output(plan, 0, &out);
+        infd_tensor tx, ty;
+        infd_tensor_alloc(&tx, in.dtype, &in.shape, NULL);
+        infd_tensor_alloc(&ty, out.dtype, &out.shape, NULL);
+        for (int i = 0; i < 3; i++) /* warm-up: lazy initialisation in libraries */
+            ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_OK);
+        long before = atomic_load(&n_mallocs);
+        for (int i = 0; i < 20; i++)
+            infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err);
+        long after = atomic_load(&n_mallocs);
+        printf("    %s: %ld allocations in 20 runs\n", strrchr(models[m], '/') + 1, after - before);
+        infd_tensor_fini(&tx);
+        infd_tensor_fini(&ty);
+        infd_context_destroy(ctx);
+        infd_plan_destroy(plan);
+        ASSERT_EQ_I64(after - before, 0);
+    }
+#else
+    printf("    skipped: malloc is interposed by the sanitizer in this build\n");
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    snprintf(tiny_path, sizeof(tiny_path), "/tmp/infd_test_plan_%d.onnx", (int)getpid());
+    write_tiny_model(tiny_path);
+    test_case_ cases[] = {
+        { "test_compile_and_run", test_compile_and_run },
+        { "test_context_slots", test_context_slots },
+        { "test_bad_shapes_named", test_bad_shapes_named },
+        { "test_run_allocates_nothing", test_run_allocates_nothing },
+    };
+    int rc = test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    unlink(tiny_path);
+    return rc;
+}
