@@ -105,6 +105,7 @@ typedef struct infd_plan_stats {
     int n_kernels;       /* kernels left after folding and fusion */
     int n_folded;        /* nodes evaluated at compile time */
     int n_fused;         /* nodes merged into others (BatchNorm, activations, residual Add) */
+    int n_opaque;        /* intermediates kept in a backend layout (oneDNN blocked) */
     size_t arena_bytes;  /* activation memory per context */
     size_t weight_bytes; /* constant data held by the plan */
     double compile_ms;   /* load + optimize + compile */

@@ -189,8 +189,9 @@ int infd_cli_bench(int argc, char **argv)
                rss_mib, stats.n_kernels);
     } else {
         printf("model       %s\n", c.model);
-        printf("plan        %d nodes -> %d kernels (%d folded), arena %.1f MiB, weights %.1f MiB\n",
-               stats.n_nodes_model, stats.n_kernels, stats.n_folded,
+        printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
+               "arena %.1f MiB, weights %.1f MiB\n",
+               stats.n_nodes_model, stats.n_kernels, stats.n_folded, stats.n_fused, stats.n_opaque,
                (double)stats.arena_bytes / 1048576.0, (double)stats.weight_bytes / 1048576.0);
         printf("load        %.1f ms (file to ready plan and context)\n", load_ms);
         printf("batch       %lld, threads %d, %ld iterations after %ld warm-up\n", (long long)batch,

@@ -22,8 +22,16 @@
  * scratch comes from the workspace the memory plan reserves
  * (workspace_bytes), so run() never allocates.
  *
- * Layout: unless a kernel says otherwise, tensors are dense row-major in the
- * ONNX logical layout (NCHW for images).
+ * Layout: values are dense row-major in the ONNX logical layout (NCHW for
+ * images), except between two kernels of one backend that agree on an
+ * opaque layout (oneDNN's blocked nChw16c, say). Before compiling, the plan
+ * asks produces_opaque() of a value's producer and accepts_opaque() of
+ * every reader; when all agree (and the value is not a graph output), the
+ * producer is compiled with output_opaque_ok[0] set and may pick a layout,
+ * which it publishes in kernel->output_layout (with its byte size, padding
+ * included); each reader is then compiled with that layout in
+ * input_layouts[i] and must read it. Constants and graph inputs are always
+ * plain.
  */
 #ifndef INFD_GRAPH_BACKEND_H
 #define INFD_GRAPH_BACKEND_H
@@ -49,6 +57,13 @@ typedef struct infd_kernel_args {
     const infd_ir_value *const *outputs;
     int n_threads; /* threads a kernel may use at run time (>= 1) */
     int n_slots;   /* contexts that may run the kernel at once (>= 1) */
+    /* Per input: the opaque layout its producer chose (backend-private,
+     * owned by the producing kernel), or NULL for plain. The array itself
+     * may be NULL: all plain. */
+    const void *const *input_layouts;
+    /* Whether output 0 may be written in an opaque layout the kernel picks
+     * (false: plain). Only output 0 ever is. */
+    bool output_opaque_ok;
 } infd_kernel_args;
 
 /* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except
@@ -69,6 +84,11 @@ typedef struct infd_kernel {
     const infd_backend_ops *ops;
     const char *name;       /* kernel variant, for profiles ("dnnl:conv:jit_avx512") */
     size_t workspace_bytes; /* scratch run() needs, reserved by the memory plan */
+    /* Set by compile when output_opaque_ok was given and the kernel chose an
+     * opaque layout for output 0: the layout (owned by the kernel, passed to
+     * readers as input_layouts[i]) and the bytes it occupies. NULL: plain. */
+    const void *output_layout;
+    size_t output_layout_bytes;
 } infd_kernel;
 
 #define INFD_BACKEND_OPS_VERSION 1
@@ -94,6 +114,14 @@ struct infd_backend_ops {
 
     /* Frees a kernel. NULL is a no-op. */
     void (*destroy_kernel)(infd_kernel *kernel);
+
+    /* Optional (NULL: never). Whether the node, if compiled, could write
+     * output 0 in an opaque layout of this backend. */
+    bool (*produces_opaque)(const infd_kernel_args *args);
+
+    /* Optional (NULL: never). Whether the node can read input `i` in any
+     * opaque layout this backend's kernels produce. */
+    bool (*accepts_opaque)(const infd_kernel_args *args, int i);
 };
 
 /* Call-site wrappers, so one place can add checks or tracing. */

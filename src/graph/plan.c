@@ -72,6 +72,8 @@ struct infd_plan {
     infd_tensor_info *outputs;
     int n_threads;
     int max_contexts;
+    bool plain_layouts; /* INFD_PLAIN_LAYOUTS set: no opaque layouts (for comparisons) */
+    int n_opaque;       /* values kept in an opaque layout */
     infd_plan_stats stats;
 
     pthread_mutex_t mu; /* guards slot_used */
@@ -440,6 +442,12 @@ static infd_status plan_memory(infd_plan *p, infd_error *err)
         if (p->home[v] != HOME_ARENA)
             continue;
         size_t nb = value_nbytes(&g->values[v]);
+        int32_t prod = g->values[v].producer;
+        for (int32_t s = 0; s < p->n_steps && prod >= 0; s++) {
+            const infd_kernel *k = p->steps[s].kernel;
+            if (p->steps[s].node == prod && k->output_layout && g->nodes[prod].outputs[0] == v)
+                nb = INFD_MAX(nb, k->output_layout_bytes);
+        }
         blocks[n_blocks].value = v;
         blocks[n_blocks].bytes = infd_align_up(nb ? nb : 1, INFD_ALIGNMENT);
         blocks[n_blocks].first = first[v];
@@ -504,6 +512,41 @@ static infd_status fill_info(const infd_ir_graph *g, int32_t v, infd_tensor_info
     return infd_shape_init(&info->shape, val->shape.rank, dims, err);
 }
 
+/* Which values may travel in an opaque layout: produced by a kernel that
+ * can write one, read only by kernels that can read one, not a graph
+ * output (see backend.h, "Layout"). */
+static infd_status choose_opaque(infd_plan *p, const infd_ir_value **ins,
+                                 const infd_ir_value **outs, uint8_t *ok, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    if (!p->backend->produces_opaque || !p->backend->accepts_opaque || p->plain_layouts)
+        return INFD_STATUS_OK;
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead || node->n_outputs < 1 || node->outputs[0] < 0)
+            continue;
+        infd_kernel_args a;
+        make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        ok[node->outputs[0]] = p->backend->produces_opaque(&a);
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        ok[g->outputs[i]] = 0;
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
+            continue;
+        infd_kernel_args a;
+        make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            int32_t v = node->inputs[i];
+            if (v >= 0 && ok[v] && !p->backend->accepts_opaque(&a, i))
+                ok[v] = 0;
+        }
+    }
+    (void)err;
+    return INFD_STATUS_OK;
+}
+
 static infd_status compile_steps(infd_plan *p, infd_error *err)
 {
     infd_ir_graph *g = p->g;
@@ -515,16 +558,28 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
     }
     const infd_ir_value **ins = infd_calloc((size_t)max_io, sizeof(*ins));
     const infd_ir_value **outs = infd_calloc((size_t)max_io, sizeof(*outs));
+    const void **in_layouts = infd_calloc((size_t)max_io, sizeof(*in_layouts));
+    const void **layout = infd_calloc((size_t)g->n_values + 1, sizeof(*layout));
+    uint8_t *opaque_ok = infd_calloc((size_t)g->n_values + 1, 1);
     p->steps = infd_calloc((size_t)n_live + 1, sizeof(*p->steps));
-    if (!ins || !outs || !p->steps) {
+    if (!ins || !outs || !in_layouts || !layout || !opaque_ok || !p->steps) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
         goto out;
     }
+    st = choose_opaque(p, ins, outs, opaque_ok, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
     for (int32_t n = 0; n < g->n_nodes; n++) {
-        if (g->nodes[n].dead)
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
             continue;
         infd_kernel_args a;
         make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        for (int32_t i = 0; i < node->n_inputs; i++)
+            in_layouts[i] = node->inputs[i] >= 0 ? layout[node->inputs[i]] : NULL;
+        a.input_layouts = in_layouts;
+        a.output_opaque_ok =
+            node->n_outputs > 0 && node->outputs[0] >= 0 && opaque_ok[node->outputs[0]];
         infd_kernel *k = NULL;
         st = infd_backend_compile(p->backend, &a, &k, err);
         if (st != INFD_STATUS_OK)
@@ -532,10 +587,24 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         p->steps[p->n_steps].node = n;
         p->steps[p->n_steps].kernel = k;
         p->n_steps++;
+        if (k->output_layout) {
+            if (!a.output_opaque_ok) {
+                st = infd_error_set(err, INFD_STATUS_INTERNAL,
+                                    "%s: node '%s' (%s): kernel chose an opaque layout it was "
+                                    "not allowed",
+                                    g->source, node->name, node->op_type);
+                goto out;
+            }
+            layout[node->outputs[0]] = k->output_layout;
+            p->n_opaque++;
+        }
     }
 out:
     infd_free(ins);
     infd_free(outs);
+    infd_free(in_layouts);
+    infd_free(layout);
+    infd_free(opaque_ok);
     return st;
 }
 
@@ -563,6 +632,8 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     p->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)(cores > 0 ? cores : 1);
     p->max_contexts = opts->max_contexts > 0 ? opts->max_contexts : 4;
+    const char *plain = getenv("INFD_PLAIN_LAYOUTS");
+    p->plain_layouts = plain && plain[0] && plain[0] != '0';
 
     st = infd_onnx_load_file(path, &p->g, err);
     if (st != INFD_STATUS_OK)
@@ -606,6 +677,7 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
         goto fail;
 
     p->stats.n_kernels = p->n_steps;
+    p->stats.n_opaque = p->n_opaque;
     p->stats.arena_bytes = p->arena_bytes;
     p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
     p->stats.compile_ms = (double)(infd_clock_ns() - t0) / 1e6;

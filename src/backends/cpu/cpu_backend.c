@@ -71,6 +71,18 @@ static void cpu_destroy_kernel(infd_kernel *k)
     infd_free(ck);
 }
 
+static bool cpu_produces_opaque(const infd_kernel_args *a)
+{
+    const infd_cpu_op *op = find_op(a, NULL);
+    return op && op->produces_opaque && op->produces_opaque(a);
+}
+
+static bool cpu_accepts_opaque(const infd_kernel_args *a, int i)
+{
+    const infd_cpu_op *op = find_op(a, NULL);
+    return op && op->accepts_opaque && op->accepts_opaque(a, i);
+}
+
 const infd_backend_ops infd_cpu_backend = {
     .version = INFD_BACKEND_OPS_VERSION,
     .size = sizeof(infd_backend_ops),
@@ -79,6 +91,8 @@ const infd_backend_ops infd_cpu_backend = {
     .compile = cpu_compile,
     .run = cpu_run,
     .destroy_kernel = cpu_destroy_kernel,
+    .produces_opaque = cpu_produces_opaque,
+    .accepts_opaque = cpu_accepts_opaque,
 };
 
 infd_cpu_kernel *infd_cpu_kernel_new(size_t size, const char *name,

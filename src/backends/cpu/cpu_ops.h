@@ -39,6 +39,9 @@ typedef struct infd_cpu_op {
      * every node of op_type. On decline, says why in `why` (nullable). */
     bool (*supports)(const infd_kernel_args *args, infd_error *why);
     infd_status (*compile)(const infd_kernel_args *args, infd_kernel **out, infd_error *err);
+    /* Optional layout hooks (see infd_backend_ops): NULL means plain only. */
+    bool (*produces_opaque)(const infd_kernel_args *args);
+    bool (*accepts_opaque)(const infd_kernel_args *args, int i);
 } infd_cpu_op;
 
 extern const infd_cpu_op infd_cpu_ops_dnnl[];

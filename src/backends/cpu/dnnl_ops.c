@@ -8,9 +8,9 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/dnnl_common.h"
 
-#define OP(type, name)                                                \
-    {                                                                 \
-        type, infd_dnnl_##name##_supports, infd_dnnl_##name##_compile \
+#define OP(type, name)                                                            \
+    {                                                                             \
+        type, infd_dnnl_##name##_supports, infd_dnnl_##name##_compile, NULL, NULL \
     }
 
 const infd_cpu_op infd_cpu_ops_dnnl[] = {
@@ -43,5 +43,5 @@ const infd_cpu_op infd_cpu_ops_dnnl[] = {
     OP("ReduceSum", reduce),
     OP("ReduceMax", reduce),
     OP("ReduceMin", reduce),
-    { NULL, NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
 };

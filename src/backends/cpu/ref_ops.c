@@ -7,9 +7,9 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ref_kernels.h"
 
-#define REF_OP(op_type, name)                                \
-    {                                                        \
-        op_type, ref_##name##_supports, ref_##name##_compile \
+#define REF_OP(op_type, name)                                            \
+    {                                                                    \
+        op_type, ref_##name##_supports, ref_##name##_compile, NULL, NULL \
     }
 
 const infd_cpu_op infd_cpu_ops_ref[] = {
@@ -97,5 +97,5 @@ const infd_cpu_op infd_cpu_ops_ref[] = {
     REF_OP("Softmax", softmax),
     REF_OP("LogSoftmax", softmax),
     REF_OP("MatMul", matmul),
-    { NULL, NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
 };
