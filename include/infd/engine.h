@@ -60,6 +60,15 @@ typedef struct infd_input_shape {
     infd_shape shape;
 } infd_input_shape;
 
+/* An input bound to a value when the plan is built (a "shape input", as
+ * TensorRT calls them: a Reshape target, Resize scales, Slice bounds fed as
+ * graph inputs). The plan folds everything that depends on it; runs must
+ * feed the same value. */
+typedef struct infd_input_value {
+    const char *name;
+    infd_tensor value; /* borrowed for the call; the plan keeps a copy */
+} infd_input_value;
+
 typedef struct infd_plan_options {
     infd_device_kind device;        /* INFD_DEVICE_CPU (CUDA: issue #6) */
     int n_threads;                  /* threads per context, caller included; 0: all cores */
@@ -67,6 +76,8 @@ typedef struct infd_plan_options {
     int64_t batch;                  /* value for a symbolic first dim of an input; 0: 1 */
     const infd_input_shape *shapes; /* explicit shapes for inputs (borrowed for the call) */
     int n_shapes;
+    const infd_input_value *values; /* inputs bound to values (borrowed for the call) */
+    int n_values;
 } infd_plan_options;
 
 /* Defaults: CPU, all cores, 4 contexts, batch 1, no explicit shapes. */
@@ -120,8 +131,9 @@ INFD_API infd_status infd_context_create(infd_plan *plan, infd_context **out, in
 INFD_API void infd_context_destroy(infd_context *ctx);
 
 /* Runs the plan. `inputs` are in plan input order, each with the plan's
- * dtype and shape (INVALID_ARGUMENT naming the input otherwise); their data
- * is only read. `outputs` are in plan output order with caller-provided data
+ * dtype and shape (INVALID_ARGUMENT naming the input otherwise), and bound
+ * inputs (opts.values) with the value they were bound to; their data is
+ * only read. `outputs` are in plan output order with caller-provided data
  * of at least the output's nbytes; dtype and shape are set by the call.
  * Allocation-free and thread-safe across contexts of one plan. */
 INFD_API infd_status infd_plan_run(const infd_plan *plan, infd_context *ctx,

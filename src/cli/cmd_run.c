@@ -7,6 +7,11 @@
  *
  * Inputs not given are filled with deterministic random values (seeded) and
  * written to DIR/input_<name>.npy, so another runtime can be fed the same.
+ *
+ * --bind NAME builds the plan with input NAME's given value baked in (a
+ * shape input: a Reshape target or Resize scales fed as an input). When a
+ * plan cannot be built because a given input decides shapes, run binds the
+ * small given inputs (up to 4096 elements) and tries once more, saying so.
  */
 #include <errno.h>
 #include <math.h>
@@ -25,13 +30,30 @@ typedef struct given_input {
     char name[256];
     const char *path;
     infd_tensor tensor;
+    bool bind; /* --bind: bake the value into the plan */
 } given_input;
+
+/* Binds the given inputs marked `bind` (or, with `small`, every given input
+ * of at most 4096 elements) into the plan options. Returns how many. */
+static int collect_binds(given_input *given, int n_given, bool small, infd_input_value *out)
+{
+    int n = 0;
+    for (int k = 0; k < n_given; k++) {
+        if (given[k].bind || (small && infd_tensor_numel(&given[k].tensor) <= 4096)) {
+            given[k].bind = true;
+            out[n].name = given[k].name;
+            out[n].value = given[k].tensor;
+            n++;
+        }
+    }
+    return n;
+}
 
 static void usage(void)
 {
     fprintf(stderr, "usage: infd run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]\n"
                     "                [--batch N] [--shape NAME=D0,D1,...] [--threads N] "
-                    "[--seed S]\n");
+                    "[--seed S] [--bind NAME]\n");
 }
 
 /* "Identity:0" -> "Identity_0": names as tools/ort_ref.js writes them. */
@@ -118,6 +140,9 @@ int infd_cli_run(int argc, char **argv)
     int n_given = 0;
     const char *out_dir = NULL;
     uint64_t seed = 1;
+    const char *bind_names[MAX_INPUTS];
+    int n_binds = 0;
+    infd_input_value binds[MAX_INPUTS];
     infd_plan *plan = NULL;
     infd_context *ctx = NULL;
     infd_tensor *ins = NULL, *outs = NULL;
@@ -156,6 +181,13 @@ int infd_cli_run(int argc, char **argv)
         } else if (strcmp(argv[i], "--seed") == 0 && val) {
             seed = strtoull(val, NULL, 10);
             i++;
+        } else if (strcmp(argv[i], "--bind") == 0 && val) {
+            if (n_binds >= MAX_INPUTS) {
+                rc = INFD_EXIT_USAGE;
+                goto out;
+            }
+            bind_names[n_binds++] = val;
+            i++;
         } else if (argv[i][0] == '-' || c.model) {
             fprintf(stderr, "infd run: unexpected argument '%s'\n", argv[i]);
             usage();
@@ -183,12 +215,37 @@ int infd_cli_run(int argc, char **argv)
             c.plan.n_shapes++;
         }
     }
+    for (int b = 0; b < n_binds; b++) {
+        int found = 0;
+        for (int k = 0; k < n_given; k++) {
+            if (strcmp(given[k].name, bind_names[b]) == 0) {
+                given[k].bind = true;
+                found = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "infd run: --bind %s: give its value with --input %s=FILE.npy\n",
+                    bind_names[b], bind_names[b]);
+            rc = INFD_EXIT_USAGE;
+            goto out;
+        }
+    }
+    c.plan.values = binds;
+    c.plan.n_values = collect_binds(given, n_given, false, binds);
     if (out_dir && mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "infd run: cannot create %s\n", out_dir);
         goto out;
     }
-    if (infd_plan_create(c.model, &c.plan, &plan, &err) != INFD_STATUS_OK ||
-        infd_context_create(plan, &ctx, &err) != INFD_STATUS_OK) {
+    if (infd_plan_create(c.model, &c.plan, &plan, &err) != INFD_STATUS_OK &&
+        err.code == INFD_STATUS_UNIMPLEMENTED && strstr(err.msg, "decides the output shape") &&
+        n_binds == 0 && n_given > 0) {
+        c.plan.n_values = collect_binds(given, n_given, true, binds);
+        fprintf(stderr, "infd run: note: binding the given inputs of up to 4096 elements to "
+                        "their values, as some decide shapes\n");
+        infd_error_clear(&err);
+        infd_plan_create(c.model, &c.plan, &plan, &err);
+    }
+    if (!plan || infd_context_create(plan, &ctx, &err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd run: %s\n", err.msg);
         if (err.code == INFD_STATUS_UNIMPLEMENTED)
             rc = INFD_EXIT_UNSUPPORTED;

@@ -122,15 +122,62 @@ static size_t value_nbytes(const infd_ir_value *v)
     return n;
 }
 
+/* The graph input named `name`, or -1. */
+static int32_t find_input(const infd_ir_graph *g, const char *name)
+{
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        if (name && strcmp(g->values[g->inputs[i]].name, name) == 0)
+            return g->inputs[i];
+    }
+    return -1;
+}
+
+/* Makes bound inputs constants holding a copy of their value (after their
+ * shapes were bound like any other's). */
+static infd_status bind_values(infd_ir_graph *g, const infd_plan_options *o, infd_error *err)
+{
+    for (int k = 0; k < o->n_values; k++) {
+        const infd_tensor *t = &o->values[k].value;
+        int32_t v = find_input(g, o->values[k].name);
+        if (v < 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: a value is bound to '%s', which is not an input", g->source,
+                                  o->values[k].name ? o->values[k].name : "(null)");
+        infd_ir_value *val = &g->values[v];
+        if (t->dtype != val->dtype || t->nbytes != value_nbytes(val))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: the value bound to input '%s' is %s of %zu bytes, the "
+                                  "input is %s of %zu bytes",
+                                  g->source, val->name, infd_dtype_name(t->dtype), t->nbytes,
+                                  infd_dtype_name(val->dtype), value_nbytes(val));
+        void *copy = infd_arena_alloc(&g->weights, t->nbytes ? t->nbytes : 1, INFD_ALIGNMENT);
+        if (!copy)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        if (t->nbytes)
+            memcpy(copy, t->data, t->nbytes);
+        val->data = copy;
+        val->nbytes = t->nbytes;
+    }
+    return INFD_STATUS_OK;
+}
+
 /* Gives every graph input a concrete shape. */
 static infd_status bind_inputs(infd_ir_graph *g, const infd_plan_options *o, infd_error *err)
 {
     for (int32_t i = 0; i < g->n_inputs; i++) {
         infd_ir_value *v = &g->values[g->inputs[i]];
         const infd_input_shape *given = NULL;
+        infd_input_shape from_value;
         for (int k = 0; k < o->n_shapes; k++) {
             if (o->shapes[k].name && strcmp(o->shapes[k].name, v->name) == 0)
                 given = &o->shapes[k];
+        }
+        for (int k = 0; k < o->n_values && !given; k++) {
+            if (o->values[k].name && strcmp(o->values[k].name, v->name) == 0) {
+                from_value.name = v->name;
+                from_value.shape = o->values[k].value.shape;
+                given = &from_value;
+            }
         }
         char decl[128], got[128];
         infd_ir_shape_format(g, &v->shape, decl, sizeof(decl));
@@ -416,8 +463,10 @@ static infd_status plan_memory(infd_plan *p, infd_error *err)
         if (g->values[v].data)
             p->home[v] = HOME_CONST;
     }
-    for (int32_t i = 0; i < g->n_inputs; i++)
-        p->home[g->inputs[i]] = HOME_INPUT;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        if (!g->values[g->inputs[i]].data) /* bound inputs stay constants */
+            p->home[g->inputs[i]] = HOME_INPUT;
+    }
     for (int32_t s = 0; s < p->n_steps; s++) {
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
         for (int32_t i = 0; i < node->n_outputs; i++) {
@@ -641,6 +690,8 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
     infd_ir_graph *g = p->g;
     p->stats.n_nodes_model = g->n_nodes;
     st = bind_inputs(g, opts, err);
+    if (st == INFD_STATUS_OK)
+        st = bind_values(g, opts, err);
     if (st != INFD_STATUS_OK)
         goto fail;
     st = infer_and_fold(g, &p->stats.n_folded, err);
@@ -823,7 +874,7 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         for (int32_t s = 0; s < p->n_steps; s++) {
             const infd_ir_node *node = &g->nodes[p->steps[s].node];
             for (int32_t k = 0; k < node->n_inputs; k++) {
-                if (node->inputs[k] == g->inputs[i])
+                if (node->inputs[k] == g->inputs[i] && p->home[g->inputs[i]] == HOME_INPUT)
                     c->patch[np++] = c->in_start[s] + (size_t)k;
             }
         }
@@ -913,6 +964,16 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
                                   infd_shape_format(&info->shape, want, sizeof(want)), info->nbytes,
                                   infd_dtype_name(t->dtype),
                                   infd_shape_format(&t->shape, got, sizeof(got)), t->nbytes);
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        const infd_ir_value *v = &g->values[g->inputs[i]];
+        if (p->home[g->inputs[i]] == HOME_CONST && v->nbytes &&
+            memcmp(inputs[i].data, v->data, v->nbytes) != 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input '%s' was bound to a value when the plan was built "
+                                  "(it decides shapes); this run feeds another value: build a "
+                                  "plan for it",
+                                  g->source, v->name);
     }
     for (int i = 0; i < n_outputs; i++) {
         if (outputs[i].nbytes < p->outputs[i].nbytes || (p->outputs[i].nbytes && !outputs[i].data))

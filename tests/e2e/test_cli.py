@@ -40,6 +40,11 @@ def test_help_lists_design_commands(infd_bin):
         assert run([infd_bin, alias]).stdout == r.stdout
 
 
+def test_engine_commands_are_built(infd_bin):
+    assert "run" not in not_built_commands(infd_bin)
+    assert "bench" not in not_built_commands(infd_bin)
+
+
 def not_built_commands(infd_bin):
     out = run([infd_bin, "--help"]).stdout
     return re.findall(r"^  (\w+) .*\[not built yet\]$", out, re.M)
@@ -131,3 +136,123 @@ def test_embedder_builds_against_public_headers(infd_bin, repo_root, tmp_path, c
     r = run([exe])
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0.1.0", "BF16", "1.5", "NOT_FOUND", "1"]
+
+
+# ---- infd run / infd bench on small models made here with onnx's helper ----
+
+def make_model(path, opset=17):
+    """Y = Relu(X @ W + B) with X: FP32 [batch, 4]."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "W")
+    b = numpy_helper.from_array(np.array([-1, 0, 1], np.float32), "B")
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["M"]),
+             helper.make_node("Add", ["M", "B"], ["S"]),
+             helper.make_node("Relu", ["S"], ["Y"])]
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("X", 1, ["batch", 4])],
+                          [helper.make_tensor_value_info("Y", 1, ["batch", 3])], [w, b])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    path.write_bytes(model.SerializeToString())
+    return w, b
+
+
+def test_run_writes_outputs_that_are_right(infd_bin, tmp_path):
+    import numpy as np
+    make_model(tmp_path / "m.onnx")
+    x = np.array([[1, 2, 3, 4], [-1, 0, 0.5, 2]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = run([infd_bin, "run", tmp_path / "m.onnx", "--input", f"X={tmp_path / 'x.npy'}",
+             "--output-dir", tmp_path / "out"])
+    assert r.returncode == 0, r.stderr
+    assert "output Y: FP32 [2,3]" in r.stdout
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    want = np.maximum(x @ w + np.array([-1, 0, 1], np.float32), 0)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "Y.npy"), want, rtol=1e-6)
+
+
+def test_run_random_inputs_are_saved(infd_bin, tmp_path):
+    make_model(tmp_path / "m.onnx")
+    r = run([infd_bin, "run", tmp_path / "m.onnx", "--batch", "5", "--output-dir",
+             tmp_path / "out"])
+    assert r.returncode == 0, r.stderr
+    assert "input X: FP32 [5,4]" in r.stdout
+    assert (tmp_path / "out" / "input_X.npy").exists()
+
+
+def test_bench_reports_numbers(infd_bin, tmp_path):
+    make_model(tmp_path / "m.onnx")
+    r = run([infd_bin, "bench", tmp_path / "m.onnx", "--iterations", "20", "--json"])
+    assert r.returncode == 0, r.stderr
+    import json
+    rec = json.loads(r.stdout)
+    assert rec["iterations"] == 20 and rec["p50_ms"] > 0 and rec["throughput_per_s"] > 0
+    r = run([infd_bin, "bench", tmp_path / "m.onnx", "--iterations", "5", "--profile"])
+    assert r.returncode == 0, r.stderr
+    for word in ["load", "latency", "throughput", "peak RSS", "slowest kernels"]:
+        assert word in r.stdout
+
+
+def test_malformed_models_give_clear_errors(infd_bin, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07\x12\xff\xff\xff\xff\x0fnot a model")
+    r = run([infd_bin, "run", bad])
+    assert r.returncode == 1
+    assert f"{bad}: not a valid ONNX protobuf" in r.stderr
+    make_model(tmp_path / "m.onnx")
+    data = (tmp_path / "m.onnx").read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(data[:len(data) // 2])
+    r = run([infd_bin, "run", tmp_path / "cut.onnx"])
+    assert r.returncode == 1 and "cut.onnx: " in r.stderr
+    r = run([infd_bin, "run", tmp_path / "missing.onnx"])
+    assert r.returncode == 1 and "cannot open" in r.stderr
+
+
+def test_unsupported_operator_is_named(infd_bin, tmp_path):
+    from onnx import helper
+    g = helper.make_graph([helper.make_node("Det", ["X"], ["Y"], name="det0")], "g",
+                          [helper.make_tensor_value_info("X", 1, [3, 3])],
+                          [helper.make_tensor_value_info("Y", 1, [])])
+    (tmp_path / "det.onnx").write_bytes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    r = run([infd_bin, "run", tmp_path / "det.onnx"])
+    assert r.returncode == 4, r.stderr
+    assert "node 'det0' (Det)" in r.stderr
+
+
+def test_bad_shapes_and_options(infd_bin, tmp_path):
+    make_model(tmp_path / "m.onnx")
+    r = run([infd_bin, "run", tmp_path / "m.onnx", "--shape", "X=2,5"])
+    assert r.returncode == 1 and "input 'X' has shape [batch,4]; the given shape [2,5] differs " \
+        "in dim 1" in r.stderr
+    r = run([infd_bin, "run", tmp_path / "m.onnx", "--shape", "X"])
+    assert r.returncode == 2 and "--shape needs NAME=D0,D1" in r.stderr
+    r = run([infd_bin, "bench", tmp_path / "m.onnx", "--iterations", "zero"])
+    assert r.returncode == 2
+    r = run([infd_bin, "run"])
+    assert r.returncode == 2 and "usage: infd run" in r.stderr
+
+
+def test_shape_inputs_are_bound(infd_bin, tmp_path):
+    """A Reshape target fed as an input: the plan binds its value (TensorRT's
+    shape tensors), with a note, and the result is right."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Reshape", ["X", "S"], ["Y"])], "g",
+                          [helper.make_tensor_value_info("X", 1, [2, 6]),
+                           helper.make_tensor_value_info("S", TensorProto.INT64, [3])],
+                          [helper.make_tensor_value_info("Y", 1, None)])
+    (tmp_path / "r.onnx").write_bytes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "s.npy", np.array([3, -1, 2], np.int64))
+    args = [infd_bin, "run", tmp_path / "r.onnx", "--input", f"X={tmp_path / 'x.npy'}",
+            "--input", f"S={tmp_path / 's.npy'}", "--output-dir", tmp_path / "out"]
+    r = run(args)
+    assert r.returncode == 0, r.stderr
+    assert "binding the given inputs" in r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "Y.npy"), x.reshape(3, 2, 2))
+    r = run(args + ["--bind", "S"])
+    assert r.returncode == 0 and "binding" not in r.stderr
+    r = run([infd_bin, "run", tmp_path / "r.onnx", "--bind", "S"])
+    assert r.returncode == 2 and "--bind S: give its value with --input S=FILE.npy" in r.stderr

@@ -265,6 +265,43 @@ static void test_bad_shapes_named(void)
     ASSERT_STATUS(infd_plan_create("/nonexistent.onnx", NULL, &plan, &err), INFD_STATUS_NOT_FOUND);
 }
 
+/* An input bound at build time is folded into the plan; a run must feed
+ * the same value. */
+static void test_bound_input(void)
+{
+    infd_plan_options o;
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    float x[4] = { 2, 0, 0, -2 }, y[4];
+    int64_t dims[2] = { 1, 4 };
+    infd_input_value bind = { .name = "X" };
+    infd_shape shape;
+    infd_shape_init(&shape, 2, dims, NULL);
+    infd_tensor_init_view(&bind.value, INFD_DTYPE_FP32, &shape, x, sizeof(x), NULL);
+    infd_plan_options_init(&o);
+    o.values = &bind;
+    o.n_values = 1;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_OK);
+    infd_plan_stats stats;
+    infd_plan_get_stats(plan, &stats);
+    ASSERT_EQ_INT(stats.n_kernels, 0); /* everything folded */
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+    infd_tensor tx = bind.value, ty;
+    infd_tensor_init_view(&ty, INFD_DTYPE_FP32, &shape, y, sizeof(y), NULL);
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_OK);
+    ASSERT_TRUE(y[0] == 0.5f && y[1] == 0.0f && y[2] == 0.5f && y[3] == 0.0f);
+    float other[4] = { 1, 1, 1, 1 };
+    tx.data = other;
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "input 'X' was bound to a value when the plan was built");
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+    bind.name = "nope";
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "a value is bound to 'nope', which is not an input");
+}
+
 /* Steady-state runs of real models allocate nothing, anywhere in the
  * process (see the top of this file). */
 static void test_run_allocates_nothing(void)
@@ -328,6 +365,7 @@ int main(int argc, char **argv)
         { "test_compile_and_run", test_compile_and_run },
         { "test_context_slots", test_context_slots },
         { "test_bad_shapes_named", test_bad_shapes_named },
+        { "test_bound_input", test_bound_input },
         { "test_run_allocates_nothing", test_run_allocates_nothing },
     };
     int rc = test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
