@@ -235,8 +235,10 @@ infd_status infd_ir_graph_toposort(infd_ir_graph *g, infd_error *err)
     for (int32_t v = 0; v < g->n_values; v++)
         producer[v] = -1;
     for (int32_t i = 0; i < n; i++) {
-        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
-            producer[g->nodes[i].outputs[k]] = i;
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
+            if (g->nodes[i].outputs[k] >= 0) /* -1: an unused optional output */
+                producer[g->nodes[i].outputs[k]] = i;
+        }
     }
     /* Count edges producer -> consumer, then fill them (CSR). */
     size_t n_edges = 0;
@@ -299,8 +301,10 @@ infd_status infd_ir_graph_toposort(infd_ir_graph *g, infd_error *err)
         sorted[i] = g->nodes[order[i]];
     memcpy(g->nodes, sorted, (size_t)n * sizeof(*sorted));
     for (int32_t i = 0; i < n; i++) {
-        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++)
-            g->values[g->nodes[i].outputs[k]].producer = i;
+        for (int32_t k = 0; k < g->nodes[i].n_outputs; k++) {
+            if (g->nodes[i].outputs[k] >= 0)
+                g->values[g->nodes[i].outputs[k]].producer = i;
+        }
     }
 out:
     infd_free(producer);
