@@ -879,8 +879,13 @@ static infd_status build(loader *l, const Onnx__ModelProto *mp)
     return infd_ir_graph_toposort(g, l->err);
 }
 
-infd_status infd_onnx_load_buffer(const void *data, size_t n, const char *source,
-                                  const char *base_dir, infd_ir_graph **out, infd_error *err)
+/* The loader proper. `release` (nullable) is called with `data` once the
+ * wire bytes are no longer needed (after unpacking; not at all when it
+ * fails before), so a mapped file can be dropped before the weights are
+ * copied: peak memory is then two copies of the weights, not three. */
+static infd_status load(const void *data, size_t n, const char *source, const char *base_dir,
+                        void (*release)(void *arg), void *release_arg, infd_ir_graph **out,
+                        infd_error *err)
 {
     infd_status st;
     Onnx__ModelProto *mp = NULL;
@@ -902,6 +907,8 @@ infd_status infd_onnx_load_buffer(const void *data, size_t n, const char *source
     budget b = { .left = n * 64 + ((size_t)16 << 20) };
     ProtobufCAllocator alloc = { budget_alloc, budget_free, &b };
     mp = onnx__model_proto__unpack(&alloc, n, data);
+    if (release)
+        release(release_arg);
     if (!mp) {
         if (b.exceeded)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -929,10 +936,29 @@ out:
     return st;
 }
 
+infd_status infd_onnx_load_buffer(const void *data, size_t n, const char *source,
+                                  const char *base_dir, infd_ir_graph **out, infd_error *err)
+{
+    return load(data, n, source, base_dir, NULL, NULL, out, err);
+}
+
+typedef struct mapping {
+    void *addr; /* MAP_FAILED when not mapped or already unmapped */
+    size_t n;
+} mapping;
+
+static void unmap(void *arg)
+{
+    mapping *m = arg;
+    if (m->addr != MAP_FAILED)
+        munmap(m->addr, m->n);
+    m->addr = MAP_FAILED;
+}
+
 infd_status infd_onnx_load_file(const char *path, infd_ir_graph **out, infd_error *err)
 {
     infd_status st;
-    void *map = MAP_FAILED;
+    mapping map = { .addr = MAP_FAILED };
     struct stat sb;
     char dir[PATH_MAX];
     *out = NULL;
@@ -955,8 +981,9 @@ infd_status infd_onnx_load_file(const char *path, infd_ir_graph **out, infd_erro
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the file is empty", path);
         goto out;
     }
-    map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
+    map.n = (size_t)sb.st_size;
+    map.addr = mmap(NULL, map.n, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map.addr == MAP_FAILED) {
         st = infd_error_set(err, INFD_STATUS_IO, "%s: cannot map: %s", path, strerror(errno));
         goto out;
     }
@@ -966,10 +993,9 @@ infd_status infd_onnx_load_file(const char *path, infd_ir_graph **out, infd_erro
         *slash = '\0';
     else
         snprintf(dir, sizeof(dir), ".");
-    st = infd_onnx_load_buffer(map, (size_t)sb.st_size, path, dir, out, err);
+    st = load(map.addr, map.n, path, dir, unmap, &map, out, err);
 out:
-    if (map != MAP_FAILED)
-        munmap(map, (size_t)sb.st_size);
+    unmap(&map); /* when load() did not already */
     close(fd);
     return st;
 }
