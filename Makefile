@@ -58,17 +58,24 @@ unit: build
 e2e: build
 	INFD_BIN=$(abspath $(INFD)) $(PYTHON) -m pytest -rs tests/e2e
 
-# libFuzzer on the ONNX loader under ASan+UBSan (clang), seeded with small
-# generated models; the corpus grows in build/fuzz/corpus across runs.
+# libFuzzer under ASan+UBSan (clang), seeded with small generated models:
+# fuzz_onnx_loader (the loader alone) and fuzz_plan (load, infer, fold,
+# fuse, compile, run), FUZZ_SECONDS each; corpora grow in build/fuzz/.
+FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan
+
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
 	cmake --build --preset fuzz
-	@mkdir -p build/fuzz/corpus
 	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds
-	build/fuzz/fuzz_onnx_loader -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=2048 \
-	    -max_len=65536 -print_final_stats=1 build/fuzz/corpus build/fuzz/seeds 2>&1 | \
-	    grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)"; \
-	    test $${PIPESTATUS[0]} -eq 0
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p build/fuzz/corpus-$$t; \
+	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
+	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
+	        build/fuzz/corpus-$$t build/fuzz/seeds 2>&1 | \
+	        grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)"; \
+	    test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
 

@@ -92,6 +92,13 @@ INFD_API void infd_plan_options_init(infd_plan_options *opts);
 INFD_API infd_status infd_plan_create(const char *path, const infd_plan_options *opts,
                                       infd_plan **out, infd_error *err);
 
+/* As infd_plan_create for a model held in memory (`n` bytes at `data`,
+ * borrowed for the call); `name` names it in messages. External data files
+ * are refused. */
+INFD_API infd_status infd_plan_create_from_memory(const void *data, size_t n, const char *name,
+                                                  const infd_plan_options *opts, infd_plan **out,
+                                                  infd_error *err);
+
 /* Frees a plan. Its contexts must have been destroyed. NULL is a no-op. */
 INFD_API void infd_plan_destroy(infd_plan *plan);
 

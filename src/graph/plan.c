@@ -240,6 +240,8 @@ static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **i
     a->outputs = outs;
     a->n_threads = n_threads;
     a->n_slots = n_slots;
+    a->input_layouts = NULL; /* plain unless compile_steps says otherwise */
+    a->output_opaque_ok = false;
 }
 
 /* Runs node n once now on the CPU backend and makes its outputs constants. */
@@ -657,13 +659,21 @@ out:
     return st;
 }
 
-infd_status infd_plan_create(const char *path, const infd_plan_options *opts, infd_plan **out,
-                             infd_error *err)
+/* Where a plan's model comes from: a file, or bytes in memory. */
+typedef struct model_source {
+    const char *path; /* the file, or the name used in messages */
+    const void *data; /* NULL: read `path` */
+    size_t n;
+} model_source;
+
+static infd_status plan_create(const model_source *src, const infd_plan_options *opts,
+                               infd_plan **out, infd_error *err)
 {
     infd_status st;
     infd_plan *p = NULL;
     infd_plan_options defaults;
     uint64_t t0 = infd_clock_ns();
+    const char *path = src->path;
     *out = NULL;
 
     if (!opts) {
@@ -684,7 +694,10 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
     const char *plain = getenv("INFD_PLAIN_LAYOUTS");
     p->plain_layouts = plain && plain[0] && plain[0] != '0';
 
-    st = infd_onnx_load_file(path, &p->g, err);
+    if (src->data)
+        st = infd_onnx_load_buffer(src->data, src->n, path, NULL, &p->g, err);
+    else
+        st = infd_onnx_load_file(path, &p->g, err);
     if (st != INFD_STATUS_OK)
         goto fail;
     infd_ir_graph *g = p->g;
@@ -740,6 +753,26 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
 fail:
     infd_plan_destroy(p);
     return st;
+}
+
+infd_status infd_plan_create(const char *path, const infd_plan_options *opts, infd_plan **out,
+                             infd_error *err)
+{
+    model_source src = { .path = path };
+    return plan_create(&src, opts, out, err);
+}
+
+infd_status infd_plan_create_from_memory(const void *data, size_t n, const char *name,
+                                         const infd_plan_options *opts, infd_plan **out,
+                                         infd_error *err)
+{
+    model_source src = { .path = name ? name : "<memory>", .data = data, .n = n };
+    if (!data || n == 0) {
+        *out = NULL;
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the model is empty",
+                              src.path);
+    }
+    return plan_create(&src, opts, out, err);
 }
 
 void infd_plan_destroy(infd_plan *p)
