@@ -796,9 +796,23 @@ static void unary_f32(const unary_job *j, float *o, const float *x, int64_t n)
     }
 }
 
+/* A Clip bound as an integer: saturated, since bounds come from the model
+ * as floats (possibly +-inf or FLT_MAX) and an out-of-range conversion is
+ * undefined behaviour (found by fuzz_plan). NaN means no bound. */
+static int64_t bound_i64(double b, int64_t none)
+{
+    if (b != b)
+        return none;
+    if (b <= -9223372036854775808.0)
+        return INT64_MIN;
+    if (b >= 9223372036854775807.0)
+        return INT64_MAX;
+    return (int64_t)b;
+}
+
 static void unary_i64(const unary_job *j, int64_t *v, int64_t n)
 {
-    const int64_t lo = (int64_t)j->lo, hi = (int64_t)j->hi;
+    const int64_t lo = bound_i64(j->lo, INT64_MIN), hi = bound_i64(j->hi, INT64_MAX);
     switch (j->k->op) {
     case U_RELU:
         for (int64_t i = 0; i < n; i++)
