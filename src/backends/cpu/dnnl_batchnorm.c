@@ -3,6 +3,7 @@
  * normalization with global statistics (FP32, rank 2 to 5):
  *   y = (x - mean) / sqrt(var + epsilon) * scale + B
  * scale, B, mean and var must be constants; they are copied into the kernel.
+ * An opaque input keeps its layout (see infd_dnnl_unary_layout).
  * Training mode (training_mode = 1, or the running-statistics outputs in
  * use) and the pre-opset-7 `spatial = 0` form are declined.
  */
@@ -57,7 +58,8 @@ infd_status infd_dnnl_batch_norm_compile(const infd_kernel_args *a, infd_kernel 
 {
     static const int arg_ids[5] = { 0, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN,
                                     DNNL_ARG_VARIANCE };
-    dnnl_memory_desc_t md, c_md;
+    dnnl_memory_desc_t c_md;
+    infd_dnnl_unary_layout l;
     dnnl_batch_normalization_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
@@ -67,11 +69,11 @@ infd_status infd_dnnl_batch_norm_compile(const infd_kernel_args *a, infd_kernel 
     if (st != INFD_STATUS_OK)
         return st;
     int64_t c = a->inputs[0]->shape.dims[1].value;
-    dnnl_status_t s = infd_dnnl_md_value(&md, a->inputs[0]);
+    dnnl_status_t s = infd_dnnl_unary_layout_get(a, NULL, &l);
     if (s == dnnl_success)
         s = infd_dnnl_md_plain(&c_md, 1, &c);
     if (s == dnnl_success)
-        s = dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, &md, eps,
+        s = dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, &l.md, eps,
                                                        dnnl_use_global_stats | dnnl_use_scale |
                                                            dnnl_use_shift);
     st = infd_dnnl_check(a, err, s, "oneDNN batch normalization descriptor rejected the shapes");
@@ -80,7 +82,9 @@ infd_status infd_dnnl_batch_norm_compile(const infd_kernel_args *a, infd_kernel 
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_kernel_create(a, "dnnl:bnorm", pd, &k, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &md, err);
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC,
+                                l.in_place ? INFD_DNNL_FROM_OUTPUT : INFD_DNNL_FROM_INPUT, 0, &l.md,
+                                err);
     for (int i = 1; i < 5 && st == INFD_STATUS_OK; i++) {
         void *buf = NULL;
         st = infd_dnnl_copy_const(a, a->inputs[i]->data, sizeof(float) * (size_t)c, &buf, err);
@@ -88,7 +92,9 @@ infd_status infd_dnnl_batch_norm_compile(const infd_kernel_args *a, infd_kernel 
             st = infd_dnnl_exec_arg_const(&k->exec, a, arg_ids[i], &c_md, buf, err);
     }
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &md, err);
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &l.md, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_unary_finish(k, a, &l, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != INFD_STATUS_OK) {

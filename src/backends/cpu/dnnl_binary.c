@@ -8,6 +8,10 @@
  * operands. Anything else (both operands broadcast, Sub/Div with a
  * broadcast first operand, the legacy `broadcast` attribute) is declined so
  * the reference kernel takes it.
+ *
+ * Layouts: an operand shaped exactly like the output may arrive opaque (a
+ * broadcast one stays plain); the output then takes that layout, or is
+ * reordered to plain through the workspace when it must be plain.
  */
 #include <string.h>
 
@@ -107,6 +111,24 @@ bool infd_dnnl_binary_supports(const infd_kernel_args *a, infd_error *why)
     return infd_dnnl_fp32_only(a, 2, why) && binary_plan_get(a, &p, why) == INFD_STATUS_OK;
 }
 
+/* True when input i has exactly the output's shape (same rank too). */
+static bool shaped_like_output(const infd_kernel_args *a, int i)
+{
+    const infd_ir_value *v = i < a->n_inputs ? a->inputs[i] : NULL, *y = a->outputs[0];
+    if (!v || v->shape.rank != y->shape.rank)
+        return false;
+    for (int32_t d = 0; d < y->shape.rank; d++) {
+        if (v->shape.dims[d].value != y->shape.dims[d].value)
+            return false;
+    }
+    return true;
+}
+
+bool infd_dnnl_binary_accepts_opaque(const infd_kernel_args *a, int i)
+{
+    return (i == 0 || i == 1) && a->n_outputs >= 1 && a->outputs[0] && shaped_like_output(a, i);
+}
+
 infd_status infd_dnnl_binary_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
     binary_plan p;
@@ -114,22 +136,39 @@ infd_status infd_dnnl_binary_compile(const infd_kernel_args *a, infd_kernel **ou
     dnnl_binary_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
+    infd_dnnl_dst dst;
     *out = NULL;
     infd_status st = binary_plan_get(a, &p, err);
     if (st != INFD_STATUS_OK)
         return st;
+    /* An opaque operand has the output's shape (accepts_opaque), so its
+     * layout describes src0/src1 as well; the output takes src0's opaque
+     * layout, else src1's. */
+    bool op0 = infd_dnnl_input_is_opaque(a, p.in0), op1 = infd_dnnl_input_is_opaque(a, p.in1);
     dnnl_status_t s = infd_dnnl_md_plain(&md0, p.nd, p.src0);
     if (s == dnnl_success)
         s = infd_dnnl_md_plain(&md1, p.nd, p.src1);
     if (s == dnnl_success)
         s = infd_dnnl_md_plain(&mdy, p.nd, p.dst);
+    if (op0)
+        infd_dnnl_input_md(a, p.in0, &md0);
+    if (op1)
+        infd_dnnl_input_md(a, p.in1, &md1);
+    if (op0 || op1)
+        mdy = op0 ? md0 : md1;
     if (s == dnnl_success)
         s = dnnl_binary_desc_init(&desc, p.alg, &md0, &md1, &mdy);
     st = infd_dnnl_check(a, err, s, "oneDNN binary descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &desc, NULL, 1.0f, "binary", &pd, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_kernel_create(a, "dnnl:binary", pd, &k, err);
+        st = infd_dnnl_check(a, err, infd_dnnl_dst_get(a, &mdy, 0, &dst),
+                             "oneDNN binary descriptor rejected the shapes");
+    /* A rank-0 output is described as [1]: plain either way. */
+    if (st == INFD_STATUS_OK && !op0 && !op1)
+        dst.via_mid = dst.publish = false;
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create_at(a, "dnnl:binary", pd, dst.head, &k, err);
     if (st == INFD_STATUS_OK)
         st =
             infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC_0, INFD_DNNL_FROM_INPUT, p.in0, &md0, err);
@@ -137,7 +176,9 @@ infd_status infd_dnnl_binary_compile(const infd_kernel_args *a, infd_kernel **ou
         st =
             infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC_1, INFD_DNNL_FROM_INPUT, p.in1, &md1, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &mdy, err);
+        st = infd_dnnl_dst_arg(k, a, &dst, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_dst_finish(k, a, &dst, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != INFD_STATUS_OK) {

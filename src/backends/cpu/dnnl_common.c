@@ -3,6 +3,7 @@
  * executor shared by the oneDNN kernels; see dnnl_common.h for the rules.
  */
 #include <math.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -87,6 +88,52 @@ dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t 
     return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
 }
 
+bool infd_dnnl_input_is_opaque(const infd_kernel_args *a, int i)
+{
+    return a->input_layouts && i < a->n_inputs && a->input_layouts[i];
+}
+
+bool infd_dnnl_input_md(const infd_kernel_args *a, int i, dnnl_memory_desc_t *md)
+{
+    if (infd_dnnl_input_is_opaque(a, i)) {
+        *md = *(const dnnl_memory_desc_t *)a->input_layouts[i];
+        return true;
+    }
+    infd_dnnl_md_value(md, a->inputs[i]);
+    return false;
+}
+
+bool infd_dnnl_md_is_plain(const dnnl_memory_desc_t *md, const infd_ir_value *v)
+{
+    dnnl_memory_desc_t plain;
+    return infd_dnnl_md_value(&plain, v) == dnnl_success && dnnl_memory_desc_equal(md, &plain);
+}
+
+void infd_dnnl_kernel_publish(infd_dnnl_kernel *k, const dnnl_memory_desc_t *md)
+{
+    k->layout = *md;
+    k->base.base.output_layout = &k->layout;
+    k->base.base.output_layout_bytes = dnnl_memory_desc_get_size(&k->layout);
+}
+
+bool infd_dnnl_produces_opaque(const infd_kernel_args *a)
+{
+    INFD_UNUSED(a);
+    return true;
+}
+
+bool infd_dnnl_accepts_input0(const infd_kernel_args *a, int i)
+{
+    INFD_UNUSED(a);
+    return i == 0;
+}
+
+void infd_dnnl_set_threads(int n_threads)
+{
+    if (n_threads > 0 && omp_get_max_threads() != n_threads)
+        omp_set_num_threads(n_threads);
+}
+
 bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why)
 {
     for (int i = 0; i < n_data; i++) {
@@ -129,6 +176,8 @@ infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
     if (!eng)
         return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
                                    "oneDNN could not create a CPU engine");
+    /* oneDNN splits the work for the team size it sees now. */
+    infd_dnnl_set_threads(a->n_threads);
     st = infd_dnnl_check(a, err, dnnl_primitive_attr_create(&attr), "oneDNN attributes");
     if (st != INFD_STATUS_OK)
         goto out;
@@ -153,20 +202,36 @@ out:
 
 static void kernel_run(const infd_cpu_kernel *k, const infd_kernel_io *io)
 {
-    infd_dnnl_exec_run(&((const infd_dnnl_kernel *)k)->exec, io);
+    const infd_dnnl_kernel *dk = (const infd_dnnl_kernel *)k;
+    infd_dnnl_exec_run(&dk->pre, io);
+    infd_dnnl_exec_run(&dk->pre2, io);
+    infd_dnnl_exec_run(&dk->exec, io);
+    infd_dnnl_exec_run(&dk->post, io);
 }
 
 static void kernel_fini(infd_cpu_kernel *k)
 {
-    infd_dnnl_exec_fini(&((infd_dnnl_kernel *)k)->exec);
+    infd_dnnl_kernel *dk = (infd_dnnl_kernel *)k;
+    infd_dnnl_exec_fini(&dk->pre);
+    infd_dnnl_exec_fini(&dk->pre2);
+    infd_dnnl_exec_fini(&dk->exec);
+    infd_dnnl_exec_fini(&dk->post);
 }
 
 infd_status infd_dnnl_exec_init(infd_dnnl_exec *e, const infd_kernel_args *a,
                                 const_dnnl_primitive_desc_t pd, infd_error *err)
 {
+    return infd_dnnl_exec_init_at(e, a, pd, 0, err);
+}
+
+infd_status infd_dnnl_exec_init_at(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                   const_dnnl_primitive_desc_t pd, size_t scratch_offset,
+                                   infd_error *err)
+{
     dnnl_engine_t eng = infd_dnnl_engine();
     infd_status st;
     e->n_slots = a->n_slots;
+    e->n_threads = a->n_threads;
     e->streams = infd_calloc((size_t)a->n_slots, sizeof(*e->streams));
     e->args = infd_calloc((size_t)a->n_slots * INFD_DNNL_MAX_ARGS, sizeof(*e->args));
     if (!e->streams || !e->args)
@@ -184,14 +249,20 @@ infd_status infd_dnnl_exec_init(infd_dnnl_exec *e, const infd_kernel_args *a,
         dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     e->scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
     if (e->scratch_bytes > 0)
-        st = infd_dnnl_exec_arg(e, a, DNNL_ARG_SCRATCHPAD, INFD_DNNL_FROM_WORKSPACE, 0, scratch,
-                                err);
+        st = infd_dnnl_exec_arg_ws(e, a, DNNL_ARG_SCRATCHPAD, scratch_offset, scratch, err);
     return st;
 }
 
 infd_status infd_dnnl_kernel_create(const infd_kernel_args *a, const char *prefix,
                                     const_dnnl_primitive_desc_t pd, infd_dnnl_kernel **out,
                                     infd_error *err)
+{
+    return infd_dnnl_kernel_create_at(a, prefix, pd, 0, out, err);
+}
+
+infd_status infd_dnnl_kernel_create_at(const infd_kernel_args *a, const char *prefix,
+                                       const_dnnl_primitive_desc_t pd, size_t scratch_offset,
+                                       infd_dnnl_kernel **out, infd_error *err)
 {
     const char *impl = NULL;
     *out = NULL;
@@ -204,9 +275,147 @@ infd_status infd_dnnl_kernel_create(const infd_kernel_args *a, const char *prefi
         impl = "?";
     snprintf(k->name, sizeof(k->name), "%s:%s", prefix, impl);
     k->base.base.name = k->name;
-    infd_status st = infd_dnnl_exec_init(&k->exec, a, pd, err);
-    k->base.base.workspace_bytes = k->exec.scratch_bytes;
+    infd_status st = infd_dnnl_exec_init_at(&k->exec, a, pd, scratch_offset, err);
+    infd_dnnl_kernel_size_workspace(k, scratch_offset);
     *out = k;
+    return st;
+}
+
+void infd_dnnl_kernel_size_workspace(infd_dnnl_kernel *k, size_t head)
+{
+    size_t scratch = INFD_MAX(INFD_MAX(k->exec.scratch_bytes, k->pre2.scratch_bytes),
+                              INFD_MAX(k->pre.scratch_bytes, k->post.scratch_bytes));
+    k->base.base.workspace_bytes = head + scratch;
+}
+
+infd_status infd_dnnl_reorder_pd(const infd_kernel_args *a, const dnnl_memory_desc_t *from,
+                                 const dnnl_memory_desc_t *to, dnnl_primitive_desc_t *pd,
+                                 infd_error *err)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_engine_t eng = infd_dnnl_engine();
+    *pd = NULL;
+    if (!eng)
+        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
+                                   "oneDNN could not create a CPU engine");
+    infd_dnnl_set_threads(a->n_threads);
+    infd_status st =
+        infd_dnnl_check(a, err, dnnl_primitive_attr_create(&attr), "oneDNN attributes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(
+            a, err, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+            "oneDNN scratchpad mode");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err,
+                             dnnl_reorder_primitive_desc_create(pd, from, eng, to, eng, attr),
+                             "oneDNN reorder rejected the layouts");
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* Adds one end of a reorder step. */
+static infd_status reorder_end(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                               infd_dnnl_from kind, size_t index, const dnnl_memory_desc_t *md,
+                               infd_error *err)
+{
+    if (kind == INFD_DNNL_FROM_WORKSPACE)
+        return infd_dnnl_exec_arg_ws(e, a, arg_id, index, md, err);
+    return infd_dnnl_exec_arg(e, a, arg_id, kind, (int32_t)index, md, err);
+}
+
+infd_status infd_dnnl_exec_reorder(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                   const dnnl_memory_desc_t *from, infd_dnnl_from from_kind,
+                                   size_t from_index, const dnnl_memory_desc_t *to,
+                                   infd_dnnl_from to_kind, size_t to_index, size_t scratch_offset,
+                                   infd_error *err)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    infd_status st = infd_dnnl_reorder_pd(a, from, to, &pd, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_init_at(e, a, pd, scratch_offset, err);
+    if (st == INFD_STATUS_OK)
+        st = reorder_end(e, a, DNNL_ARG_FROM, from_kind, from_index, from, err);
+    if (st == INFD_STATUS_OK)
+        st = reorder_end(e, a, DNNL_ARG_TO, to_kind, to_index, to, err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+dnnl_status_t infd_dnnl_unary_layout_get(const infd_kernel_args *a, const dnnl_memory_desc_t *flat,
+                                         infd_dnnl_unary_layout *l)
+{
+    memset(l, 0, sizeof(*l));
+    bool opaque = infd_dnnl_input_md(a, 0, &l->in_md);
+    if (opaque && a->output_opaque_ok) {
+        l->md = l->in_md;
+        l->publish = true;
+        return dnnl_success;
+    }
+    l->in_place = opaque;
+    if (flat) {
+        l->md = *flat;
+        return dnnl_success;
+    }
+    return infd_dnnl_md_value(&l->md, a->outputs[0]);
+}
+
+infd_status infd_dnnl_unary_finish(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                                   const infd_dnnl_unary_layout *l, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    if (l->in_place) {
+        dnnl_memory_desc_t plain;
+        st =
+            infd_dnnl_check(a, err, infd_dnnl_md_value(&plain, a->outputs[0]), "oneDNN descriptor");
+        if (st == INFD_STATUS_OK)
+            st = infd_dnnl_exec_reorder(&k->pre, a, &l->in_md, INFD_DNNL_FROM_INPUT, 0, &plain,
+                                        INFD_DNNL_FROM_OUTPUT, 0, 0, err);
+    }
+    if (l->publish)
+        infd_dnnl_kernel_publish(k, &l->md);
+    infd_dnnl_kernel_size_workspace(k, 0);
+    return st;
+}
+
+dnnl_status_t infd_dnnl_dst_get(const infd_kernel_args *a, const dnnl_memory_desc_t *md,
+                                size_t head, infd_dnnl_dst *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->md = *md;
+    d->mid_offset = head;
+    d->head = head;
+    dnnl_status_t s = infd_dnnl_md_value(&d->plain, a->outputs[0]);
+    if (s != dnnl_success || dnnl_memory_desc_equal(md, &d->plain))
+        return s;
+    if (a->output_opaque_ok) {
+        d->publish = true;
+    } else {
+        d->via_mid = true;
+        d->head = head + infd_align_up(dnnl_memory_desc_get_size(md), 64);
+    }
+    return dnnl_success;
+}
+
+infd_status infd_dnnl_dst_arg(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                              const infd_dnnl_dst *d, infd_error *err)
+{
+    if (d->via_mid)
+        return infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_DST, d->mid_offset, &d->md, err);
+    return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &d->md, err);
+}
+
+infd_status infd_dnnl_dst_finish(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                                 const infd_dnnl_dst *d, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    if (d->via_mid)
+        st = infd_dnnl_exec_reorder(&k->post, a, &d->md, INFD_DNNL_FROM_WORKSPACE, d->mid_offset,
+                                    &d->plain, INFD_DNNL_FROM_OUTPUT, 0, d->head, err);
+    if (d->publish)
+        infd_dnnl_kernel_publish(k, &d->md);
+    infd_dnnl_kernel_size_workspace(k, d->head);
     return st;
 }
 
@@ -240,6 +449,16 @@ infd_status infd_dnnl_exec_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int
                                infd_error *err)
 {
     return add_arg(e, a, arg_id, from, index, md, DNNL_MEMORY_NONE, err);
+}
+
+infd_status infd_dnnl_exec_arg_ws(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                  size_t offset, const dnnl_memory_desc_t *md, infd_error *err)
+{
+    int n = e->n_args;
+    infd_status st = add_arg(e, a, arg_id, INFD_DNNL_FROM_WORKSPACE, 0, md, DNNL_MEMORY_NONE, err);
+    if (st == INFD_STATUS_OK)
+        e->arg_offset[n] = offset;
+    return st;
 }
 
 infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
@@ -324,6 +543,9 @@ infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory
 
 void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io)
 {
+    if (!e->prim)
+        return;
+    infd_dnnl_set_threads(e->n_threads);
     dnnl_exec_arg_t *args = &e->args[io->slot * INFD_DNNL_MAX_ARGS];
     for (int i = 0; i < e->n_args; i++) {
         void *p;
@@ -335,7 +557,7 @@ void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io)
             p = io->outputs[e->arg_index[i]];
             break;
         case INFD_DNNL_FROM_WORKSPACE:
-            p = io->workspace;
+            p = (char *)io->workspace + e->arg_offset[i];
             break;
         default:
             continue;

@@ -15,18 +15,28 @@
  * a small argument map per execute inside the library; that is invisible
  * to infd_alloc_get_stats and out of our hands.
  *
- * Scratchpad: primitives are created with scratchpad_mode user; the size
- * is the kernel's workspace_bytes and run() points the scratchpad memory at
- * io->workspace.
+ * Scratchpad: primitives are created with scratchpad_mode user; run()
+ * points the scratchpad memory at io->workspace plus the executor's
+ * scratch offset. A kernel of several steps (a reorder before or after the
+ * op) keeps its intermediate buffers at the start of the workspace and the
+ * steps' scratchpads (which are never live at once) after them.
  *
- * Layout: src/dst are plain row-major (nchw, ncdhw, ab ...) for now; a later
- * layout pass will keep blocked formats between oneDNN ops. Weights use
- * format_tag any and are reordered once at compile time into kernel-owned
- * memory.
+ * Layout (see graph/backend.h): an opaque layout of ours is a
+ * dnnl_memory_desc_t, copied into the producing kernel (infd_dnnl_kernel.
+ * layout) and published as base.output_layout with its padded byte size;
+ * readers cast input_layouts[i] back (infd_dnnl_input_md). Conv picks its
+ * dst layout (format_tag any: nChw16c and friends); the layout-preserving
+ * ops (eltwise, pools, BatchNormalization, binary) write their input's
+ * layout when the input is opaque and the output may be, and plain
+ * otherwise, adding a reorder step when an opaque input meets a plain
+ * output. Weights use format_tag any and are reordered once at compile
+ * time into kernel-owned memory.
  *
  * Threading: compile-time functions run on the plan-building thread;
  * infd_dnnl_exec_run is safe to call concurrently for distinct slots.
- * oneDNN parallelises inside a primitive with its OpenMP runtime.
+ * oneDNN parallelises inside a primitive with its OpenMP runtime, whose
+ * team size is set to infd_kernel_args.n_threads both when primitives are
+ * created (oneDNN sizes its work split then) and before each run.
  */
 #ifndef INFD_BACKENDS_CPU_DNNL_COMMON_H
 #define INFD_BACKENDS_CPU_DNNL_COMMON_H
@@ -54,17 +64,25 @@ typedef struct infd_dnnl_exec {
     int arg_ids[INFD_DNNL_MAX_ARGS]; /* DNNL_ARG_* */
     uint8_t arg_from[INFD_DNNL_MAX_ARGS];
     int32_t arg_index[INFD_DNNL_MAX_ARGS];
-    dnnl_exec_arg_t *args;           /* [n_slots][INFD_DNNL_MAX_ARGS]; memories owned */
-    dnnl_stream_t *streams;          /* [n_slots], owned */
-    void *owned[INFD_DNNL_MAX_ARGS]; /* constant buffers (infd_aligned_alloc) */
+    size_t arg_offset[INFD_DNNL_MAX_ARGS]; /* FROM_WORKSPACE: byte offset into io->workspace */
+    dnnl_exec_arg_t *args;                 /* [n_slots][INFD_DNNL_MAX_ARGS]; memories owned */
+    dnnl_stream_t *streams;                /* [n_slots], owned */
+    void *owned[INFD_DNNL_MAX_ARGS];       /* constant buffers (infd_aligned_alloc) */
     int n_owned;
     size_t scratch_bytes;
+    int n_threads; /* OpenMP team size for run (infd_kernel_args.n_threads) */
 } infd_dnnl_exec;
 
-/* The kernel most ops use: one primitive. */
+/* The kernel most ops use: one primitive (exec), with optional steps
+ * around it (prim NULL: absent) that run in the order pre, pre2, exec,
+ * post: reorders between an opaque layout and a plain one. */
 typedef struct infd_dnnl_kernel {
     infd_cpu_kernel base;
+    infd_dnnl_exec pre;
+    infd_dnnl_exec pre2;
     infd_dnnl_exec exec;
+    infd_dnnl_exec post;
+    dnnl_memory_desc_t layout;       /* output 0's opaque layout, when published */
     char name[INFD_DNNL_NAME_BYTES]; /* base.base.name points here */
 } infd_dnnl_kernel;
 
@@ -90,6 +108,28 @@ dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t 
  * otherwise says which one is not in `why` (nullable). */
 bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why);
 
+/* The layout of input i: the opaque one its producer published, else
+ * plain row-major for its shape. Returns true when opaque. */
+bool infd_dnnl_input_md(const infd_kernel_args *a, int i, dnnl_memory_desc_t *md);
+
+/* True when input i arrives in an opaque layout. */
+bool infd_dnnl_input_is_opaque(const infd_kernel_args *a, int i);
+
+/* True when `md` is exactly the plain row-major layout of value v. */
+bool infd_dnnl_md_is_plain(const dnnl_memory_desc_t *md, const infd_ir_value *v);
+
+/* Publishes `md` as k's output layout (copied into k->layout). */
+void infd_dnnl_kernel_publish(infd_dnnl_kernel *k, const dnnl_memory_desc_t *md);
+
+/* Layout hooks of the layout-preserving ops (eltwise, pools, batch norm):
+ * produce (only when the input turns out opaque; decided at compile) and
+ * accept input 0. */
+bool infd_dnnl_produces_opaque(const infd_kernel_args *a);
+bool infd_dnnl_accepts_input0(const infd_kernel_args *a, int i);
+
+/* Sets the calling thread's OpenMP team size (no-op when already so). */
+void infd_dnnl_set_threads(int n_threads);
+
 /* Creates a primitive descriptor for `op_desc` with scratchpad mode user,
  * the post-ops `po` (nullable) and output scale `scale` (1: none). `what`
  * names the primitive in errors ("convolution"). */
@@ -104,11 +144,70 @@ infd_status infd_dnnl_kernel_create(const infd_kernel_args *a, const char *prefi
                                     const_dnnl_primitive_desc_t pd, infd_dnnl_kernel **out,
                                     infd_error *err);
 
+/* The same, with the op's scratchpad at byte `scratch_offset` of the
+ * workspace (after intermediate buffers of `scratch_offset` bytes); sets
+ * workspace_bytes to cover it. */
+infd_status infd_dnnl_kernel_create_at(const infd_kernel_args *a, const char *prefix,
+                                       const_dnnl_primitive_desc_t pd, size_t scratch_offset,
+                                       infd_dnnl_kernel **out, infd_error *err);
+
 /* Makes the primitive of `pd` (borrowed), a stream per slot and the
  * scratchpad argument in a zeroed executor (for kernels that hold more than
  * one; infd_dnnl_kernel_create does it for the usual one). */
 infd_status infd_dnnl_exec_init(infd_dnnl_exec *e, const infd_kernel_args *a,
                                 const_dnnl_primitive_desc_t pd, infd_error *err);
+
+/* The same with the scratchpad at byte `scratch_offset` of the workspace. */
+infd_status infd_dnnl_exec_init_at(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                   const_dnnl_primitive_desc_t pd, size_t scratch_offset,
+                                   infd_error *err);
+
+/* Adds a run-time argument whose data is io->workspace + offset. */
+infd_status infd_dnnl_exec_arg_ws(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                  size_t offset, const dnnl_memory_desc_t *md, infd_error *err);
+
+/* A reorder primitive descriptor (scratchpad mode user) from `from` to `to`. */
+infd_status infd_dnnl_reorder_pd(const infd_kernel_args *a, const dnnl_memory_desc_t *from,
+                                 const dnnl_memory_desc_t *to, dnnl_primitive_desc_t *pd,
+                                 infd_error *err);
+
+/* Makes `e` (zeroed) a reorder step from `from` to `to`; each end is an
+ * input/output/workspace argument (from_kind, index; for the workspace,
+ * index is a byte offset). Scratch at `scratch_offset`. */
+infd_status infd_dnnl_exec_reorder(infd_dnnl_exec *e, const infd_kernel_args *a,
+                                   const dnnl_memory_desc_t *from, infd_dnnl_from from_kind,
+                                   size_t from_index, const dnnl_memory_desc_t *to,
+                                   infd_dnnl_from to_kind, size_t to_index, size_t scratch_offset,
+                                   infd_error *err);
+
+/* Sets k's workspace_bytes to `head` (intermediate buffers, already
+ * rounded to 64) plus the largest scratchpad of its steps. */
+void infd_dnnl_kernel_size_workspace(infd_dnnl_kernel *k, size_t head);
+
+/*
+ * The common case of a layout-preserving op whose primitive takes one md
+ * for src and dst (eltwise, batch norm): the md to build it on and how to
+ * run it.
+ *   - opaque input, opaque output allowed: md = the input's layout,
+ *     published by infd_dnnl_unary_finish;
+ *   - opaque input, plain output: md = plain; a pre step reorders input 0
+ *     into output 0 and the op runs in place there (src from output 0);
+ *   - plain input: md = plain (or `flat`, a 1-D view, when given).
+ */
+typedef struct infd_dnnl_unary_layout {
+    dnnl_memory_desc_t md;
+    dnnl_memory_desc_t in_md; /* the input's layout */
+    bool in_place;            /* the op's src is output 0 */
+    bool publish;
+} infd_dnnl_unary_layout;
+
+dnnl_status_t infd_dnnl_unary_layout_get(const infd_kernel_args *a, const dnnl_memory_desc_t *flat,
+                                         infd_dnnl_unary_layout *l);
+
+/* Adds the pre reorder (when in_place), publishes (when asked) and sizes
+ * the workspace, after the op's arguments are in k->exec. */
+infd_status infd_dnnl_unary_finish(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                                   const infd_dnnl_unary_layout *l, infd_error *err);
 
 /* Adds a run-time argument `arg_id` described by `md`, whose data is
  * inputs[index] or outputs[index] at run time. */
@@ -131,7 +230,36 @@ infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory
 infd_status infd_dnnl_copy_const(const infd_kernel_args *a, const void *data, size_t n, void **out,
                                  infd_error *err);
 
-/* Sets slot io->slot's handles, executes and waits. */
+/*
+ * Where the dst of an op whose primitive picked (or was given) layout `md`
+ * goes: straight into output 0 when md is plain; into output 0 published
+ * as opaque when md is not plain and the output may be opaque; else into
+ * a workspace buffer at byte `head` (after `head` bytes of other
+ * intermediates), from which a post step reorders it into plain output 0.
+ */
+typedef struct infd_dnnl_dst {
+    dnnl_memory_desc_t md;
+    dnnl_memory_desc_t plain;
+    bool publish;
+    bool via_mid;
+    size_t mid_offset;
+    size_t head; /* intermediates in all, rounded to 64: the scratch offset */
+} infd_dnnl_dst;
+
+dnnl_status_t infd_dnnl_dst_get(const infd_kernel_args *a, const dnnl_memory_desc_t *md,
+                                size_t head, infd_dnnl_dst *d);
+
+/* Adds the op's DST argument to k->exec. */
+infd_status infd_dnnl_dst_arg(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                              const infd_dnnl_dst *d, infd_error *err);
+
+/* Adds the post reorder when via_mid, publishes when asked and sizes the
+ * workspace. */
+infd_status infd_dnnl_dst_finish(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                                 const infd_dnnl_dst *d, infd_error *err);
+
+/* Sets slot io->slot's handles, executes and waits; a zeroed executor (no
+ * primitive) does nothing. */
 void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io);
 
 /* Destroys memories, streams, the primitive and owned buffers; a zeroed
@@ -192,5 +320,11 @@ INFD_DNNL_OP(softmax)
 INFD_DNNL_OP(batch_norm)
 INFD_DNNL_OP(reduce)
 #undef INFD_DNNL_OP
+
+/* Layout hooks with op-specific rules (dnnl_conv.c, dnnl_binary.c). */
+bool infd_dnnl_conv_produces_opaque(const infd_kernel_args *a);
+bool infd_dnnl_conv_accepts_opaque(const infd_kernel_args *a, int i);
+bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a);
+bool infd_dnnl_binary_accepts_opaque(const infd_kernel_args *a, int i);
 
 #endif /* INFD_BACKENDS_CPU_DNNL_COMMON_H */

@@ -5,8 +5,7 @@
  * (asymmetric too), auto_pad, optional bias. Weights are reordered once at
  * compile time into the layout the chosen implementation wants (format_tag
  * any); a weight that is not constant is read in place as plain goihw.
- * src/dst stay plain ncw/nchw/ncdhw; a later layout pass will keep blocked
- * formats between oneDNN ops.
+ * src/dst layouts: see infd_dnnl_conv_compile.
  *
  * Fusion hooks, read when present (a fusion pass adds them; Gemm and MatMul
  * read the same names):
@@ -116,33 +115,137 @@ static infd_status add_bias(infd_dnnl_kernel *k, const infd_kernel_args *a,
     return infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_BIAS, md, buf, err);
 }
 
+/* Everything a Conv primitive descriptor is made from but src/dst. */
+typedef struct conv_spec {
+    dnnl_memory_desc_t w_any, w_plain, b_md;
+    bool has_bias;
+    dnnl_dims_t strides, dil, pl, pr;
+} conv_spec;
+
+/* A primitive descriptor for src `src_md` (maybe any), dst `dst_md` (maybe
+ * any) and the fused post-ops, the residual described by `res_md`. */
+static infd_status conv_pd(const infd_kernel_args *a, const conv_spec *c,
+                           const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md,
+                           const dnnl_memory_desc_t *res_md, int *residual_po,
+                           dnnl_primitive_desc_t *pd, infd_error *err)
+{
+    dnnl_convolution_desc_t cd;
+    dnnl_post_ops_t po = NULL;
+    *pd = NULL;
+    /* Direct, not auto: auto may pick Winograd, whose rounding differs. */
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
+        &cd, dnnl_forward_inference, dnnl_convolution_direct, src_md, &c->w_any,
+        c->has_bias ? &c->b_md : NULL, dst_md, c->strides, c->dil, c->pl, c->pr);
+    infd_status st =
+        infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_check(a, err, dnnl_post_ops_create(&po), "oneDNN post-ops");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_fused_append(a, po, res_md, residual_po, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_pd_create(a, &cd, po, 1.0f, "convolution", pd, err);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    return st;
+}
+
+static bool pd_is_slow(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+        return true;
+    return strstr(impl, "gemm") || strstr(impl, "ref");
+}
+
+/* A dst md of `dims` in the same format as `like` (one of the 4-D formats
+ * our convolutions pick); false when `like` is none of them. */
+static bool same_format_md(const dnnl_memory_desc_t *like, const int64_t *dims,
+                           dnnl_memory_desc_t *out)
+{
+    static const dnnl_format_tag_t tags[] = { dnnl_aBcd16b, dnnl_aBcd8b, dnnl_acdb, dnnl_abcd };
+    dnnl_memory_desc_t probe;
+    if (like->ndims != 4)
+        return false;
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(tags); i++) {
+        if (dnnl_memory_desc_init_by_tag(&probe, 4, like->dims, dnnl_f32, tags[i]) ==
+                dnnl_success &&
+            dnnl_memory_desc_equal(&probe, like))
+            return dnnl_memory_desc_init_by_tag(out, 4, dims, dnnl_f32, tags[i]) == dnnl_success;
+    }
+    return false;
+}
+
+/* Replaces *pd with `alt` when alt is a faster implementation (takes alt). */
+static bool take_if_faster(dnnl_primitive_desc_t *pd, dnnl_primitive_desc_t alt)
+{
+    if (!alt)
+        return false;
+    if (pd_is_slow(alt)) {
+        dnnl_primitive_desc_destroy(alt);
+        return false;
+    }
+    dnnl_primitive_desc_destroy(*pd);
+    *pd = alt;
+    return true;
+}
+
+bool infd_dnnl_conv_produces_opaque(const infd_kernel_args *a)
+{
+    return a->inputs[0]->shape.rank == 4;
+}
+
+bool infd_dnnl_conv_accepts_opaque(const infd_kernel_args *a, int i)
+{
+    return a->inputs[0]->shape.rank == 4 && (i == 0 || i == 3);
+}
+
+bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a)
+{
+    return a->inputs[0]->shape.rank == 4;
+}
+
+/*
+ * Layouts: src is the input's layout (opaque or plain) and dst is any, so
+ * the implementation picks (jit: nChw16c; a plain nchw src with few
+ * channels is the jit "first convolution" case). A residual read opaque
+ * fixes dst to its layout (the binary post-op reads it as src1 in the
+ * dst's layout). When that leaves oneDNN only gemm or ref: an opaque src
+ * tries dst in its own format; a plain residual tries dst and residual in
+ * the src's format (the residual copied); then src any (the input copied
+ * into the format the conv picks). The picked dst is published, or reordered to
+ * plain through the workspace when it must be plain. Workspace: [src
+ * copy][residual copy][dst copy][scratchpads].
+ */
 infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
     const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
     const infd_ir_value *y = a->outputs[0];
-    dnnl_memory_desc_t src_md, dst_md, w_any, w_plain, b_md;
-    dnnl_convolution_desc_t cd;
-    dnnl_post_ops_t po = NULL;
-    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t src_md, dst_md, res_md, src_any;
+    dnnl_primitive_desc_t pd = NULL, pd2 = NULL;
     infd_dnnl_kernel *k = NULL;
     infd_dnnl_window win;
-    int64_t group = 1, wdims[6], k_sp[3];
-    dnnl_dims_t strides, dil, pl, pr;
+    infd_dnnl_dst dst;
+    conv_spec c;
+    int64_t group = 1, wdims[6], k_sp[3], ydims[DNNL_MAX_NDIMS], sum = 0;
     int residual_po = -1, wn = 0;
+    size_t src_head = 0;
+    bool src_copy = false;
     infd_status st;
     *out = NULL;
 
-    if ((st = infd_ir_attr_int(a->g, a->node, "group", 1, &group, err)) != INFD_STATUS_OK)
+    memset(&c, 0, sizeof(c));
+    if ((st = infd_ir_attr_int(a->g, a->node, "group", 1, &group, err)) != INFD_STATUS_OK ||
+        (st = infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, err)) != INFD_STATUS_OK)
         return st;
     for (int i = 0; i < w->shape.rank - 2; i++)
         k_sp[i] = w->shape.dims[2 + i].value;
     if ((st = infd_dnnl_window_get(a, k_sp, &win, err)) != INFD_STATUS_OK)
         return st;
     for (int i = 0; i < win.n_sp; i++) {
-        strides[i] = win.strides[i];
-        dil[i] = win.dilations[i] - 1;
-        pl[i] = win.pad_l[i];
-        pr[i] = win.pad_r[i];
+        c.strides[i] = win.strides[i];
+        c.dil[i] = win.dilations[i] - 1;
+        c.pl[i] = win.pad_l[i];
+        c.pr[i] = win.pad_r[i];
     }
     /* Grouped weights are [G, OC/G, IC/G, k...]: the same memory as ONNX's
      * [OC, IC/G, k...]. */
@@ -151,46 +254,111 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
     wdims[wn++] = w->shape.dims[0].value / group;
     for (int i = 1; i < w->shape.rank; i++)
         wdims[wn++] = w->shape.dims[i].value;
+    for (int32_t i = 0; i < y->shape.rank; i++)
+        ydims[i] = y->shape.dims[i].value;
 
-    dnnl_status_t s = infd_dnnl_md_value(&src_md, x);
+    bool src_opaque = infd_dnnl_input_md(a, 0, &src_md);
+    bool res_opaque = sum && infd_dnnl_input_md(a, 3, &res_md);
+    c.has_bias = b != NULL;
+    dnnl_status_t s = infd_dnnl_md_plain(&c.w_plain, wn, wdims);
     if (s == dnnl_success)
-        s = infd_dnnl_md_value(&dst_md, y);
-    if (s == dnnl_success)
-        s = infd_dnnl_md_plain(&w_plain, wn, wdims);
-    if (s == dnnl_success)
-        s = w->data ? infd_dnnl_md_any(&w_any, wn, wdims) : infd_dnnl_md_plain(&w_any, wn, wdims);
+        s = w->data ? infd_dnnl_md_any(&c.w_any, wn, wdims)
+                    : infd_dnnl_md_plain(&c.w_any, wn, wdims);
     if (s == dnnl_success && b)
-        s = infd_dnnl_md_value(&b_md, b);
-    /* Direct, not auto: auto may pick Winograd, whose rounding differs. */
+        s = infd_dnnl_md_value(&c.b_md, b);
+    if (s == dnnl_success && !res_opaque)
+        s = infd_dnnl_md_value(&res_md, y);
     if (s == dnnl_success)
-        s = dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any, b ? &b_md : NULL,
-            &dst_md, strides, dil, pl, pr);
+        s = res_opaque ? dnnl_success : infd_dnnl_md_any(&dst_md, y->shape.rank, ydims);
+    if (res_opaque)
+        dst_md = res_md;
     st = infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_check(a, err, dnnl_post_ops_create(&po), "oneDNN post-ops");
+        st = conv_pd(a, &c, &src_md, &dst_md, &res_md, &residual_po, &pd, err);
+    /* Only gemm or ref take these layouts: with an opaque src, try dst in
+     * the src's format (jit depthwise wants nChw16c on both sides); with a
+     * plain residual, dst and the residual in the src's format (brgconv
+     * takes no binary post-op in 2.6; jit_1x1 does with all three alike),
+     * the residual reordered into the workspace; then let the conv pick src
+     * too, reordering the input into the workspace. */
+    dnnl_memory_desc_t dst_like, res_pd_md = res_md, res_any;
+    if (st == INFD_STATUS_OK && src_opaque && !res_opaque && pd_is_slow(pd) &&
+        same_format_md(&src_md, ydims, &dst_like) &&
+        conv_pd(a, &c, &src_md, &dst_like, &res_md, &residual_po, &pd2, NULL) == INFD_STATUS_OK)
+        take_if_faster(&pd, pd2);
+    pd2 = NULL;
+    if (st == INFD_STATUS_OK && sum && !res_opaque && pd_is_slow(pd) &&
+        same_format_md(&src_md, ydims, &dst_like) &&
+        conv_pd(a, &c, &src_md, &dst_like, &dst_like, &residual_po, &pd2, NULL) == INFD_STATUS_OK &&
+        take_if_faster(&pd, pd2)) {
+        dst_md = dst_like;
+        res_pd_md = dst_like;
+    }
+    pd2 = NULL;
+    if (st == INFD_STATUS_OK && pd_is_slow(pd) &&
+        infd_dnnl_md_any(&src_any, x->shape.rank, (const int64_t *)src_md.dims) == dnnl_success &&
+        conv_pd(a, &c, &src_any, &dst_md, &res_pd_md, &residual_po, &pd2, NULL) == INFD_STATUS_OK &&
+        take_if_faster(&pd, pd2)) {
+        const dnnl_memory_desc_t *picked = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        src_copy = !dnnl_memory_desc_equal(picked, &src_md);
+        if (src_copy) {
+            src_any = *picked;
+            src_head = infd_align_up(dnnl_memory_desc_get_size(picked), 64);
+        }
+    }
+    pd2 = NULL;
+    /* The residual as the post-op reads it; a copy when that is not how it
+     * arrives. */
+    size_t res_offset = src_head;
+    bool res_copy = false;
+    if (st == INFD_STATUS_OK && residual_po >= 0) {
+        const dnnl_memory_desc_t *r = dnnl_primitive_desc_query_md(
+            pd, dnnl_query_exec_arg_md,
+            DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_po) | DNNL_ARG_SRC_1);
+        if (r && !dnnl_memory_desc_equal(r, &res_md)) {
+            res_any = *r;
+            res_copy = true;
+            src_head += infd_align_up(dnnl_memory_desc_get_size(r), 64);
+        }
+    }
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_fused_append(a, po, &dst_md, &residual_po, err);
+        st = infd_dnnl_check(
+            a, err,
+            infd_dnnl_dst_get(a, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), src_head,
+                              &dst),
+            "oneDNN convolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_pd_create(a, &cd, po, 1.0f, "convolution", &pd, err);
-    if (st == INFD_STATUS_OK)
-        st = infd_dnnl_kernel_create(a, "dnnl:conv", pd, &k, err);
-    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create_at(a, "dnnl:conv", pd, dst.head, &k, err);
+    if (st == INFD_STATUS_OK && src_copy) {
+        st = infd_dnnl_exec_reorder(&k->pre, a, &src_md, INFD_DNNL_FROM_INPUT, 0, &src_any,
+                                    INFD_DNNL_FROM_WORKSPACE, 0, dst.head, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, &src_any, err);
+    } else if (st == INFD_STATUS_OK) {
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+    }
     if (st == INFD_STATUS_OK)
-        st = add_weights(k, a, pd, &w_plain, err);
+        st = add_weights(k, a, pd, &c.w_plain, err);
     if (st == INFD_STATUS_OK && b)
-        st = add_bias(k, a, &b_md, err);
+        st = add_bias(k, a, &c.b_md, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
-    if (st == INFD_STATUS_OK && residual_po >= 0)
+        st = infd_dnnl_dst_arg(k, a, &dst, err);
+    if (st == INFD_STATUS_OK && res_copy) {
+        st = infd_dnnl_exec_reorder(&k->pre2, a, &res_md, INFD_DNNL_FROM_INPUT, 3, &res_any,
+                                    INFD_DNNL_FROM_WORKSPACE, res_offset, dst.head, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_dnnl_exec_arg_ws(&k->exec, a,
+                                       DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_po) | DNNL_ARG_SRC_1,
+                                       res_offset, &res_any, err);
+    } else if (st == INFD_STATUS_OK && residual_po >= 0) {
         st = infd_dnnl_exec_arg(&k->exec, a,
                                 DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_po) | DNNL_ARG_SRC_1,
-                                INFD_DNNL_FROM_INPUT, 3, &dst_md, err);
+                                INFD_DNNL_FROM_INPUT, 3, &res_md, err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_dst_finish(k, a, &dst, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
-    if (po)
-        dnnl_post_ops_destroy(po);
     if (st != INFD_STATUS_OK) {
         infd_kernel_destroy(k ? &k->base.base : NULL);
         return st;
@@ -310,9 +478,11 @@ bool infd_dnnl_conv_transpose_supports(const infd_kernel_args *a, infd_error *wh
 infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_kernel **out,
                                              infd_error *err)
 {
-    const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
+    const infd_ir_value *w = a->inputs[1], *b = input(a, 2);
     const infd_ir_value *y = a->outputs[0];
     dnnl_memory_desc_t src_md, dst_md, w_any, w_onnx, b_md;
+    infd_dnnl_dst dst;
+    int64_t ydims[DNNL_MAX_NDIMS];
     dnnl_deconvolution_desc_t dd;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
@@ -345,9 +515,13 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
         wdims[wn] = w->shape.dims[i].value;
         wstrides[wn++] = stride;
     }
-    dnnl_status_t s = infd_dnnl_md_value(&src_md, x);
-    if (s == dnnl_success)
-        s = infd_dnnl_md_value(&dst_md, y);
+    /* src: the input's layout; dst: any, published or reordered to plain. */
+    bool src_opaque = infd_dnnl_input_md(a, 0, &src_md);
+    for (int32_t i = 0; i < y->shape.rank; i++)
+        ydims[i] = y->shape.dims[i].value;
+    dnnl_status_t s = src_opaque || a->output_opaque_ok
+                          ? infd_dnnl_md_any(&dst_md, y->shape.rank, ydims)
+                          : infd_dnnl_md_value(&dst_md, y);
     if (s == dnnl_success)
         s = dnnl_memory_desc_init_by_strides(&w_onnx, wn, wdims, dnnl_f32, wstrides);
     if (s == dnnl_success)
@@ -362,7 +536,12 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_kernel_create(a, "dnnl:deconv", pd, &k, err);
+        st = infd_dnnl_check(
+            a, err,
+            infd_dnnl_dst_get(a, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 0, &dst),
+            "oneDNN deconvolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create_at(a, "dnnl:deconv", pd, dst.head, &k, err);
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
     if (st == INFD_STATUS_OK)
@@ -370,7 +549,9 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
     if (st == INFD_STATUS_OK && b)
         st = add_bias(k, a, &b_md, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
+        st = infd_dnnl_dst_arg(k, a, &dst, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_dst_finish(k, a, &dst, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != INFD_STATUS_OK) {

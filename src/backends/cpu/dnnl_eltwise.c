@@ -3,14 +3,17 @@
  * Relu, LeakyRelu, Sigmoid, Tanh, Exp, Abs, Sqrt, Clip, HardSigmoid, and
  * Pow with a constant scalar exponent.
  *
- * An element-wise op does not care about shape, so tensors are described
- * as one flat dimension of numel elements (any rank, scalars included).
+ * An element-wise op does not care about shape, so plain tensors are
+ * described as one flat dimension of numel elements (any rank, scalars
+ * included); an opaque input is computed in its own layout, which the
+ * output keeps when it may (else a reorder to plain runs first and the op
+ * runs in place on the output).
  *
  * Clip: bounds from the min/max attributes before opset 11, from the
  * optional inputs 1 and 2 after; an absent bound is unbounded (+-inf). A
  * bound that is not a constant is declined.
  * HardSigmoid is max(0, min(1, alpha x + beta)): eltwise linear, then an
- * in-place clip (two primitives; see hard_sigmoid_compile).
+ * in-place clip (two primitives; see eltwise_compile).
  */
 #include <math.h>
 #include <string.h>
@@ -109,17 +112,14 @@ bool infd_dnnl_eltwise_supports(const infd_kernel_args *a, infd_error *why)
            unary_params(a, op, &alpha, &beta, why) == INFD_STATUS_OK;
 }
 
-/* The eltwise descriptor over the n elements of input 0 (*md) and its
- * primitive descriptor. */
+/* The eltwise descriptor over `md` and its primitive descriptor. */
 static infd_status eltwise_pd(const infd_kernel_args *a, dnnl_alg_kind_t alg, float alpha,
-                              float beta, dnnl_memory_desc_t *md, dnnl_primitive_desc_t *pd,
+                              float beta, const dnnl_memory_desc_t *md, dnnl_primitive_desc_t *pd,
                               infd_error *err)
 {
     dnnl_eltwise_desc_t desc;
-    int64_t n = infd_cpu_numel(a->inputs[0]);
-    dnnl_status_t s = infd_dnnl_md_plain(md, 1, &n);
-    if (s == dnnl_success)
-        s = dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, beta);
+    dnnl_status_t s =
+        dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, alg, md, alpha, beta);
     infd_status st = infd_dnnl_check(a, err, s, "oneDNN eltwise descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &desc, NULL, 1.0f, "eltwise", pd, err);
@@ -137,86 +137,51 @@ static infd_status eltwise_args(infd_dnnl_exec *e, const infd_kernel_args *a,
     return st;
 }
 
+/* One eltwise step (alg, alpha, beta), then for HardSigmoid a clip to
+ * [0, 1] in place as a second primitive (the post step). An eltwise
+ * primitive with a clip post-op would be one pass, but oneDNN 2.6 gives it
+ * to its ref:any implementation, which left the output unwritten in our
+ * tests. Plain tensors are described as one flat dimension; an opaque
+ * input keeps its layout (see infd_dnnl_unary_layout). */
 static infd_status eltwise_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg, float alpha,
-                                   float beta, infd_kernel **out, infd_error *err)
+                                   float beta, bool clip01, infd_kernel **out, infd_error *err)
 {
-    dnnl_memory_desc_t md;
+    dnnl_memory_desc_t flat;
+    infd_dnnl_unary_layout l;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
+    int64_t n = infd_cpu_numel(a->inputs[0]);
     *out = NULL;
-    infd_status st = eltwise_pd(a, alg, alpha, beta, &md, &pd, err);
+    dnnl_status_t s = infd_dnnl_md_plain(&flat, 1, &n);
+    if (s == dnnl_success)
+        s = infd_dnnl_unary_layout_get(a, &flat, &l);
+    infd_status st = infd_dnnl_check(a, err, s, "oneDNN eltwise descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_kernel_create(a, "dnnl:eltwise", pd, &k, err);
+        st = eltwise_pd(a, alg, alpha, beta, &l.md, &pd, err);
     if (st == INFD_STATUS_OK)
-        st = eltwise_args(&k->exec, a, &md, false, err);
+        st = infd_dnnl_kernel_create(a, clip01 ? "dnnl:eltwise:hard_sigmoid" : "dnnl:eltwise", pd,
+                                     &k, err);
+    if (st == INFD_STATUS_OK)
+        st = eltwise_args(&k->exec, a, &l.md, l.in_place, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    pd = NULL;
+    if (st == INFD_STATUS_OK && clip01) {
+        st = eltwise_pd(a, dnnl_eltwise_clip_v2, 0.0f, 1.0f, &l.md, &pd, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_dnnl_exec_init(&k->post, a, pd, err);
+        if (st == INFD_STATUS_OK)
+            st = eltwise_args(&k->post, a, &l.md, true, err);
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_unary_finish(k, a, &l, err);
     if (st != INFD_STATUS_OK) {
         infd_kernel_destroy(k ? &k->base.base : NULL);
         return st;
     }
     *out = &k->base.base;
-    return INFD_STATUS_OK;
-}
-
-/* HardSigmoid is two primitives: eltwise_linear, then a clip to [0, 1] in
- * place. An eltwise primitive with a clip post-op would be one pass, but
- * oneDNN 2.6 gives it to its ref:any implementation, which left the output
- * unwritten in our tests. */
-typedef struct hard_sigmoid_kernel {
-    infd_dnnl_kernel base;
-    infd_dnnl_exec clip;
-} hard_sigmoid_kernel;
-
-static void hard_sigmoid_run(const infd_cpu_kernel *k, const infd_kernel_io *io)
-{
-    const hard_sigmoid_kernel *h = (const hard_sigmoid_kernel *)k;
-    infd_dnnl_exec_run(&h->base.exec, io);
-    infd_dnnl_exec_run(&h->clip, io);
-}
-
-static void hard_sigmoid_fini(infd_cpu_kernel *k)
-{
-    hard_sigmoid_kernel *h = (hard_sigmoid_kernel *)k;
-    infd_dnnl_exec_fini(&h->base.exec);
-    infd_dnnl_exec_fini(&h->clip);
-}
-
-static infd_status hard_sigmoid_compile(const infd_kernel_args *a, float alpha, float beta,
-                                        infd_kernel **out, infd_error *err)
-{
-    dnnl_memory_desc_t md;
-    dnnl_primitive_desc_t pd = NULL;
-    infd_status st;
-    *out = NULL;
-    hard_sigmoid_kernel *k = (hard_sigmoid_kernel *)infd_cpu_kernel_new(
-        sizeof(hard_sigmoid_kernel), "dnnl:eltwise:hard_sigmoid", hard_sigmoid_run,
-        hard_sigmoid_fini);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                   "out of memory for the kernel");
-    st = eltwise_pd(a, dnnl_eltwise_linear, alpha, beta, &md, &pd, err);
-    if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_init(&k->base.exec, a, pd, err);
-    if (st == INFD_STATUS_OK)
-        st = eltwise_args(&k->base.exec, a, &md, false, err);
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    pd = NULL;
-    if (st == INFD_STATUS_OK)
-        st = eltwise_pd(a, dnnl_eltwise_clip_v2, 0.0f, 1.0f, &md, &pd, err);
-    if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_init(&k->clip, a, pd, err);
-    if (st == INFD_STATUS_OK)
-        st = eltwise_args(&k->clip, a, &md, true, err);
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    k->base.base.base.workspace_bytes = INFD_MAX(k->base.exec.scratch_bytes, k->clip.scratch_bytes);
-    if (st != INFD_STATUS_OK) {
-        infd_kernel_destroy(&k->base.base.base);
-        return st;
-    }
-    *out = &k->base.base.base;
     return INFD_STATUS_OK;
 }
 
@@ -230,9 +195,8 @@ infd_status infd_dnnl_eltwise_compile(const infd_kernel_args *a, infd_kernel **o
     infd_status st = unary_params(a, op, &alpha, &beta, err);
     if (st != INFD_STATUS_OK)
         return st;
-    if (strcmp(op->op_type, "HardSigmoid") == 0)
-        return hard_sigmoid_compile(a, alpha, beta, out, err);
-    return eltwise_compile(a, op->alg, alpha, beta, out, err);
+    return eltwise_compile(a, op->alg, alpha, beta, strcmp(op->op_type, "HardSigmoid") == 0, out,
+                           err);
 }
 
 /* ---- Pow ------------------------------------------------------------------ */
@@ -279,5 +243,5 @@ infd_status infd_dnnl_pow_compile(const infd_kernel_args *a, infd_kernel **out, 
     if (st != INFD_STATUS_OK)
         return st;
     /* eltwise_pow computes alpha * x^beta. */
-    return eltwise_compile(a, dnnl_eltwise_pow, 1.0f, e, out, err);
+    return eltwise_compile(a, dnnl_eltwise_pow, 1.0f, e, false, out, err);
 }

@@ -1,6 +1,8 @@
 /*
  * dnnl_pool.c - MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool
- * on oneDNN pooling (FP32, 1-D to 3-D, plain layouts).
+ * on oneDNN pooling (FP32, 1-D to 3-D). An opaque input is pooled in its
+ * own layout; the output keeps it when it may, else it is reordered to
+ * plain through the workspace.
  *
  * ceil_mode needs nothing of its own: the output shape is given, and
  * infd_dnnl_window_get widens oneDNN's end pad until the windows fit.
@@ -93,6 +95,7 @@ static infd_status pool_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg,
     dnnl_pooling_v2_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
+    infd_dnnl_dst dst;
     dnnl_dims_t strides, kernel, dil, pl, pr;
     infd_status st;
     *out = NULL;
@@ -103,9 +106,14 @@ static infd_status pool_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg,
         pl[i] = w->pad_l[i];
         pr[i] = w->pad_r[i];
     }
-    dnnl_status_t s = infd_dnnl_md_value(&src_md, a->inputs[0]);
-    if (s == dnnl_success)
-        s = infd_dnnl_md_value(&dst_md, a->outputs[0]);
+    /* An opaque input: dst any, which pooling makes the input's format. */
+    bool opaque = infd_dnnl_input_md(a, 0, &src_md);
+    const infd_ir_value *y = a->outputs[0];
+    int64_t ydims[DNNL_MAX_NDIMS];
+    for (int32_t i = 0; i < y->shape.rank; i++)
+        ydims[i] = y->shape.dims[i].value;
+    dnnl_status_t s =
+        opaque ? infd_dnnl_md_any(&dst_md, y->shape.rank, ydims) : infd_dnnl_md_value(&dst_md, y);
     if (s == dnnl_success)
         s = dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &src_md, &dst_md,
                                               strides, kernel, dil, pl, pr);
@@ -113,11 +121,18 @@ static infd_status pool_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg,
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &desc, NULL, 1.0f, "pooling", &pd, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_kernel_create(a, "dnnl:pool", pd, &k, err);
+        st = infd_dnnl_check(
+            a, err,
+            infd_dnnl_dst_get(a, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 0, &dst),
+            "oneDNN pooling descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create_at(a, "dnnl:pool", pd, dst.head, &k, err);
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
     if (st == INFD_STATUS_OK)
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
+        st = infd_dnnl_dst_arg(k, a, &dst, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_dst_finish(k, a, &dst, err);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (st != INFD_STATUS_OK) {

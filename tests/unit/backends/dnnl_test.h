@@ -87,4 +87,62 @@ static inline bool dt_dnnl_supports(kt *t, infd_error *why)
         ASSERT_STR_HAS(e_.msg, (needle));           \
     } while (0)
 
+/*
+ * Chains of kernels compiled by hand with layouts, as the plan does: a
+ * step is compiled with its inputs' layouts (NULL: plain) and whether its
+ * output may be opaque, and run once in slot 0 with a workspace of its
+ * own. Buffers of opaque values take dt_out_bytes.
+ */
+static inline infd_status dt_compile(kt *t, const void *const *in_layouts, bool out_opaque_ok,
+                                     infd_kernel **out, infd_error *err)
+{
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    infd_kernel_args a;
+    kt_args(t, &a, ins, outs);
+    a.input_layouts = in_layouts;
+    a.output_opaque_ok = out_opaque_ok;
+    return infd_backend_compile(&infd_cpu_backend, &a, out, err);
+}
+
+static inline bool dt_produces(kt *t)
+{
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    infd_kernel_args a;
+    kt_args(t, &a, ins, outs);
+    return infd_cpu_backend.produces_opaque(&a);
+}
+
+static inline bool dt_accepts(kt *t, int i)
+{
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    infd_kernel_args a;
+    kt_args(t, &a, ins, outs);
+    return infd_cpu_backend.accepts_opaque(&a, i);
+}
+
+/* Bytes of output 0 as k writes it. */
+static inline size_t dt_out_bytes(kt *t, const infd_kernel *k)
+{
+    return k->output_layout ? k->output_layout_bytes : kt_out_bytes(t, 0);
+}
+
+static inline void dt_exec(const infd_kernel *k, const void *const *inputs, void *const *outputs)
+{
+    void *ws = NULL;
+    if (k->workspace_bytes)
+        ws = infd_aligned_alloc(INFD_ALIGNMENT, infd_align_up(k->workspace_bytes, 64));
+    infd_kernel_io io = { .inputs = inputs, .outputs = outputs, .workspace = ws };
+    infd_kernel_run(k, &io);
+    infd_free(ws);
+}
+
+/* An aligned buffer for a value of `n` bytes, filled with a NaN pattern so
+ * unwritten elements show. */
+static inline void *dt_buf(size_t n)
+{
+    void *p = infd_aligned_alloc(INFD_ALIGNMENT, infd_align_up(n ? n : 1, 64));
+    memset(p, 0xff, n);
+    return p;
+}
+
 #endif /* INFD_TEST_DNNL_TEST_H */

@@ -157,6 +157,7 @@ static inline void kt_attr_floats(kt *t, const char *name, int32_t n, const floa
 static inline void kt_args(kt *t, infd_kernel_args *a, const infd_ir_value **ins,
                            const infd_ir_value **outs)
 {
+    memset(a, 0, sizeof(*a)); /* plain layouts, no opaque output */
     for (int32_t i = 0; i < t->node.n_inputs; i++)
         ins[i] = t->ins[i] >= 0 ? &t->g->values[t->ins[i]] : NULL;
     for (int32_t i = 0; i < t->node.n_outputs; i++)
