@@ -69,6 +69,13 @@ typedef struct infd_input_value {
     infd_tensor value; /* borrowed for the call; the plan keeps a copy */
 } infd_input_value;
 
+/* The arithmetic kernels use inside a plan. Graph inputs and outputs, and
+ * constants folded at compile time, stay FP32 either way. */
+typedef enum infd_precision {
+    INFD_PRECISION_FP32 = 0, /* everything in FP32 (the default) */
+    INFD_PRECISION_BF16 = 1, /* see infd_plan_options.precision */
+} infd_precision;
+
 typedef struct infd_plan_options {
     infd_device_kind device;        /* INFD_DEVICE_CPU (CUDA: issue #6) */
     int n_threads;                  /* threads per context, caller included; 0: all cores */
@@ -78,9 +85,19 @@ typedef struct infd_plan_options {
     int n_shapes;
     const infd_input_value *values; /* inputs bound to values (borrowed for the call) */
     int n_values;
+    /* INFD_PRECISION_BF16 (opt-in, like TensorRT's --bf16): Conv and
+     * ConvTranspose with constant weights multiply in BF16 (weights
+     * converted once at compile time, inputs rounded to BF16) and accumulate
+     * in FP32 (Gemm and MatMul stay FP32 for now); activations passed between oneDNN kernels in
+     * blocked layouts are stored as BF16, so results differ from FP32 by
+     * about 1% of an output's magnitude. Other kernels, the IR, graph inputs
+     * and outputs stay FP32. infd_plan_create fails with UNAVAILABLE when the
+     * CPU has no BF16 instructions (AVX512-BF16 or AMX) rather than falling
+     * back to FP32. */
+    infd_precision precision;
 } infd_plan_options;
 
-/* Defaults: CPU, all cores, 4 contexts, batch 1, no explicit shapes. */
+/* Defaults: CPU, all cores, 4 contexts, batch 1, no explicit shapes, FP32. */
 INFD_API void infd_plan_options_init(infd_plan_options *opts);
 
 /* Loads the ONNX model at `path`, optimizes it and compiles it for

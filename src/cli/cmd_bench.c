@@ -2,7 +2,8 @@
  * cmd_bench.c - `infd bench`: engine-only latency and throughput.
  *
  *   infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]
- *              [--warmup N] [--shape NAME=D0,D1,...] [--json] [--profile]
+ *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16]
+ *              [--json] [--profile]
  *
  * Compiles the plan (the load time printed is file to ready plan), runs
  * `warmup` untimed iterations, then `iterations` timed ones on random
@@ -22,8 +23,9 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]\n"
-                    "                  [--warmup N] [--shape NAME=D0,D1,...] [--json] "
-                    "[--profile]\n");
+                    "                  [--warmup N] [--shape NAME=D0,D1,...] "
+                    "[--precision fp32|bf16]\n"
+                    "                  [--json] [--profile]\n");
 }
 
 /* Time per op type, then the ten slowest kernels, as shares of the run. */
@@ -182,11 +184,12 @@ int infd_cli_bench(int argc, char **argv)
     infd_plan_get_stats(plan, &stats);
     int threads = c.plan.n_threads;
     if (json) {
-        printf("{\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"iterations\": %ld, "
+        printf("{\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"precision\": \"%s\", "
+               "\"iterations\": %ld, "
                "\"load_ms\": %.2f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d}\n",
-               c.model, (long long)batch, threads, iterations, load_ms, p50, p90, p99, tput,
-               rss_mib, stats.n_kernels);
+               c.model, (long long)batch, threads, infd_cli_precision_name(c.plan.precision),
+               iterations, load_ms, p50, p90, p99, tput, rss_mib, stats.n_kernels);
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
@@ -194,8 +197,9 @@ int infd_cli_bench(int argc, char **argv)
                stats.n_nodes_model, stats.n_kernels, stats.n_folded, stats.n_fused, stats.n_opaque,
                (double)stats.arena_bytes / 1048576.0, (double)stats.weight_bytes / 1048576.0);
         printf("load        %.1f ms (file to ready plan and context)\n", load_ms);
-        printf("batch       %lld, threads %d, %ld iterations after %ld warm-up\n", (long long)batch,
-               threads, iterations, warmup);
+        printf("batch       %lld, threads %d, precision %s, %ld iterations after %ld warm-up\n",
+               (long long)batch, threads, infd_cli_precision_name(c.plan.precision), iterations,
+               warmup);
         printf("latency     p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n", p50, p90, p99);
         printf("throughput  %.1f samples/s\n", tput);
         printf("peak RSS    %.1f MiB\n", rss_mib);

@@ -4,6 +4,7 @@
  *
  *   infd run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]
  *            [--batch N] [--shape NAME=D0,D1,...] [--threads N] [--seed S]
+ *            [--precision fp32|bf16]
  *
  * Inputs not given are filled with deterministic random values (seeded) and
  * written to DIR/input_<name>.npy, so another runtime can be fed the same.
@@ -53,7 +54,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: infd run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]\n"
                     "                [--batch N] [--shape NAME=D0,D1,...] [--threads N] "
-                    "[--seed S] [--bind NAME]\n");
+                    "[--seed S] [--bind NAME]\n"
+                    "                [--precision fp32|bf16]\n");
 }
 
 /* "Identity:0" -> "Identity_0": names as tools/ort_ref.js writes them. */

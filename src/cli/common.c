@@ -45,6 +45,18 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
         (*i)++;
         return 1;
     }
+    if (strcmp(arg, "--precision") == 0) {
+        if (val && strcmp(val, "fp32") == 0) {
+            c->plan.precision = INFD_PRECISION_FP32;
+        } else if (val && strcmp(val, "bf16") == 0) {
+            c->plan.precision = INFD_PRECISION_BF16;
+        } else {
+            fprintf(stderr, "infd %s: --precision needs fp32 or bf16\n", cmd);
+            return -1;
+        }
+        (*i)++;
+        return 1;
+    }
     if (strcmp(arg, "--shape") == 0) {
         const char *eq = val ? strchr(val, '=') : NULL;
         int k = c->plan.n_shapes;
@@ -62,6 +74,11 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
         return 1;
     }
     return 0;
+}
+
+const char *infd_cli_precision_name(infd_precision p)
+{
+    return p == INFD_PRECISION_BF16 ? "bf16" : "fp32";
 }
 
 void infd_cli_fill_random(infd_tensor *t, uint64_t seed)

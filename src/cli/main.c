@@ -33,9 +33,11 @@ static const command commands[] = {
       "serve a model repository over KServe v2 HTTP/gRPC, raw sockets and metrics", NULL, "#4" },
     { "run",
       "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
-      "[--shape NAME=D0,D1,..] [--threads N]",
+      "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16]",
       "run a model once and print or write its outputs", infd_cli_run, NULL },
-    { "bench", "bench MODEL.onnx [--batch N] [--threads N] [--iterations N] [--shape ..] [--json]",
+    { "bench",
+      "bench MODEL.onnx [--batch N] [--threads N] [--iterations N] [--shape ..] "
+      "[--precision fp32|bf16] [--json]",
       "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
     { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
       "compile and tune a model into a plan file", NULL, "#6" },

@@ -42,6 +42,7 @@
 
 #include "core/pool.h"
 #include "graph/ir.h"
+#include "infd/engine.h"
 #include "infd/infd.h"
 
 /* What a kernel is compiled from: one node with concrete input and output
@@ -64,6 +65,11 @@ typedef struct infd_kernel_args {
     /* Whether output 0 may be written in an opaque layout the kernel picks
      * (false: plain). Only output 0 ever is. */
     bool output_opaque_ok;
+    /* The plan's precision (infd_plan_options.precision). A kernel may
+     * compute in it and keep its opaque output in it, as long as plain
+     * outputs stay in the value's dtype. Constant folding always passes
+     * INFD_PRECISION_FP32. */
+    infd_precision precision;
 } infd_kernel_args;
 
 /* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except

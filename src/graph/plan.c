@@ -72,8 +72,9 @@ struct infd_plan {
     infd_tensor_info *outputs;
     int n_threads;
     int max_contexts;
-    bool plain_layouts; /* INFD_PLAIN_LAYOUTS set: no opaque layouts (for comparisons) */
-    int n_opaque;       /* values kept in an opaque layout */
+    bool plain_layouts;       /* INFD_PLAIN_LAYOUTS set: no opaque layouts (for comparisons) */
+    int n_opaque;             /* values kept in an opaque layout */
+    infd_precision precision; /* handed to every kernel compiled for run time */
     infd_plan_stats stats;
 
     pthread_mutex_t mu; /* guards slot_used */
@@ -242,6 +243,8 @@ static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **i
     a->n_slots = n_slots;
     a->input_layouts = NULL; /* plain unless compile_steps says otherwise */
     a->output_opaque_ok = false;
+    a->precision =
+        INFD_PRECISION_FP32; /* folding computes in FP32; compile_steps sets the plan's */
 }
 
 /* Runs node n once now on the CPU backend and makes its outputs constants. */
@@ -578,6 +581,7 @@ static infd_status choose_opaque(infd_plan *p, const infd_ir_value **ins,
             continue;
         infd_kernel_args a;
         make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        a.precision = p->precision;
         ok[node->outputs[0]] = p->backend->produces_opaque(&a);
     }
     for (int32_t i = 0; i < g->n_outputs; i++)
@@ -588,6 +592,7 @@ static infd_status choose_opaque(infd_plan *p, const infd_ir_value **ins,
             continue;
         infd_kernel_args a;
         make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        a.precision = p->precision;
         for (int32_t i = 0; i < node->n_inputs; i++) {
             int32_t v = node->inputs[i];
             if (v >= 0 && ok[v] && !p->backend->accepts_opaque(&a, i))
@@ -629,6 +634,7 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         for (int32_t i = 0; i < node->n_inputs; i++)
             in_layouts[i] = node->inputs[i] >= 0 ? layout[node->inputs[i]] : NULL;
         a.input_layouts = in_layouts;
+        a.precision = p->precision;
         a.output_opaque_ok =
             node->n_outputs > 0 && node->outputs[0] >= 0 && opaque_ok[node->outputs[0]];
         infd_kernel *k = NULL;
@@ -683,6 +689,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     if (opts->device != INFD_DEVICE_CPU)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
                               "%s: only the CPU backend compiles plans in this build", path);
+    if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", path,
+                              (int)opts->precision);
     p = infd_calloc(1, sizeof(*p));
     if (!p)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -691,6 +700,7 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     p->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)(cores > 0 ? cores : 1);
     p->max_contexts = opts->max_contexts > 0 ? opts->max_contexts : 4;
+    p->precision = opts->precision;
     const char *plain = getenv("INFD_PLAIN_LAYOUTS");
     p->plain_layouts = plain && plain[0] && plain[0] != '0';
 

@@ -80,12 +80,40 @@ dnnl_status_t infd_dnnl_md_value(dnnl_memory_desc_t *md, const infd_ir_value *v)
 
 dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
 {
+    return infd_dnnl_md_any_dt(md, ndims, dims, dnnl_f32);
+}
+
+dnnl_status_t infd_dnnl_md_any_dt(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
+                                  dnnl_data_type_t dt)
+{
     dnnl_dims_t d;
     if (ndims < 1 || ndims > DNNL_MAX_NDIMS)
         return dnnl_invalid_arguments;
     for (int i = 0; i < ndims; i++)
         d[i] = dims[i];
-    return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
+    return dnnl_memory_desc_init_by_tag(md, ndims, d, dt, dnnl_format_tag_any);
+}
+
+dnnl_data_type_t infd_dnnl_compute_type(const infd_kernel_args *a)
+{
+    return a->precision == INFD_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+infd_status infd_dnnl_precision_check(const infd_kernel_args *a, infd_error *err)
+{
+    if (a->precision == INFD_PRECISION_FP32)
+        return INFD_STATUS_OK;
+    /* ISA values are bit masks of their features: AMX includes BF16, but
+     * AVX2-VNNI (numerically larger) does not. */
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    unsigned want = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    if (a->precision == INFD_PRECISION_BF16 && (isa & want) == want)
+        return INFD_STATUS_OK;
+    if (a->precision == INFD_PRECISION_BF16)
+        return infd_cpu_node_error(a, err, INFD_STATUS_UNAVAILABLE,
+                                   "BF16 needs AVX512-BF16 (or AMX) on this CPU");
+    return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "unknown precision %d",
+                               (int)a->precision);
 }
 
 bool infd_dnnl_input_is_opaque(const infd_kernel_args *a, int i)
@@ -176,6 +204,9 @@ infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
     if (!eng)
         return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
                                    "oneDNN could not create a CPU engine");
+    st = infd_dnnl_precision_check(a, err);
+    if (st != INFD_STATUS_OK)
+        return st;
     /* oneDNN splits the work for the team size it sees now. */
     infd_dnnl_set_threads(a->n_threads);
     st = infd_dnnl_check(a, err, dnnl_primitive_attr_create(&attr), "oneDNN attributes");

@@ -32,6 +32,17 @@
  * output. Weights use format_tag any and are reordered once at compile
  * time into kernel-owned memory.
  *
+ * Precision (infd_kernel_args.precision): in a BF16 plan, Conv and
+ * ConvTranspose with constant weights compute with bf16 src and weights
+ * (reordered once at compile time) and f32 bias and accumulation, and write
+ * an opaque dst as bf16; a src that arrives as f32 (plain, or opaque from
+ * an f32 kernel) is reordered to bf16 through the workspace. The
+ * layout-preserving ops take whatever data type their opaque input has and
+ * keep it for an opaque output. Whatever is written plain is f32, so the
+ * graph's values keep their FP32 dtype and only opaque layouts (whose md
+ * carries the data type) change. infd_dnnl_pd_create refuses a BF16 plan
+ * on a CPU without BF16 instructions rather than run it in FP32.
+ *
  * Threading: compile-time functions run on the plan-building thread;
  * infd_dnnl_exec_run is safe to call concurrently for distinct slots.
  * oneDNN parallelises inside a primitive with its OpenMP runtime, whose
@@ -103,6 +114,18 @@ dnnl_status_t infd_dnnl_md_value(dnnl_memory_desc_t *md, const infd_ir_value *v)
 
 /* A descriptor with format_tag any (the primitive picks the layout). */
 dnnl_status_t infd_dnnl_md_any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims);
+
+/* The same with data type `dt`. */
+dnnl_status_t infd_dnnl_md_any_dt(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
+                                  dnnl_data_type_t dt);
+
+/* The data type a kernel computes in (dnnl_bf16 in a BF16 plan, else
+ * dnnl_f32); see "Precision" above. */
+dnnl_data_type_t infd_dnnl_compute_type(const infd_kernel_args *a);
+
+/* OK in an FP32 plan, or in a BF16 plan on a CPU with BF16 instructions
+ * (AVX512-BF16 or AMX, as oneDNN sees it); UNAVAILABLE otherwise. */
+infd_status infd_dnnl_precision_check(const infd_kernel_args *a, infd_error *err);
 
 /* True when inputs[0..n_data) are present FP32 values and output 0 is FP32;
  * otherwise says which one is not in `why` (nullable). */

@@ -1,5 +1,6 @@
 /*
- * dnnl_conv.c - Conv and ConvTranspose on oneDNN (FP32, 1-D to 3-D).
+ * dnnl_conv.c - Conv and ConvTranspose on oneDNN (FP32, or BF16 in a BF16
+ * plan: see "Precision" in dnnl_common.h; 1-D to 3-D).
  *
  * Conv: groups (depthwise included), dilations, strides, explicit pads
  * (asymmetric too), auto_pad, optional bias. Weights are reordered once at
@@ -157,9 +158,10 @@ static bool pd_is_slow(const_dnnl_primitive_desc_t pd)
     return strstr(impl, "gemm") || strstr(impl, "ref");
 }
 
-/* A dst md of `dims` in the same format as `like` (one of the 4-D formats
- * our convolutions pick); false when `like` is none of them. */
-static bool same_format_md(const dnnl_memory_desc_t *like, const int64_t *dims,
+/* A dst md of `dims` and data type `dt` in the same format as `like` (one
+ * of the 4-D formats our convolutions pick); false when `like` is none of
+ * them. */
+static bool same_format_md(const dnnl_memory_desc_t *like, const int64_t *dims, dnnl_data_type_t dt,
                            dnnl_memory_desc_t *out)
 {
     static const dnnl_format_tag_t tags[] = { dnnl_aBcd16b, dnnl_aBcd8b, dnnl_acdb, dnnl_abcd };
@@ -167,10 +169,10 @@ static bool same_format_md(const dnnl_memory_desc_t *like, const int64_t *dims,
     if (like->ndims != 4)
         return false;
     for (size_t i = 0; i < INFD_ARRAY_SIZE(tags); i++) {
-        if (dnnl_memory_desc_init_by_tag(&probe, 4, like->dims, dnnl_f32, tags[i]) ==
+        if (dnnl_memory_desc_init_by_tag(&probe, 4, like->dims, like->data_type, tags[i]) ==
                 dnnl_success &&
             dnnl_memory_desc_equal(&probe, like))
-            return dnnl_memory_desc_init_by_tag(out, 4, dims, dnnl_f32, tags[i]) == dnnl_success;
+            return dnnl_memory_desc_init_by_tag(out, 4, dims, dt, tags[i]) == dnnl_success;
     }
     return false;
 }
@@ -215,12 +217,17 @@ bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a)
  * into the format the conv picks). The picked dst is published, or reordered to
  * plain through the workspace when it must be plain. Workspace: [src
  * copy][residual copy][dst copy][scratchpads].
+ *
+ * In a BF16 plan with constant weights, src and weights are bf16 (a src
+ * arriving as f32 is copied: src any of bf16 from the start), an opaque
+ * dst is bf16 and a dst that must be plain is f32; the residual keeps the
+ * data type it arrives in (the binary post-op converts).
  */
 infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
     const infd_ir_value *x = a->inputs[0], *w = a->inputs[1], *b = input(a, 2);
     const infd_ir_value *y = a->outputs[0];
-    dnnl_memory_desc_t src_md, dst_md, res_md, src_any;
+    dnnl_memory_desc_t src_in, src_md, dst_md, res_md, src_any;
     dnnl_primitive_desc_t pd = NULL, pd2 = NULL;
     infd_dnnl_kernel *k = NULL;
     infd_dnnl_window win;
@@ -257,19 +264,26 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
     for (int32_t i = 0; i < y->shape.rank; i++)
         ydims[i] = y->shape.dims[i].value;
 
-    bool src_opaque = infd_dnnl_input_md(a, 0, &src_md);
+    /* A weight read at run time is plain f32, so the conv stays f32. */
+    dnnl_data_type_t dt = w->data ? infd_dnnl_compute_type(a) : dnnl_f32;
+    dnnl_data_type_t dst_dt = a->output_opaque_ok ? dt : dnnl_f32;
+    bool src_opaque = infd_dnnl_input_md(a, 0, &src_in);
+    bool src_convert = src_in.data_type != dt;
     bool res_opaque = sum && infd_dnnl_input_md(a, 3, &res_md);
     c.has_bias = b != NULL;
+    src_md = src_in;
     dnnl_status_t s = infd_dnnl_md_plain(&c.w_plain, wn, wdims);
+    if (s == dnnl_success && src_convert)
+        s = infd_dnnl_md_any_dt(&src_md, x->shape.rank, (const int64_t *)src_in.dims, dt);
     if (s == dnnl_success)
-        s = w->data ? infd_dnnl_md_any(&c.w_any, wn, wdims)
+        s = w->data ? infd_dnnl_md_any_dt(&c.w_any, wn, wdims, dt)
                     : infd_dnnl_md_plain(&c.w_any, wn, wdims);
     if (s == dnnl_success && b)
         s = infd_dnnl_md_value(&c.b_md, b);
     if (s == dnnl_success && !res_opaque)
         s = infd_dnnl_md_value(&res_md, y);
     if (s == dnnl_success)
-        s = res_opaque ? dnnl_success : infd_dnnl_md_any(&dst_md, y->shape.rank, ydims);
+        s = res_opaque ? dnnl_success : infd_dnnl_md_any_dt(&dst_md, y->shape.rank, ydims, dst_dt);
     if (res_opaque)
         dst_md = res_md;
     st = infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
@@ -282,31 +296,34 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
      * the residual reordered into the workspace; then let the conv pick src
      * too, reordering the input into the workspace. */
     dnnl_memory_desc_t dst_like, res_pd_md = res_md, res_any;
-    if (st == INFD_STATUS_OK && src_opaque && !res_opaque && pd_is_slow(pd) &&
-        same_format_md(&src_md, ydims, &dst_like) &&
+    if (st == INFD_STATUS_OK && src_opaque && !src_convert && !res_opaque && pd_is_slow(pd) &&
+        same_format_md(&src_md, ydims, dst_dt, &dst_like) &&
         conv_pd(a, &c, &src_md, &dst_like, &res_md, &residual_po, &pd2, NULL) == INFD_STATUS_OK)
         take_if_faster(&pd, pd2);
     pd2 = NULL;
     if (st == INFD_STATUS_OK && sum && !res_opaque && pd_is_slow(pd) &&
-        same_format_md(&src_md, ydims, &dst_like) &&
+        same_format_md(&src_md, ydims, dst_dt, &dst_like) &&
         conv_pd(a, &c, &src_md, &dst_like, &dst_like, &residual_po, &pd2, NULL) == INFD_STATUS_OK &&
         take_if_faster(&pd, pd2)) {
         dst_md = dst_like;
         res_pd_md = dst_like;
     }
     pd2 = NULL;
-    if (st == INFD_STATUS_OK && pd_is_slow(pd) &&
-        infd_dnnl_md_any(&src_any, x->shape.rank, (const int64_t *)src_md.dims) == dnnl_success &&
-        conv_pd(a, &c, &src_any, &dst_md, &res_pd_md, &residual_po, &pd2, NULL) == INFD_STATUS_OK &&
-        take_if_faster(&pd, pd2)) {
+    if (st == INFD_STATUS_OK && pd_is_slow(pd) && !src_convert &&
+        infd_dnnl_md_any_dt(&src_any, x->shape.rank, (const int64_t *)src_md.dims, dt) ==
+            dnnl_success &&
+        conv_pd(a, &c, &src_any, &dst_md, &res_pd_md, &residual_po, &pd2, NULL) == INFD_STATUS_OK)
+        take_if_faster(&pd, pd2);
+    pd2 = NULL;
+    /* The src as the conv reads it; a copy when that is not how it arrives. */
+    if (st == INFD_STATUS_OK) {
         const dnnl_memory_desc_t *picked = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-        src_copy = !dnnl_memory_desc_equal(picked, &src_md);
+        src_copy = !dnnl_memory_desc_equal(picked, &src_in);
         if (src_copy) {
             src_any = *picked;
             src_head = infd_align_up(dnnl_memory_desc_get_size(picked), 64);
         }
     }
-    pd2 = NULL;
     /* The residual as the post-op reads it; a copy when that is not how it
      * arrives. */
     size_t res_offset = src_head;
@@ -330,12 +347,12 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_kernel_create_at(a, "dnnl:conv", pd, dst.head, &k, err);
     if (st == INFD_STATUS_OK && src_copy) {
-        st = infd_dnnl_exec_reorder(&k->pre, a, &src_md, INFD_DNNL_FROM_INPUT, 0, &src_any,
+        st = infd_dnnl_exec_reorder(&k->pre, a, &src_in, INFD_DNNL_FROM_INPUT, 0, &src_any,
                                     INFD_DNNL_FROM_WORKSPACE, 0, dst.head, err);
         if (st == INFD_STATUS_OK)
             st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, &src_any, err);
     } else if (st == INFD_STATUS_OK) {
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_in, err);
     }
     if (st == INFD_STATUS_OK)
         st = add_weights(k, a, pd, &c.w_plain, err);
@@ -480,7 +497,7 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
 {
     const infd_ir_value *w = a->inputs[1], *b = input(a, 2);
     const infd_ir_value *y = a->outputs[0];
-    dnnl_memory_desc_t src_md, dst_md, w_any, w_onnx, b_md;
+    dnnl_memory_desc_t src_in, src_md, dst_md, w_any, w_onnx, b_md;
     infd_dnnl_dst dst;
     int64_t ydims[DNNL_MAX_NDIMS];
     dnnl_deconvolution_desc_t dd;
@@ -515,17 +532,26 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
         wdims[wn] = w->shape.dims[i].value;
         wstrides[wn++] = stride;
     }
-    /* src: the input's layout; dst: any, published or reordered to plain. */
-    bool src_opaque = infd_dnnl_input_md(a, 0, &src_md);
+    /* src: the input's layout (copied into the workspace when its data
+     * type is not the one computed in); dst: any, published or reordered to
+     * plain. oneDNN 2.6 has bf16 deconvolution only with a bf16 dst
+     * (ref:any otherwise), so in BF16 even a plain output goes through the
+     * workspace. */
+    dnnl_data_type_t dt = infd_dnnl_compute_type(a);
+    bool src_opaque = infd_dnnl_input_md(a, 0, &src_in);
+    size_t src_head = 0;
+    src_md = src_in;
     for (int32_t i = 0; i < y->shape.rank; i++)
         ydims[i] = y->shape.dims[i].value;
-    dnnl_status_t s = src_opaque || a->output_opaque_ok
-                          ? infd_dnnl_md_any(&dst_md, y->shape.rank, ydims)
+    dnnl_status_t s = src_opaque || a->output_opaque_ok || dt != dnnl_f32
+                          ? infd_dnnl_md_any_dt(&dst_md, y->shape.rank, ydims, dt)
                           : infd_dnnl_md_value(&dst_md, y);
+    if (s == dnnl_success && src_in.data_type != dt)
+        s = infd_dnnl_md_any_dt(&src_md, src_in.ndims, (const int64_t *)src_in.dims, dt);
     if (s == dnnl_success)
         s = dnnl_memory_desc_init_by_strides(&w_onnx, wn, wdims, dnnl_f32, wstrides);
     if (s == dnnl_success)
-        s = infd_dnnl_md_any(&w_any, wn, wdims);
+        s = infd_dnnl_md_any_dt(&w_any, wn, wdims, dt);
     if (s == dnnl_success && b)
         s = infd_dnnl_md_value(&b_md, b);
     if (s == dnnl_success)
@@ -535,15 +561,38 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
     st = infd_dnnl_check(a, err, s, "oneDNN deconvolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd, err);
+    /* bf16 jit deconvolution may want another src format than the one the
+     * input arrives in (ref:any otherwise): let it pick, and copy. */
+    dnnl_primitive_desc_t pd2 = NULL;
+    if (st == INFD_STATUS_OK && dt != dnnl_f32 && pd_is_slow(pd) &&
+        infd_dnnl_md_any_dt(&src_md, src_in.ndims, (const int64_t *)src_in.dims, dt) ==
+            dnnl_success &&
+        dnnl_dilated_deconvolution_forward_desc_init(
+            &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_any,
+            b ? &b_md : NULL, &dst_md, geom.strides, geom.dil, geom.pl, geom.pr) == dnnl_success &&
+        infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd2, NULL) == INFD_STATUS_OK)
+        take_if_faster(&pd, pd2);
+    if (st == INFD_STATUS_OK) {
+        src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        if (!dnnl_memory_desc_equal(&src_md, &src_in))
+            src_head = infd_align_up(dnnl_memory_desc_get_size(&src_md), 64);
+    }
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_check(
             a, err,
-            infd_dnnl_dst_get(a, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 0, &dst),
+            infd_dnnl_dst_get(a, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), src_head,
+                              &dst),
             "oneDNN deconvolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_kernel_create_at(a, "dnnl:deconv", pd, dst.head, &k, err);
-    if (st == INFD_STATUS_OK)
+    if (st == INFD_STATUS_OK && src_head) {
+        st = infd_dnnl_exec_reorder(&k->pre, a, &src_in, INFD_DNNL_FROM_INPUT, 0, &src_md,
+                                    INFD_DNNL_FROM_WORKSPACE, 0, dst.head, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, &src_md, err);
+    } else if (st == INFD_STATUS_OK) {
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+    }
     if (st == INFD_STATUS_OK)
         st = add_weights(k, a, pd, &w_onnx, err);
     if (st == INFD_STATUS_OK && b)

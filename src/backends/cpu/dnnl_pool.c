@@ -1,8 +1,8 @@
 /*
  * dnnl_pool.c - MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool
  * on oneDNN pooling (FP32, 1-D to 3-D). An opaque input is pooled in its
- * own layout; the output keeps it when it may, else it is reordered to
- * plain through the workspace.
+ * own layout and data type (bf16 in a BF16 plan); the output keeps them
+ * when it may, else it is reordered to plain FP32 through the workspace.
  *
  * ceil_mode needs nothing of its own: the output shape is given, and
  * infd_dnnl_window_get widens oneDNN's end pad until the windows fit.
@@ -106,14 +106,15 @@ static infd_status pool_compile(const infd_kernel_args *a, dnnl_alg_kind_t alg,
         pl[i] = w->pad_l[i];
         pr[i] = w->pad_r[i];
     }
-    /* An opaque input: dst any, which pooling makes the input's format. */
+    /* An opaque input: dst any of its data type (bf16 in a BF16 plan),
+     * which pooling makes the input's format. */
     bool opaque = infd_dnnl_input_md(a, 0, &src_md);
     const infd_ir_value *y = a->outputs[0];
     int64_t ydims[DNNL_MAX_NDIMS];
     for (int32_t i = 0; i < y->shape.rank; i++)
         ydims[i] = y->shape.dims[i].value;
-    dnnl_status_t s =
-        opaque ? infd_dnnl_md_any(&dst_md, y->shape.rank, ydims) : infd_dnnl_md_value(&dst_md, y);
+    dnnl_status_t s = opaque ? infd_dnnl_md_any_dt(&dst_md, y->shape.rank, ydims, src_md.data_type)
+                             : infd_dnnl_md_value(&dst_md, y);
     if (s == dnnl_success)
         s = dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &src_md, &dst_md,
                                               strides, kernel, dil, pl, pr);

@@ -93,15 +93,23 @@ static inline bool dt_dnnl_supports(kt *t, infd_error *why)
  * output may be opaque, and run once in slot 0 with a workspace of its
  * own. Buffers of opaque values take dt_out_bytes.
  */
-static inline infd_status dt_compile(kt *t, const void *const *in_layouts, bool out_opaque_ok,
-                                     infd_kernel **out, infd_error *err)
+static inline infd_status dt_compile_prec(kt *t, const void *const *in_layouts, bool out_opaque_ok,
+                                          infd_precision precision, infd_kernel **out,
+                                          infd_error *err)
 {
     const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
     infd_kernel_args a;
     kt_args(t, &a, ins, outs);
     a.input_layouts = in_layouts;
     a.output_opaque_ok = out_opaque_ok;
+    a.precision = precision;
     return infd_backend_compile(&infd_cpu_backend, &a, out, err);
+}
+
+static inline infd_status dt_compile(kt *t, const void *const *in_layouts, bool out_opaque_ok,
+                                     infd_kernel **out, infd_error *err)
+{
+    return dt_compile_prec(t, in_layouts, out_opaque_ok, INFD_PRECISION_FP32, out, err);
 }
 
 static inline bool dt_produces(kt *t)
