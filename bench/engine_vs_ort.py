@@ -9,6 +9,8 @@ infd/ORT of throughputs and each process's peak RSS (from wait4).
 
   /usr/bin/python3 bench/engine_vs_ort.py                  # the issue's table
   /usr/bin/python3 bench/engine_vs_ort.py --models resnet50 --batches 1 --threads 1
+  /usr/bin/python3 bench/engine_vs_ort.py --models resnet50 --threads 2 --precision bf16
+                                         # infd in BF16 against ONNX Runtime in FP32
 """
 
 import argparse
@@ -61,8 +63,11 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iterations", type=int, default=0, help="0: adapt to the model")
     ap.add_argument("--infd", default=str(REPO / "build/release/infd"))
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="infd's precision (ONNX Runtime always runs FP32)")
     args = ap.parse_args()
 
+    print(f"infd precision {args.precision}, ONNX Runtime FP32\n")
     print("| model | batch | threads | infd p50 ms | ORT p50 ms | infd samples/s | "
           "ORT samples/s | infd/ORT | infd RSS MiB | ORT RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -77,7 +82,8 @@ def main():
             for threads in [int(t) for t in args.threads.split(",")]:
                 iters = args.iterations or max(5, min(100, int(200 / batch)))
                 ours = [args.infd, "bench", path, "--batch", batch, "--threads", threads,
-                        "--iterations", iters, "--warmup", 3, "--json"]
+                        "--iterations", iters, "--warmup", 3, "--json", "--precision",
+                        args.precision]
                 ref = ["node", REPO / "tools/ort_ref.js", path, "--threads", threads, "--opt",
                        "all", "--bench-iterations", iters, "--warmup", 3]
                 if shape:
