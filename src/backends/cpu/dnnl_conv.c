@@ -561,17 +561,24 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
     st = infd_dnnl_check(a, err, s, "oneDNN deconvolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd, err);
-    /* bf16 jit deconvolution may want another src format than the one the
-     * input arrives in (ref:any otherwise): let it pick, and copy. */
-    dnnl_primitive_desc_t pd2 = NULL;
-    if (st == INFD_STATUS_OK && dt != dnnl_f32 && pd_is_slow(pd) &&
-        infd_dnnl_md_any_dt(&src_md, src_in.ndims, (const int64_t *)src_in.dims, dt) ==
-            dnnl_success &&
-        dnnl_dilated_deconvolution_forward_desc_init(
-            &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_any,
-            b ? &b_md : NULL, &dst_md, geom.strides, geom.dil, geom.pl, geom.pr) == dnnl_success &&
-        infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd2, NULL) == INFD_STATUS_OK)
-        take_if_faster(&pd, pd2);
+    /* jit deconvolution may want another src format than the one the input
+     * arrives in (bf16), or a blocked dst where the output must be plain
+     * (f32 with a plain input: ref:any otherwise): let it pick src, then
+     * dst too, and copy through the workspace. */
+    for (int retry = 0; retry < 2 && st == INFD_STATUS_OK && pd_is_slow(pd); retry++) {
+        dnnl_primitive_desc_t pd2 = NULL;
+        dnnl_status_t s2 =
+            infd_dnnl_md_any_dt(&src_md, src_in.ndims, (const int64_t *)src_in.dims, dt);
+        if (s2 == dnnl_success && retry == 1)
+            s2 = infd_dnnl_md_any_dt(&dst_md, y->shape.rank, ydims, dt);
+        if (s2 == dnnl_success)
+            s2 = dnnl_dilated_deconvolution_forward_desc_init(
+                &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_any,
+                b ? &b_md : NULL, &dst_md, geom.strides, geom.dil, geom.pl, geom.pr);
+        if (s2 == dnnl_success &&
+            infd_dnnl_pd_create(a, &dd, NULL, 1.0f, "deconvolution", &pd2, NULL) == INFD_STATUS_OK)
+            take_if_faster(&pd, pd2);
+    }
     if (st == INFD_STATUS_OK) {
         src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         if (!dnnl_memory_desc_equal(&src_md, &src_in))

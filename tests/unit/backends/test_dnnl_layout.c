@@ -5,10 +5,11 @@
  * element-wise with the same chain in plain layouts, and the layout hooks
  * (a broadcast operand of Add must stay plain).
  */
+#include "backends/cpu/dnnl_common.h"
 #include "core/alloc.h"
 #include "dnnl_test.h"
 
-#define MAX_STEPS 4
+#define MAX_STEPS 6
 
 /* A chain: steps[i] reads the outputs of earlier steps or the chain's
  * input. from[i][j] = -1: the chain input x; s >= 0: output of step s; -2:
@@ -80,6 +81,25 @@ static void add_add(chain *c, const int64_t *ad, int from_a, int32_t rank_b, con
     c->n++;
 }
 
+/* Op (Add/Sub/Mul/Div) of a (rank 4, `ad`) and b (`rank_b`, `bd`), each
+ * from a step, the chain input or constant data; output shaped `yd`. */
+static void add_bin(chain *c, const char *op, const int64_t *ad, int from_a, const float *a_data,
+                    int32_t rank_b, const int64_t *bd, int from_b, const float *b_data,
+                    const int64_t *yd)
+{
+    kt *t = &c->t[c->n];
+    kt_init(t, op, 17);
+    kt_input(t, INFD_DTYPE_FP32, ad ? 4 : 0, ad, a_data);
+    kt_input(t, INFD_DTYPE_FP32, rank_b, bd, b_data);
+    kt_output(t, INFD_DTYPE_FP32, 4, yd);
+    c->from[c->n][0] = from_a;
+    c->from[c->n][1] = from_b;
+    c->n++;
+}
+
+/* Kernel names of the last chain_run's steps. */
+static char step_names[MAX_STEPS][INFD_DNNL_NAME_BYTES];
+
 static void chain_fini(chain *c)
 {
     for (int i = 0; i < c->n; i++)
@@ -124,6 +144,7 @@ static void chain_run(chain *c, const float *x, float *y, bool opaque, int *n_op
         }
         if (k[s]->output_layout)
             (*n_opaque)++;
+        snprintf(step_names[s], sizeof(step_names[s]), "%s", k[s]->name);
         if (conv_name && strcmp(t->node.op_type, "Conv") == 0 && s > 0)
             snprintf(conv_name, name_bytes, "%s", k[s]->name);
         out[s] = s == c->n - 1 ? (void *)y : dt_buf(dt_out_bytes(t, k[s]));
@@ -288,6 +309,142 @@ static void test_conv_opaque_picks_jit(void)
     ASSERT_TRUE(jit);
 }
 
+/* Runs the chain with opaque layouts and checks that no step landed on a
+ * ref implementation, then check_chain (plain vs opaque). */
+static void check_fast_chain(chain *c, const int64_t *xd, size_t ny, int min_opaque)
+{
+    size_t nx = (size_t)(xd[0] * xd[1] * xd[2] * xd[3]);
+    float *x = dt_rand(nx, 3), *y = malloc(ny * sizeof(float));
+    int n = 0;
+    chain_run(c, x, y, true, &n, NULL, 0);
+    for (int s = 0; s < c->n; s++) {
+        if (strstr(step_names[s], "ref:any")) {
+            fprintf(stderr, "    step %d (%s): %s\n", s, c->t[s].node.op_type, step_names[s]);
+            test_failed_ = 1;
+        }
+    }
+    free(x);
+    free(y);
+    if (!test_failed_)
+        check_chain(c, xd, ny, min_opaque);
+}
+
+/* PP-OCR's hard-swish on a blocked conv output: x * clip(x + 3, 0, 6) / 6,
+ * with 32 channels (dense blocks) and 24 (padded): every step jit. */
+static void test_hard_swish_is_fast(void)
+{
+    static const float three = 3.0f, six = 6.0f, zero = 0.0f;
+    for (int64_t ch = 24; ch <= 32 && !test_failed_; ch += 8) {
+        chain c = { 0 };
+        int64_t xd[4] = { 1, 8, 9, 9 }, yd[4] = { 1, ch, 9, 9 };
+        add_conv(&c, xd, ch, 3, -1, -3, NULL, 41);
+        add_bin(&c, "Add", yd, 0, NULL, 0, NULL, -2, &three, yd);
+        kt *t = &c.t[c.n];
+        kt_init(t, "Clip", 17);
+        kt_input(t, INFD_DTYPE_FP32, 4, yd, NULL);
+        kt_input(t, INFD_DTYPE_FP32, 0, NULL, &zero);
+        kt_input(t, INFD_DTYPE_FP32, 0, NULL, &six);
+        kt_output(t, INFD_DTYPE_FP32, 4, yd);
+        c.from[c.n][0] = 1;
+        c.from[c.n][1] = c.from[c.n][2] = -2;
+        c.n++;
+        add_bin(&c, "Mul", yd, 0, NULL, 4, yd, 2, NULL, yd);
+        add_bin(&c, "Div", yd, 3, NULL, 1, (int64_t[]){ 1 }, -2, &six, yd);
+        add_unary(&c, "Relu", yd, yd, 4);
+        check_fast_chain(&c, xd, (size_t)(ch * 81), 4);
+        chain_fini(&c);
+    }
+}
+
+/* The scalar on either side, Sub both ways, Mul: jit on blocked inputs
+ * (dense and padded channel blocks). */
+static void test_scalar_operands_are_fast(void)
+{
+    static const float c2 = 2.5f;
+    static const char *const ops[] = { "Add", "Sub", "Mul" };
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(ops) && !test_failed_; i++) {
+        for (int64_t ch = 24; ch <= 32 && !test_failed_; ch += 8) {
+            chain c = { 0 };
+            int64_t xd[4] = { 1, 8, 6, 6 }, yd[4] = { 1, ch, 6, 6 };
+            add_conv(&c, xd, ch, 3, -1, -3, NULL, 43);
+            add_bin(&c, ops[i], NULL, -2, &c2, 4, yd, 0, NULL, yd);
+            add_bin(&c, ops[i], yd, 1, NULL, 0, NULL, -2, &c2, yd);
+            add_unary(&c, "Relu", yd, yd, 2);
+            /* c - x on padded blocks is linear(-1, c), which would write
+             * the padding: computed plain (jit) instead, output plain. */
+            check_fast_chain(&c, xd, (size_t)(ch * 36), ops[i][0] == 'S' && ch == 24 ? 1 : 3);
+            chain_fini(&c);
+        }
+    }
+}
+
+/* Squeeze-excitation: a blocked [1, C, H, W] times its own pooled
+ * [1, C, 1, 1] (plain), in both operand orders; and a blocked operand
+ * plus a plain full-shaped one (the chain input). */
+static void test_broadcast_and_mixed_are_fast(void)
+{
+    for (int64_t ch = 24; ch <= 32 && !test_failed_; ch += 8) {
+        chain c = { 0 };
+        int64_t xd[4] = { 1, ch, 7, 7 }, gd[4] = { 1, ch, 1, 1 };
+        add_conv(&c, xd, ch, 3, -1, -3, NULL, 47);
+        add_unary(&c, "GlobalAveragePool", xd, gd, 0);
+        add_bin(&c, "Mul", xd, 0, NULL, 4, gd, 1, NULL, xd);
+        add_bin(&c, "Mul", gd, 1, NULL, 4, xd, 2, NULL, xd);
+        add_bin(&c, "Add", xd, 3, NULL, 4, xd, -1, NULL, xd);
+        add_unary(&c, "Relu", xd, xd, 4);
+        check_fast_chain(&c, xd, (size_t)(ch * 49), 4);
+        chain_fini(&c);
+    }
+}
+
+/* Constant scalar operands on a plain input, against the FP32 arithmetic:
+ * x+c, c+x, x-c, c-x, x*c, c*x, x/c (as x * (1/c)), each jit. */
+static void test_scalar_operands_plain(void)
+{
+    static const char *const ops[] = { "Add", "Sub", "Mul", "Div" };
+    const float cv = -1.75f;
+    int64_t xd[4] = { 2, 3, 4, 5 };
+    size_t n = 120;
+    float *x = dt_rand(n, 61), *y = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(ops) && !test_failed_; i++) {
+        for (int first = 0; first < 2 && !test_failed_; first++) {
+            if (ops[i][0] == 'D' && first)
+                continue;
+            kt t;
+            infd_kernel *k = NULL;
+            infd_error err = { 0 };
+            kt_init(&t, ops[i], 17);
+            kt_input(&t, INFD_DTYPE_FP32, first ? 0 : 4, first ? NULL : xd, first ? &cv : NULL);
+            kt_input(&t, INFD_DTYPE_FP32, first ? 4 : 0, first ? xd : NULL, first ? NULL : &cv);
+            kt_output(&t, INFD_DTYPE_FP32, 4, xd);
+            for (size_t j = 0; j < n; j++) {
+                float a = first ? cv : x[j], b = first ? x[j] : cv;
+                want[j] = ops[i][0] == 'A'   ? a + b
+                          : ops[i][0] == 'S' ? a - b
+                          : ops[i][0] == 'M' ? a * b
+                                             : a / b;
+            }
+            ASSERT_TRUE(dt_compile(&t, (const void *[]){ NULL, NULL }, false, &k, &err) ==
+                        INFD_STATUS_OK);
+            if (k) {
+                const void *ins[2] = { first ? (const void *)&cv : x,
+                                       first ? (const void *)x : &cv };
+                dt_exec(k, ins, (void *const[]){ y });
+                if (strstr(k->name, "ref"))
+                    TEST_FAIL_("%s (constant %s): %s", ops[i], first ? "first" : "second", k->name);
+                ASSERT_CLOSE(y, want, n);
+            }
+            infd_kernel_destroy(k);
+            kt_fini(&t);
+        }
+    }
+    free(x);
+    free(y);
+    free(want);
+}
+
 TEST_MAIN(test_conv_relu_maxpool, test_conv_residual_gap, test_conv_plain_src_opaque_residual,
           test_conv_opaque_src_plain_residual, test_add_two_opaque, test_add_opaque_out_relu,
-          test_add_broadcast_operand_stays_plain, test_conv_opaque_picks_jit)
+          test_add_broadcast_operand_stays_plain, test_conv_opaque_picks_jit,
+          test_hard_swish_is_fast, test_scalar_operands_are_fast, test_broadcast_and_mixed_are_fast,
+          test_scalar_operands_plain)
