@@ -339,15 +339,18 @@ INFD_DNNL_OP(matmul)
 INFD_DNNL_OP(eltwise)
 INFD_DNNL_OP(pow)
 INFD_DNNL_OP(binary)
+INFD_DNNL_OP(concat)
 INFD_DNNL_OP(softmax)
 INFD_DNNL_OP(batch_norm)
 INFD_DNNL_OP(reduce)
 #undef INFD_DNNL_OP
 
-/* Layout hooks with op-specific rules (dnnl_conv.c, dnnl_binary.c). */
+/* Layout hooks with op-specific rules (dnnl_conv.c, dnnl_binary.c,
+ * dnnl_concat.c). */
 bool infd_dnnl_conv_produces_opaque(const infd_kernel_args *a);
 bool infd_dnnl_conv_accepts_opaque(const infd_kernel_args *a, int i);
 bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a);
 bool infd_dnnl_binary_accepts_opaque(const infd_kernel_args *a, int i);
+bool infd_dnnl_concat_accepts_opaque(const infd_kernel_args *a, int i);
 
 #endif /* INFD_BACKENDS_CPU_DNNL_COMMON_H */

@@ -41,6 +41,7 @@ const infd_cpu_op infd_cpu_ops_dnnl[] = {
     OPL("Sub", binary, infd_dnnl_produces_opaque, infd_dnnl_binary_accepts_opaque),
     OPL("Mul", binary, infd_dnnl_produces_opaque, infd_dnnl_binary_accepts_opaque),
     OPL("Div", binary, infd_dnnl_produces_opaque, infd_dnnl_binary_accepts_opaque),
+    OPL("Concat", concat, infd_dnnl_produces_opaque, infd_dnnl_concat_accepts_opaque),
     OP("Softmax", softmax),
     OP("LogSoftmax", softmax),
     OPP("BatchNormalization", batch_norm),

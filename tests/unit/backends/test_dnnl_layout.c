@@ -443,8 +443,65 @@ static void test_scalar_operands_plain(void)
     free(want);
 }
 
+/* Concat along channels of a (from step `from_a`, `ad`) and b (from step
+ * `from_b`, or constant `b_data` when from_b is -2, `bd`). */
+static void add_concat(chain *c, const int64_t *ad, int from_a, const int64_t *bd, int from_b,
+                       const float *b_data)
+{
+    kt *t = &c->t[c->n];
+    int64_t yd[4] = { ad[0], ad[1] + bd[1], ad[2], ad[3] };
+    kt_init(t, "Concat", 13);
+    kt_input(t, INFD_DTYPE_FP32, 4, ad, NULL);
+    kt_input(t, INFD_DTYPE_FP32, 4, bd, b_data);
+    kt_output(t, INFD_DTYPE_FP32, 4, yd);
+    kt_attr_int(t, "axis", 1);
+    c->from[c->n][0] = from_a;
+    c->from[c->n][1] = from_b;
+    c->n++;
+}
+
+/* BlazeFace's channel padding, Concat(conv, zeros), between blocked
+ * kernels: 20 -> 24 (within a block), 24 -> 40 (new blocks), and 32 ->
+ * 36 (a new partial block); the zeros must land where the padded channels
+ * of the blocked conv output were. Then a concat of a conv with non-zero
+ * constants and one of two convs (offsets off the blocks: the fallback). */
+static void test_concat_keeps_layout(void)
+{
+    static const int64_t cases[][2] = { { 20, 4 }, { 24, 16 }, { 32, 4 } };
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(cases) && !test_failed_; i++) {
+        chain c = { 0 };
+        int64_t ch = cases[i][0], pad = cases[i][1];
+        int64_t xd[4] = { 2, 8, 6, 6 }, cd[4] = { 2, ch, 6, 6 }, zd[4] = { 2, pad, 6, 6 };
+        int64_t yd[4] = { 2, ch + pad, 6, 6 };
+        float *z = calloc((size_t)(2 * pad * 36), sizeof(float));
+        add_conv(&c, xd, ch, 3, -1, -3, "Relu", 71);
+        add_concat(&c, cd, 0, zd, -2, z);
+        add_conv(&c, yd, ch + pad, 1, 1, 1, NULL, 73);
+        check_chain(&c, xd, (size_t)(2 * (ch + pad) * 36), 2);
+        if (!strstr(step_names[1], "pad_channels"))
+            TEST_FAIL_("Concat with zeros of %lld + %lld channels: %s", (long long)ch,
+                       (long long)pad, step_names[1]);
+        chain_fini(&c);
+        free(z);
+    }
+    for (int two = 0; two < 2 && !test_failed_; two++) {
+        chain c = { 0 };
+        int64_t xd[4] = { 1, 8, 5, 5 }, ad[4] = { 1, 20, 5, 5 }, bd[4] = { 1, 12, 5, 5 };
+        int64_t yd[4] = { 1, 32, 5, 5 };
+        float *b = dt_rand(12 * 25, 75);
+        add_conv(&c, xd, 20, 3, -1, -3, NULL, 77);
+        if (two)
+            add_conv(&c, xd, 12, 1, -1, -3, NULL, 79);
+        add_concat(&c, ad, 0, bd, two ? 1 : -2, two ? NULL : b);
+        add_unary(&c, "Relu", yd, yd, c.n - 1);
+        check_chain(&c, xd, 32 * 25, 1);
+        chain_fini(&c);
+        free(b);
+    }
+}
+
 TEST_MAIN(test_conv_relu_maxpool, test_conv_residual_gap, test_conv_plain_src_opaque_residual,
           test_conv_opaque_src_plain_residual, test_add_two_opaque, test_add_opaque_out_relu,
           test_add_broadcast_operand_stays_plain, test_conv_opaque_picks_jit,
           test_hard_swish_is_fast, test_scalar_operands_are_fast, test_broadcast_and_mixed_are_fast,
-          test_scalar_operands_plain)
+          test_scalar_operands_plain, test_concat_keeps_layout)
