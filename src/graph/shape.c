@@ -1529,6 +1529,100 @@ static infd_status infer_gather_elements(const ctx *c)
     return set_output(c, 0, dt, &ind);
 }
 
+/* DepthToSpace [N, C, H, W] -> [N, C/b^2, H*b, W*b]; SpaceToDepth the
+ * inverse. */
+static infd_status infer_depth_space(const ctx *c)
+{
+    infd_dtype dt;
+    infd_shape s;
+    int64_t b;
+    TRY(get_input(c, 0, &dt, &s));
+    if (s.rank != 4)
+        return fail(c, "input 0 ('%s') has shape %s, expected rank 4", in_name(c, 0), str(&s).s);
+    TRY(attr_int(c, "blocksize", 0, &b));
+    if (b < 1 || b > INT32_MAX)
+        return fail(c, "attribute 'blocksize' is %" PRId64 ", expected a value >= 1", b);
+    if (strcmp(c->node->op_type, "DepthToSpace") == 0) {
+        const char *mode;
+        TRY(attr_string(c, "mode", "DCR", &mode));
+        if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
+            return fail(c, "attribute 'mode' is '%s', expected DCR or CRD", mode);
+        if (s.dims[1] % (b * b) != 0)
+            return fail(c, "channels %" PRId64 " are not a multiple of blocksize^2 (%" PRId64 ")",
+                        s.dims[1], b * b);
+        s.dims[1] /= b * b;
+        s.dims[2] *= b;
+        s.dims[3] *= b;
+    } else {
+        if (s.dims[2] % b != 0 || s.dims[3] % b != 0)
+            return fail(c, "spatial dims %s are not multiples of blocksize %" PRId64, str(&s).s, b);
+        s.dims[1] *= b * b;
+        s.dims[2] /= b;
+        s.dims[3] /= b;
+    }
+    return set_output(c, 0, dt, &s);
+}
+
+/* CumSum: the shape of x; axis is a constant or run-time scalar. */
+static infd_status infer_cumsum(const ctx *c)
+{
+    infd_dtype dt, at;
+    infd_shape s, as;
+    TRY(get_input_rank(c, 0, 1, &dt, &s));
+    TRY(get_input(c, 1, &at, &as));
+    if (!is_int_index_dtype(at) || as.rank > 1)
+        return fail(c, "input 1 ('%s') must be an INT64 or INT32 scalar", in_name(c, 1));
+    return set_output(c, 0, dt, &s);
+}
+
+/* EyeLike: the 2-D shape of the input; dtype from 'dtype' or the input's. */
+static infd_status infer_eye_like(const ctx *c)
+{
+    infd_dtype dt;
+    infd_shape s;
+    int64_t to;
+    TRY(get_input(c, 0, &dt, &s));
+    if (s.rank != 2)
+        return fail(c, "input 0 ('%s') has shape %s, expected rank 2", in_name(c, 0), str(&s).s);
+    TRY(attr_int(c, "dtype", 0, &to));
+    if (to != 0) {
+        dt = to < INT32_MIN || to > INT32_MAX ? INFD_DTYPE_INVALID
+                                              : infd_dtype_from_onnx((int32_t)to);
+        if (dt == INFD_DTYPE_INVALID || infd_dtype_size(dt) == 0)
+            return fail(c, "attribute 'dtype' is %" PRId64 ", expected a numeric type", to);
+    }
+    return set_output(c, 0, dt, &s);
+}
+
+/* OneHot: indices' shape with the constant depth inserted at axis; the
+ * dtype of values. */
+static infd_status infer_one_hot(const ctx *c)
+{
+    infd_dtype it, dt, vt;
+    infd_shape s, ds, vs;
+    const_view v;
+    int64_t axis;
+    int32_t a = 0;
+    TRY(get_input(c, 0, &it, &s));
+    TRY(get_input(c, 1, &dt, &ds));
+    TRY(get_input(c, 2, &vt, &vs));
+    if (s.rank + 1 > INFD_MAX_RANK)
+        return fail(c, "input 0 ('%s') has rank %d, too many for OneHot", in_name(c, 0),
+                    (int)s.rank);
+    TRY(const_input(c, 1, is_int_index_dtype(dt), &v));
+    if (v.n != 1)
+        return fail(c, "input 1 ('%s') has %" PRId64 " elements, expected one", in_name(c, 1), v.n);
+    double depth = is_int_index_dtype(dt) ? (double)view_int(&v, 0) : view_double(&v, 0);
+    if (!(depth >= 1 && depth <= (double)INT32_MAX))
+        return fail(c, "depth is %g, expected a value >= 1", depth);
+    TRY(attr_int(c, "axis", -1, &axis));
+    TRY(norm_axis(c, "attribute 'axis'", axis, s.rank + 1, &a));
+    memmove(s.dims + a + 1, s.dims + a, sizeof(int64_t) * (size_t)(s.rank - a));
+    s.dims[a] = (int64_t)depth;
+    s.rank++;
+    return set_output(c, 0, vt, &s);
+}
+
 /* Expand: input broadcast with the constant shape (both ways, as numpy). */
 static infd_status infer_expand(const ctx *c)
 {
@@ -2025,6 +2119,8 @@ static const op_entry ops[] = {
     { "ConstantOfShape", infer_constant_of_shape },
     { "Conv", infer_conv },
     { "ConvTranspose", infer_conv_transpose },
+    { "CumSum", infer_cumsum },
+    { "DepthToSpace", infer_depth_space },
     { "Cos", infer_same },
     { "Div", infer_broadcast_same },
     { "Dropout", infer_dropout },
@@ -2033,6 +2129,7 @@ static const op_entry ops[] = {
     { "Erf", infer_same },
     { "Exp", infer_same },
     { "Expand", infer_expand },
+    { "EyeLike", infer_eye_like },
     { "Flatten", infer_flatten },
     { "Floor", infer_same },
     { "Gather", infer_gather },
@@ -2069,6 +2166,7 @@ static const op_entry ops[] = {
     { "Mul", infer_broadcast_same },
     { "Neg", infer_same },
     { "Not", infer_not },
+    { "OneHot", infer_one_hot },
     { "Or", infer_broadcast_same },
     { "PRelu", infer_broadcast_same },
     { "Pad", infer_pad },
@@ -2099,6 +2197,7 @@ static const op_entry ops[] = {
     { "Softmax", infer_softmax },
     { "Softplus", infer_same },
     { "Softsign", infer_same },
+    { "SpaceToDepth", infer_depth_space },
     { "Split", infer_split },
     { "Sqrt", infer_same },
     { "Squeeze", infer_squeeze },
@@ -2109,6 +2208,7 @@ static const op_entry ops[] = {
     { "ThresholdedRelu", infer_same },
     { "Tile", infer_tile },
     { "Transpose", infer_transpose },
+    { "Trilu", infer_same },
     { "Unsqueeze", infer_unsqueeze },
     { "Upsample", infer_upsample },
     { "Where", infer_where },

@@ -13,7 +13,8 @@
     infd_status ref_##name##_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 
 /* ref_movement.c: Identity, Reshape, Flatten, Squeeze, Unsqueeze, Dropout
- * (copies), Expand, Transpose, Slice, Tile, Concat, Split, Gather. */
+ * (copies), Expand, Transpose, Slice, Tile, Concat, Split, Gather,
+ * DepthToSpace, SpaceToDepth, GatherElements. */
 REF_DECLARE(copy);
 REF_DECLARE(expand);
 REF_DECLARE(transpose);
@@ -22,6 +23,8 @@ REF_DECLARE(tile);
 REF_DECLARE(concat);
 REF_DECLARE(split);
 REF_DECLARE(gather);
+REF_DECLARE(depth_space);
+REF_DECLARE(gather_elements);
 
 /* ref_shape.c: Shape, Constant, ConstantOfShape, Range, Cast. */
 REF_DECLARE(shape);
@@ -43,10 +46,25 @@ REF_DECLARE(unary);
 /* ref_resize.c: Resize, Upsample. */
 REF_DECLARE(resize);
 
-/* ref_reduce.c: ReduceMean/Sum/Max/Min/Prod/SumSquare/L1/L2, Softmax,
- * LogSoftmax, MatMul. */
+/* ref_reduce.c: ReduceMean/Sum/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp,
+ * Softmax, LogSoftmax, Hardmax, MatMul, LayerNormalization. */
 REF_DECLARE(reduce);
 REF_DECLARE(softmax);
+REF_DECLARE(hardmax);
 REF_DECLARE(matmul);
+REF_DECLARE(layernorm);
+
+/* ref_pad.c: Pad. */
+REF_DECLARE(pad);
+
+/* ref_index.c: ArgMax, ArgMin, IsNaN, IsInf, Trilu, Mod, CumSum, EyeLike,
+ * OneHot. */
+REF_DECLARE(arg);
+REF_DECLARE(isx);
+REF_DECLARE(trilu);
+REF_DECLARE(mod);
+REF_DECLARE(cumsum);
+REF_DECLARE(eye_like);
+REF_DECLARE(one_hot);
 
 #endif /* INFD_BACKENDS_CPU_REF_KERNELS_H */

@@ -1,8 +1,8 @@
 /*
  * ref_movement.c - data movement kernels: the pure copies (Identity,
  * Reshape, Flatten, Squeeze, Unsqueeze, Dropout at inference), the view
- * copies (Expand, Transpose, Slice, Tile: one strided walk in ref_common.c),
- * and Concat, Split, Gather.
+ * copies (Expand, Transpose, Slice, Tile, DepthToSpace, SpaceToDepth: one
+ * strided walk in ref_common.c), and Concat, Split, Gather, GatherElements.
  *
  * All work on bytes, so every fixed-size dtype is covered. Shapes, strides
  * and slice bounds are fixed at compile; run() only moves bytes.
@@ -736,6 +736,190 @@ infd_status ref_gather_compile(const infd_kernel_args *a, infd_kernel **out, inf
     k->axis_dim = data->shape.dims[axis].value;
     k->n_idx = infd_cpu_numel(a->inputs[1]);
     k->idx_type = a->inputs[1]->dtype;
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
+/* ---- DepthToSpace, SpaceToDepth ------------------------------------------------ */
+
+/* Both are a reshape to 6-D and a transpose, so one view copy: the output,
+ * seen as 6-D, reads the input at the strides of the reshaped dims. */
+static bool depth_space_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
+{
+    if (!same_dtype_io(a, why))
+        return false;
+    const infd_ir_value *x = a->inputs[0];
+    if (x->shape.rank != 4)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "input must be 4-D");
+    int64_t b = 0;
+    if (infd_ir_attr_int(a->g, a->node, "blocksize", 0, &b, why) != INFD_STATUS_OK)
+        return false;
+    int64_t N = x->shape.dims[0].value, C = x->shape.dims[1].value;
+    int64_t H = x->shape.dims[2].value, W = x->shape.dims[3].value;
+    bool d2s = strcmp(a->node->op_type, "DepthToSpace") == 0;
+    if (b < 1 || (d2s ? C % (b * b) != 0 : (H % b != 0 || W % b != 0)))
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                           "blocksize %lld does not divide the input", (long long)b);
+    memset(v, 0, sizeof(*v));
+    v->rank = 6;
+    v->esize = infd_dtype_size(x->dtype);
+    const int64_t HW = H * W;
+    if (d2s) {
+        const char *mode = NULL;
+        if (infd_ir_attr_string(a->g, a->node, "mode", "DCR", &mode, why) != INFD_STATUS_OK)
+            return false;
+        bool crd = strcmp(mode, "CRD") == 0;
+        if (!crd && strcmp(mode, "DCR") != 0)
+            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "mode '%s' is unknown", mode);
+        int64_t c = C / (b * b);
+        /* Output [N, c, H, b1, W, b2]; input [N, b1, b2, c, H, W] (DCR) or
+         * [N, c, b1, b2, H, W] (CRD). */
+        int64_t s_c = crd ? b * b * HW : HW, s_b1 = crd ? b * HW : b * c * HW;
+        int64_t s_b2 = crd ? HW : c * HW;
+        int64_t dims[6] = { N, c, H, b, W, b }, st[6] = { C * HW, s_c, W, s_b1, 1, s_b2 };
+        memcpy(v->dims, dims, sizeof(dims));
+        memcpy(v->strides, st, sizeof(st));
+    } else {
+        /* Input [N, C, h, b1, w, b2]; output [N, b1, b2, C, h, w]. */
+        int64_t dims[6] = { N, b, b, C, H / b, W / b };
+        int64_t st[6] = { C * HW, W, 1, HW, b * W, b };
+        memcpy(v->dims, dims, sizeof(dims));
+        memcpy(v->strides, st, sizeof(st));
+    }
+    if (infd_cpu_numel(a->outputs[0]) != infd_cpu_numel(x))
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
+    return true;
+}
+
+bool ref_depth_space_supports(const infd_kernel_args *a, infd_error *why)
+{
+    ref_view v;
+    return depth_space_view(a, &v, why);
+}
+
+infd_status ref_depth_space_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    ref_view v;
+    *out = NULL;
+    if (!depth_space_view(a, &v, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    return view_kernel_make(a, &v, "ref:depth_space", out, err);
+}
+
+/* ---- GatherElements --------------------------------------------------------- */
+
+typedef struct gather_el_kernel {
+    infd_cpu_kernel base;
+    int32_t rank;
+    int32_t axis;
+    size_t esize;
+    infd_dtype idx_type; /* INT32 or INT64 */
+    int64_t numel;       /* output (= indices) elements */
+    int64_t idx_dims[INFD_MAX_RANK];
+    int64_t data_strides[INFD_MAX_RANK]; /* elements */
+    int64_t axis_dim;
+} gather_el_kernel;
+
+typedef struct gather_el_job {
+    const gather_el_kernel *k;
+    const char *data;
+    const void *idx;
+    char *out;
+} gather_el_job;
+
+static void gather_el_body(void *arg, int64_t begin, int64_t end)
+{
+    const gather_el_job *j = arg;
+    const gather_el_kernel *k = j->k;
+    const size_t es = k->esize;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t ix = k->idx_type == INFD_DTYPE_INT64 ? ((const int64_t *)j->idx)[item]
+                                                     : ((const int32_t *)j->idx)[item];
+        if (ix < 0)
+            ix += k->axis_dim;
+        char *dst = j->out + (size_t)item * es;
+        /* Out-of-range indices are invalid input; they must not crash. */
+        if (ix < 0 || ix >= k->axis_dim) {
+            memset(dst, 0, es);
+            continue;
+        }
+        int64_t rem = item, off = 0;
+        for (int32_t d = k->rank - 1; d >= 0; d--) {
+            int64_t i = rem % k->idx_dims[d];
+            rem /= k->idx_dims[d];
+            off += (d == k->axis ? ix : i) * k->data_strides[d];
+        }
+        memcpy(dst, j->data + (size_t)off * es, es);
+    }
+}
+
+static void gather_el_run(const infd_cpu_kernel *ck, const infd_kernel_io *io)
+{
+    const gather_el_kernel *k = (const gather_el_kernel *)ck;
+    gather_el_job j = {
+        .k = k, .data = io->inputs[0], .idx = io->inputs[1], .out = io->outputs[0]
+    };
+    ref_parallel(io->pool, k->numel, REF_GRAIN / 4, gather_el_body, &j);
+}
+
+static bool gather_el_plan(const infd_kernel_args *a, gather_el_kernel *k, infd_error *why)
+{
+    if (!same_dtype_io(a, why))
+        return false;
+    if (a->n_inputs < 2 || !a->inputs[1] ||
+        (a->inputs[1]->dtype != INFD_DTYPE_INT64 && a->inputs[1]->dtype != INFD_DTYPE_INT32))
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "indices must be INT32 or INT64");
+    const infd_ir_value *x = a->inputs[0], *ind = a->inputs[1];
+    int32_t rank = x->shape.rank;
+    if (rank < 1 || ind->shape.rank != rank)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                           "data and indices must have the same rank >= 1");
+    int64_t axis = 0;
+    if (infd_ir_attr_int(a->g, a->node, "axis", 0, &axis, why) != INFD_STATUS_OK)
+        return false;
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
+    k->rank = rank;
+    k->axis = (int32_t)axis;
+    k->esize = infd_dtype_size(x->dtype);
+    k->idx_type = ind->dtype;
+    k->numel = infd_cpu_numel(ind);
+    k->axis_dim = x->shape.dims[axis].value;
+    int64_t s = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        k->idx_dims[d] = ind->shape.dims[d].value;
+        k->data_strides[d] = s;
+        s *= x->shape.dims[d].value;
+        if (d != axis && k->idx_dims[d] > x->shape.dims[d].value)
+            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                               "indices dim %d exceeds the data dim", (int)d);
+    }
+    if (infd_cpu_numel(a->outputs[0]) != k->numel)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
+    return true;
+}
+
+bool ref_gather_elements_supports(const infd_kernel_args *a, infd_error *why)
+{
+    gather_el_kernel k;
+    return gather_el_plan(a, &k, why);
+}
+
+infd_status ref_gather_elements_compile(const infd_kernel_args *a, infd_kernel **out,
+                                        infd_error *err)
+{
+    gather_el_kernel tmp;
+    *out = NULL;
+    if (!gather_el_plan(a, &tmp, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    gather_el_kernel *k = (gather_el_kernel *)infd_cpu_kernel_new(
+        sizeof(gather_el_kernel), "ref:gather_elements", gather_el_run, NULL);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    tmp.base = k->base;
+    *k = tmp;
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * ref_reduce.c - reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin,
- * ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum) in FP32,
- * INT32 and INT64; Softmax and LogSoftmax in FP32; a plain FP32 MatMul for
- * the shapes oneDNN declines.
+ * ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2 in FP32, INT32 and INT64;
+ * ReduceLogSum in FP32; ReduceLogSumExp in FP32 and FP64); Softmax,
+ * LogSoftmax and Hardmax in FP32; a plain FP32 MatMul for the shapes oneDNN
+ * declines; LayerNormalization in FP32.
  *
  * Reductions are planned at compile: size-1 dims dropped, neighbouring dims
  * of the same kind (kept or reduced) merged. If the innermost group is kept,
@@ -29,12 +30,14 @@ typedef enum red_op {
     R_L1,
     R_L2,
     R_LOGSUM,
+    R_LOGSUMEXP,
     N_RED
 } red_op;
 
-static const char *const red_names[N_RED] = { "ReduceSum", "ReduceMean", "ReduceMax",
-                                              "ReduceMin", "ReduceProd", "ReduceSumSquare",
-                                              "ReduceL1",  "ReduceL2",   "ReduceLogSum" };
+static const char *const red_names[N_RED] = { "ReduceSum",      "ReduceMean", "ReduceMax",
+                                              "ReduceMin",      "ReduceProd", "ReduceSumSquare",
+                                              "ReduceL1",       "ReduceL2",   "ReduceLogSum",
+                                              "ReduceLogSumExp" };
 
 typedef struct reduce_kernel {
     infd_cpu_kernel base;
@@ -96,7 +99,7 @@ static int64_t kept_offset(const reduce_kernel *k, int64_t row)
 
 /* One implementation per element type T with accumulator ACC. The op switch
  * sits outside each inner loop. */
-#define REDUCE_IMPL(sfx, T, ACC, INIT_MAX, INIT_MIN, MUL, ABS, FIN)                               \
+#define REDUCE_IMPL(sfx, T, ACC, INIT_MAX, INIT_MIN, MUL, ABS, EXP, FIN)                          \
     static ACC red_init_##sfx(red_op op)                                                          \
     {                                                                                             \
         return op == R_MAX ? (INIT_MAX) : op == R_MIN ? (INIT_MIN) : op == R_PROD ? 1 : 0;        \
@@ -124,6 +127,10 @@ static int64_t kept_offset(const reduce_kernel *k, int64_t row)
         case R_L1:                                                                                \
             for (int64_t i = 0; i < n; i++)                                                       \
                 acc[i] += ABS((ACC)s[i]);                                                         \
+            break;                                                                                \
+        case R_LOGSUMEXP:                                                                         \
+            for (int64_t i = 0; i < n; i++)                                                       \
+                acc[i] += EXP((ACC)s[i]);                                                         \
             break;                                                                                \
         default:                                                                                  \
             for (int64_t i = 0; i < n; i++)                                                       \
@@ -153,6 +160,10 @@ static int64_t kept_offset(const reduce_kernel *k, int64_t row)
         case R_L1:                                                                                \
             for (int64_t i = 0; i < n; i++)                                                       \
                 acc += ABS((ACC)s[i * st]);                                                       \
+            break;                                                                                \
+        case R_LOGSUMEXP:                                                                         \
+            for (int64_t i = 0; i < n; i++)                                                       \
+                acc += EXP((ACC)s[i * st]);                                                       \
             break;                                                                                \
         default:                                                                                  \
             for (int64_t i = 0; i < n; i++)                                                       \
@@ -193,15 +204,16 @@ static int64_t kept_offset(const reduce_kernel *k, int64_t row)
         }                                                                                         \
     }
 
-static float fin_f32(red_op op, float acc, int64_t count)
+static double fin_f64(red_op op, double acc, int64_t count)
 {
     switch (op) {
     case R_MEAN:
-        return acc / (float)count;
+        return acc / (double)count;
     case R_L2:
-        return sqrtf(acc);
+        return sqrt(acc);
     case R_LOGSUM:
-        return logf(acc);
+    case R_LOGSUMEXP:
+        return log(acc);
     default:
         return acc;
     }
@@ -226,9 +238,15 @@ static int64_t fin_i64(red_op op, int64_t acc, int64_t count)
 /* Integer sums wrap like the elementwise kernels: accumulate in uint64
  * semantics through int64 additions of small terms is well defined only
  * without overflow, so inputs that overflow int64 give unspecified sums. */
-REDUCE_IMPL(f32, float, float, -INFINITY, INFINITY, MUL_F, fabsf, fin_f32)
-REDUCE_IMPL(i64, int64_t, int64_t, INT64_MIN, INT64_MAX, MUL_I, ABS_I, fin_i64)
-REDUCE_IMPL(i32, int32_t, int64_t, INT32_MIN, INT32_MAX, MUL_I, ABS_I, fin_i64)
+#define EXP_NONE(a) (a) /* integers never reach R_LOGSUMEXP */
+
+/* FP32 accumulates in double: sums of many elements keep their precision,
+ * and ReduceLogSumExp's exp() overflows only past x = 709 instead of 88 (it
+ * does not subtract the maximum first; inputs that large still give inf). */
+REDUCE_IMPL(f32, float, double, -INFINITY, INFINITY, MUL_F, fabs, exp, fin_f64)
+REDUCE_IMPL(f64, double, double, -INFINITY, INFINITY, MUL_F, fabs, exp, fin_f64)
+REDUCE_IMPL(i64, int64_t, int64_t, INT64_MIN, INT64_MAX, MUL_I, ABS_I, EXP_NONE, fin_i64)
+REDUCE_IMPL(i32, int32_t, int64_t, INT32_MIN, INT32_MAX, MUL_I, ABS_I, EXP_NONE, fin_i64)
 
 static void reduce_body(void *arg, int64_t begin, int64_t end)
 {
@@ -236,6 +254,9 @@ static void reduce_body(void *arg, int64_t begin, int64_t end)
     switch (j->k->dt) {
     case INFD_DTYPE_FP32:
         red_rows_f32(j, begin, end);
+        break;
+    case INFD_DTYPE_FP64:
+        red_rows_f64(j, begin, end);
         break;
     case INFD_DTYPE_INT64:
         red_rows_i64(j, begin, end);
@@ -274,11 +295,17 @@ static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error 
     k->op = (red_op)op;
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     k->dt = x->dtype;
-    if (k->dt != INFD_DTYPE_FP32 && k->dt != INFD_DTYPE_INT64 && k->dt != INFD_DTYPE_INT32)
+    if (k->dt == INFD_DTYPE_FP64 && k->op != R_LOGSUMEXP)
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "%s on FP64 is not supported",
+                           a->node->op_type);
+    if (k->dt != INFD_DTYPE_FP32 && k->dt != INFD_DTYPE_FP64 && k->dt != INFD_DTYPE_INT64 &&
+        k->dt != INFD_DTYPE_INT32)
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "%s on %s is not supported",
                            a->node->op_type, infd_dtype_name(k->dt));
     if (k->op == R_LOGSUM && k->dt != INFD_DTYPE_FP32)
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "ReduceLogSum needs FP32");
+    if (k->op == R_LOGSUMEXP && !ref_dtype_is_float(k->dt))
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "ReduceLogSumExp needs FP32 or FP64");
     if (y->dtype != k->dt)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype differs");
     int64_t keepdims = 1, noop = 0;
@@ -556,6 +583,62 @@ infd_status ref_softmax_compile(const infd_kernel_args *a, infd_kernel **out, in
     return INFD_STATUS_OK;
 }
 
+/* ---- Hardmax ----------------------------------------------------------------------- */
+
+typedef struct hardmax_job {
+    const softmax_kernel *k;
+    const float *in;
+    float *out;
+} hardmax_job;
+
+/* Items are lines along the axis (outer x inner): 1 at the first maximum,
+ * 0 elsewhere (a NaN line keeps index 0, as no comparison wins). */
+static void hardmax_body(void *arg, int64_t begin, int64_t end)
+{
+    const hardmax_job *j = arg;
+    const int64_t len = j->k->len, inner = j->k->inner;
+    for (int64_t it = begin; it < end; it++) {
+        int64_t base = (it / inner) * len * inner + it % inner, best = 0;
+        for (int64_t l = 1; l < len; l++)
+            if (j->in[base + l * inner] > j->in[base + best * inner])
+                best = l;
+        for (int64_t l = 0; l < len; l++)
+            j->out[base + l * inner] = l == best ? 1.0f : 0.0f;
+    }
+}
+
+static void hardmax_run(const infd_cpu_kernel *ck, const infd_kernel_io *io)
+{
+    const softmax_kernel *k = (const softmax_kernel *)ck;
+    hardmax_job j = { .k = k, .in = io->inputs[0], .out = io->outputs[0] };
+    if (k->len == 0)
+        return;
+    ref_parallel(io->pool, k->outer * k->inner, ref_row_grain(k->len), hardmax_body, &j);
+}
+
+bool ref_hardmax_supports(const infd_kernel_args *a, infd_error *why)
+{
+    softmax_kernel k;
+    return softmax_plan(a, &k, why);
+}
+
+/* Same axis rules (and plan) as Softmax. */
+infd_status ref_hardmax_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    softmax_kernel tmp;
+    *out = NULL;
+    if (!softmax_plan(a, &tmp, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    softmax_kernel *k = (softmax_kernel *)infd_cpu_kernel_new(sizeof(softmax_kernel), "ref:hardmax",
+                                                              hardmax_run, NULL);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    tmp.base = k->base;
+    *k = tmp;
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
 /* ---- MatMul ------------------------------------------------------------------------- */
 
 typedef struct matmul_kernel {
@@ -696,6 +779,135 @@ infd_status ref_matmul_compile(const infd_kernel_args *a, infd_kernel **out, inf
         k->a_off[b] = ao;
         k->b_off[b] = bo;
     }
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
+/* ---- LayerNormalization ------------------------------------------------------------- */
+
+typedef struct layernorm_kernel {
+    infd_cpu_kernel base;
+    float eps;
+    bool has_bias;
+    int32_t n_out;     /* outputs the node has (Mean, InvStdDev are optional) */
+    int64_t rows, len; /* rows of `len` normalised elements */
+    int64_t scale_n;   /* elements of Scale (len, or 1: broadcast) */
+    int64_t bias_n;
+} layernorm_kernel;
+
+typedef struct layernorm_job {
+    const layernorm_kernel *k;
+    const infd_kernel_io *io;
+} layernorm_job;
+
+/* One row: two passes in double (mean, then variance about it). */
+static void layernorm_body(void *arg, int64_t begin, int64_t end)
+{
+    const layernorm_job *j = arg;
+    const layernorm_kernel *k = j->k;
+    const float *scale = j->io->inputs[1];
+    const float *bias = k->has_bias ? j->io->inputs[2] : NULL;
+    float *mean_out = k->n_out > 1 ? j->io->outputs[1] : NULL;
+    float *inv_out = k->n_out > 2 ? j->io->outputs[2] : NULL;
+    const int64_t len = k->len;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = (const float *)j->io->inputs[0] + r * len;
+        float *y = (float *)j->io->outputs[0] + r * len;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < len; i++)
+            sum += x[i];
+        double mean = len ? sum / (double)len : 0.0;
+        for (int64_t i = 0; i < len; i++)
+            sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+        double var = len ? sq / (double)len : 0.0;
+        float inv = (float)(1.0 / sqrt(var + (double)k->eps));
+        float m = (float)mean;
+        for (int64_t i = 0; i < len; i++) {
+            float s = scale[k->scale_n == 1 ? 0 : i];
+            float b = bias ? bias[k->bias_n == 1 ? 0 : i] : 0.0f;
+            y[i] = (x[i] - m) * inv * s + b;
+        }
+        if (mean_out)
+            mean_out[r] = m;
+        if (inv_out)
+            inv_out[r] = inv;
+    }
+}
+
+static void layernorm_run(const infd_cpu_kernel *ck, const infd_kernel_io *io)
+{
+    const layernorm_kernel *k = (const layernorm_kernel *)ck;
+    layernorm_job j = { .k = k, .io = io };
+    ref_parallel(io->pool, k->rows, ref_row_grain(k->len), layernorm_body, &j);
+}
+
+static bool layernorm_plan(const infd_kernel_args *a, layernorm_kernel *k, infd_error *why)
+{
+    if (a->n_inputs < 2 || !a->inputs[0] || !a->inputs[1] || a->n_outputs < 1 || !a->outputs[0])
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X, Scale and Y");
+    const infd_ir_value *x = a->inputs[0];
+    k->has_bias = a->n_inputs > 2 && a->inputs[2];
+    k->n_out = a->n_outputs;
+    for (int32_t i = 0; i < a->n_inputs; i++)
+        if (a->inputs[i] && a->inputs[i]->dtype != INFD_DTYPE_FP32)
+            return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
+                               "LayerNormalization supports FP32 only, input %d is %s", (int)i,
+                               infd_dtype_name(a->inputs[i]->dtype));
+    for (int32_t i = 0; i < a->n_outputs && i < 3; i++)
+        if (a->outputs[i] && a->outputs[i]->dtype != INFD_DTYPE_FP32)
+            return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
+                               "LayerNormalization supports FP32 only, output %d is %s", (int)i,
+                               infd_dtype_name(a->outputs[i]->dtype));
+    if (a->n_outputs > 3)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "too many outputs");
+    int64_t axis = -1, stash = 1;
+    if (infd_ir_attr_int(a->g, a->node, "axis", -1, &axis, why) != INFD_STATUS_OK ||
+        infd_ir_attr_int(a->g, a->node, "stash_type", 1, &stash, why) != INFD_STATUS_OK ||
+        infd_ir_attr_float(a->g, a->node, "epsilon", 1e-5f, &k->eps, why) != INFD_STATUS_OK)
+        return false;
+    if (stash != 1)
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
+                           "stash_type %lld is not supported (FP32 only)", (long long)stash);
+    int32_t rank = x->shape.rank;
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
+    k->rows = k->len = 1;
+    for (int32_t d = 0; d < rank; d++)
+        *(d < axis ? &k->rows : &k->len) *= x->shape.dims[d].value;
+    k->scale_n = infd_cpu_numel(a->inputs[1]);
+    k->bias_n = k->has_bias ? infd_cpu_numel(a->inputs[2]) : 1;
+    if ((k->scale_n != k->len && k->scale_n != 1) || (k->bias_n != k->len && k->bias_n != 1))
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
+                           "Scale and B must have the normalised shape or one element");
+    if (infd_cpu_numel(a->outputs[0]) != k->rows * k->len)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
+    for (int32_t i = 1; i < a->n_outputs; i++)
+        if (a->outputs[i] && infd_cpu_numel(a->outputs[i]) != k->rows)
+            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                               "output %d must have one element per row", (int)i);
+    return true;
+}
+
+bool ref_layernorm_supports(const infd_kernel_args *a, infd_error *why)
+{
+    layernorm_kernel k;
+    return layernorm_plan(a, &k, why);
+}
+
+infd_status ref_layernorm_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    layernorm_kernel tmp;
+    *out = NULL;
+    if (!layernorm_plan(a, &tmp, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    layernorm_kernel *k = (layernorm_kernel *)infd_cpu_kernel_new(
+        sizeof(layernorm_kernel), "ref:layernorm", layernorm_run, NULL);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    tmp.base = k->base;
+    *k = tmp;
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }

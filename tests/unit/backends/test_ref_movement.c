@@ -428,7 +428,67 @@ static void test_gather(void)
     ASSERT_F32_ARRAY(yb, ((float[]){ 0, 0, 0, 0, 0, 0 }), 6, 0);
 }
 
+/* DepthToSpace in both modes and SpaceToDepth on [1, 8, 1, 2], blocksize 2,
+ * against the reshape/transpose definitions worked out by hand. */
+static void test_depth_space(void)
+{
+    float x[16], y[16], z[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = (float)i;
+    /* DCR: out[0, c, h*2+b1, w*2+b2] = x[0, (b1*2+b2)*2+c, h, w]. */
+    static const float dcr[16] = { 0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15 };
+    /* CRD: out[0, c, h*2+b1, w*2+b2] = x[0, c*4+b1*2+b2, h, w]. */
+    static const float crd[16] = { 0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15 };
+    for (int m = 0; m < 2; m++) {
+        kt t;
+        kt_init(&t, "DepthToSpace", 13);
+        kt_attr_int(&t, "blocksize", 2);
+        kt_attr_string(&t, "mode", m ? "CRD" : "DCR");
+        kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 8, 1, 2 }, NULL);
+        kt_output(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 2, 2, 4 });
+        ASSERT_RUN_OK(&t, ((const void *[]){ x }), ((void *[]){ y }));
+        kt_fini(&t);
+        ASSERT_F32_ARRAY(y, m ? crd : dcr, 16, 0);
+    }
+    /* SpaceToDepth undoes DCR. */
+    kt t;
+    kt_init(&t, "SpaceToDepth", 13);
+    kt_attr_int(&t, "blocksize", 2);
+    kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 2, 2, 4 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 8, 1, 2 });
+    ASSERT_RUN_OK(&t, ((const void *[]){ dcr }), ((void *[]){ z }));
+    kt_fini(&t);
+    ASSERT_F32_ARRAY(z, x, 16, 0);
+}
+
+static void test_gather_elements(void)
+{
+    /* data [3, 3] = 1..9; indices [2, 3] on axis 0 (with a negative one) and
+     * [3, 2] on axis 1, INT32 indices, INT64 data. */
+    int64_t d[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, y[6];
+    int64_t i0[6] = { 1, 2, 0, 2, 0, -1 };
+    kt t;
+    kt_init(&t, "GatherElements", 13);
+    kt_input(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ 3, 3 }, NULL);
+    kt_input(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ 2, 3 }, NULL);
+    kt_output(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ 2, 3 });
+    ASSERT_RUN_OK(&t, ((const void *[]){ d, i0 }), ((void *[]){ y }));
+    kt_fini(&t);
+    ASSERT_I64_ARRAY(y, ((int64_t[]){ 4, 8, 3, 7, 2, 9 }), 6);
+
+    int32_t i1[6] = { 0, 0, 1, 0, 2, 1 };
+    kt_init(&t, "GatherElements", 13);
+    kt_attr_int(&t, "axis", 1);
+    kt_input(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ 3, 3 }, NULL);
+    kt_input(&t, INFD_DTYPE_INT32, 2, (int64_t[]){ 3, 2 }, NULL);
+    kt_output(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ 3, 2 });
+    ASSERT_RUN_OK(&t, ((const void *[]){ d, i1 }), ((void *[]){ y }));
+    kt_fini(&t);
+    ASSERT_I64_ARRAY(y, ((int64_t[]){ 1, 1, 5, 4, 9, 8 }), 6);
+}
+
 TEST_MAIN(test_reshape_copies_int64, test_squeeze_unsqueeze_flatten_identity, test_dropout_mask,
           test_transpose_random, test_transpose_2d_blocked_and_large, test_slice_steps_and_clamping,
           test_slice_2d_negative_axes_and_opset9, test_slice_random_vs_naive, test_expand_and_tile,
-          test_concat_axes_and_empty, test_split, test_gather)
+          test_concat_axes_and_empty, test_split, test_gather, test_depth_space,
+          test_gather_elements)

@@ -255,5 +255,61 @@ static void test_matmul_broadcast_and_1d(void)
     ASSERT_F32_ARRAY(q, ((float[]){ -2, -2 }), 2, 0);
 }
 
+/* LayerNormalization over the last axis and the last two, with and without
+ * B and the optional Mean/InvStdDev outputs. */
+static void test_layernorm(void)
+{
+    float x[12], y[12], mean[6], inv[6], want[12], scale[8], bias[8];
+    rt_fill_f32(x, 12);
+    rt_fill_f32(scale, 8);
+    rt_fill_f32(bias, 8);
+    for (int axis = 1; axis <= 2; axis++) {
+        /* x is [3, 2, 2]: axis 1 normalises rows of 4, axis 2 (as -1) rows of 2. */
+        int64_t len = axis == 1 ? 4 : 2, rows = 12 / len;
+        float wm[6], wi[6];
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0, q = 0;
+            for (int64_t i = 0; i < len; i++)
+                s += x[r * len + i];
+            double m = s / (double)len;
+            for (int64_t i = 0; i < len; i++)
+                q += (x[r * len + i] - m) * (x[r * len + i] - m);
+            double iv = 1.0 / sqrt(q / (double)len + 1e-3);
+            wm[r] = (float)m;
+            wi[r] = (float)iv;
+            for (int64_t i = 0; i < len; i++)
+                want[r * len + i] = (float)((x[r * len + i] - m) * iv * scale[i] + bias[i]);
+        }
+        int64_t tail[2] = { 2, 2 };
+        kt t;
+        kt_init(&t, "LayerNormalization", 17);
+        kt_attr_int(&t, "axis", axis == 1 ? 1 : -1);
+        kt_attr_float(&t, "epsilon", 1e-3f);
+        kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 3, 2, 2 }, NULL);
+        kt_input(&t, INFD_DTYPE_FP32, axis == 1 ? 2 : 1, axis == 1 ? tail : tail + 1, NULL);
+        kt_input(&t, INFD_DTYPE_FP32, axis == 1 ? 2 : 1, axis == 1 ? tail : tail + 1, NULL);
+        kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 3, 2, 2 });
+        kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 3, axis == 1 ? 1 : 2, 1 });
+        kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 3, axis == 1 ? 1 : 2, 1 });
+        ASSERT_RUN_OK(&t, ((const void *[]){ x, scale, bias }), ((void *[]){ y, mean, inv }));
+        kt_fini(&t);
+        ASSERT_F32_ARRAY(y, want, 12, 1e-5f);
+        ASSERT_F32_ARRAY(mean, wm, rows, 1e-6f);
+        ASSERT_F32_ARRAY(inv, wi, rows, 1e-5f);
+    }
+
+    /* No B, Y only. */
+    float x2[4] = { 1, 2, 3, 4 }, s2[2] = { 1, 2 }, y2[4];
+    kt t;
+    kt_init(&t, "LayerNormalization", 17);
+    kt_attr_float(&t, "epsilon", 0.0f);
+    kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 2, 2 }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 2 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 2, 2 });
+    ASSERT_RUN_OK(&t, ((const void *[]){ x2, s2 }), ((void *[]){ y2 }));
+    kt_fini(&t);
+    ASSERT_F32_ARRAY(y2, ((float[]){ -1, 2, -1, 2 }), 4, 1e-6f);
+}
+
 TEST_MAIN(test_reduce_axes_forms, test_reduce_int64_noop_and_empty, test_softmax_axes,
-          test_matmul_broadcast_and_1d)
+          test_matmul_broadcast_and_1d, test_layernorm)

@@ -856,6 +856,37 @@ static void test_expand_tile_pad(void)
     infd_ir_graph_destroy(g);
 }
 
+/* DepthToSpace/SpaceToDepth, CumSum, EyeLike, OneHot, Trilu. */
+static void test_index_ops(void)
+{
+    infd_ir_graph *g = graph(13);
+    int32_t x = f32(g, I64S(1, 8, 2, 3));
+    ASSERT_SHAPE(g, infer(g, "DepthToSpace", INS(x), ATTRS(a_int("blocksize", 2))), "[1,2,4,6]");
+    ASSERT_FAILS(g, "DepthToSpace", INS(x), ATTRS(a_int("blocksize", 3)), "not a multiple");
+    ASSERT_FAILS(g, "DepthToSpace", INS(x), ATTRS(a_int("blocksize", 2), a_str("mode", "X")),
+                 "expected DCR or CRD");
+    int32_t s = f32(g, I64S(1, 2, 4, 6));
+    ASSERT_SHAPE(g, infer(g, "SpaceToDepth", INS(s), ATTRS(a_int("blocksize", 2))), "[1,8,2,3]");
+    ASSERT_FAILS(g, "SpaceToDepth", INS(x), ATTRS(a_int("blocksize", 2)), "not multiples");
+    ASSERT_SHAPE(g, infer(g, "CumSum", INS(x, scalar(g, INFD_DTYPE_INT32)), NO_ATTRS), "[1,8,2,3]");
+    ASSERT_FAILS(g, "CumSum", INS(x, scalar(g, INFD_DTYPE_FP32)), NO_ATTRS, "INT64 or INT32");
+    int32_t m = f32(g, I64S(3, 4));
+    int32_t e = infer(g, "EyeLike", INS(m), ATTRS(a_int("dtype", 7)));
+    ASSERT_SHAPE(g, e, "[3,4]");
+    ASSERT_DTYPE(g, e, INT64);
+    ASSERT_FAILS(g, "EyeLike", INS(x), NO_ATTRS, "expected rank 2");
+    int32_t idx = tensor(g, INFD_DTYPE_INT64, I64S(2, 3));
+    int32_t vals = ints(g, I64S(0, 1));
+    ASSERT_SHAPE(g, infer(g, "OneHot", INS(idx, ints(g, I64S(5)), vals), NO_ATTRS), "[2,3,5]");
+    int32_t oh = infer(g, "OneHot", INS(idx, floats(g, 1, (float[]){ 4.0f }), vals),
+                       ATTRS(a_int("axis", 0)));
+    ASSERT_SHAPE(g, oh, "[4,2,3]");
+    ASSERT_DTYPE(g, oh, INT64);
+    ASSERT_FAILS(g, "OneHot", INS(idx, ints(g, I64S(0)), vals), NO_ATTRS, "expected a value >= 1");
+    ASSERT_SHAPE(g, infer(g, "Trilu", INS(m), NO_ATTRS), "[3,4]");
+    infd_ir_graph_destroy(g);
+}
+
 /* Int64 shape arithmetic: element counts beyond INT64_MAX are refused. */
 static void test_int64_overflow(void)
 {
@@ -1183,5 +1214,5 @@ TEST_MAIN(test_broadcast, test_variadic_compare_where, test_unary, test_dropout_
           test_conv, test_conv_auto_pad, test_conv_transpose, test_pool, test_norms, test_gemm,
           test_matmul, test_flatten_transpose, test_reshape, test_shape_op, test_slice,
           test_concat_split, test_squeeze_unsqueeze, test_reduce, test_gather, test_expand_tile_pad,
-          test_int64_overflow, test_constant, test_constant_out_of_memory, test_range, test_resize,
-          test_unknown_and_bad_inputs, test_real_models)
+          test_index_ops, test_int64_overflow, test_constant, test_constant_out_of_memory,
+          test_range, test_resize, test_unknown_and_bad_inputs, test_real_models)
