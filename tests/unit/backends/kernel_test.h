@@ -190,21 +190,16 @@ static inline size_t kt_out_bytes(kt *t, int32_t i)
     return n;
 }
 
-/* Compiles and runs the node; outputs land in `outputs`. Runs a second time
- * on a thread pool and fails (INTERNAL) if the results differ. */
-static inline infd_status kt_run(kt *t, const void *const *inputs, void *const *outputs,
-                                 infd_error *err)
+/* Runs compiled kernel `k` (taken: destroyed here) inline in slot 0 into
+ * `outputs`, then on a 2-thread pool in slot 1, and fails (INTERNAL) if the
+ * two results differ. */
+static inline infd_status kt_run_kernel(kt *t, infd_kernel *k, const void *const *inputs,
+                                        void *const *outputs, infd_error *err)
 {
-    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
-    infd_kernel_args a;
-    infd_kernel *k = NULL;
+    infd_status st = INFD_STATUS_OK;
     infd_pool *pool = NULL;
     void *again[KT_MAX_IO] = { 0 };
     void *ws = NULL;
-    kt_args(t, &a, ins, outs);
-    infd_status st = infd_backend_compile(&infd_cpu_backend, &a, &k, err);
-    if (st != INFD_STATUS_OK)
-        return st;
     if (k->workspace_bytes)
         ws = infd_aligned_alloc(INFD_ALIGNMENT, infd_align_up(k->workspace_bytes, 64));
     infd_kernel_io io = { .inputs = inputs, .outputs = outputs, .workspace = ws, .pool = NULL };
@@ -230,6 +225,20 @@ static inline infd_status kt_run(kt *t, const void *const *inputs, void *const *
     infd_free(ws);
     infd_kernel_destroy(k);
     return st;
+}
+
+/* Compiles the node with the CPU backend and runs it with kt_run_kernel. */
+static inline infd_status kt_run(kt *t, const void *const *inputs, void *const *outputs,
+                                 infd_error *err)
+{
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    infd_kernel_args a;
+    infd_kernel *k = NULL;
+    kt_args(t, &a, ins, outs);
+    infd_status st = infd_backend_compile(&infd_cpu_backend, &a, &k, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    return kt_run_kernel(t, k, inputs, outputs, err);
 }
 
 #endif /* INFD_TEST_KERNEL_TEST_H */

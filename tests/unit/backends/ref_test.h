@@ -43,9 +43,6 @@ static inline infd_status rt_run(kt *t, const void *const *inputs, void *const *
     const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
     infd_kernel_args a;
     infd_kernel *k = NULL;
-    infd_pool *pool = NULL;
-    void *again[KT_MAX_IO] = { 0 };
-    void *ws = NULL;
     const infd_cpu_op *op = rt_find(t);
     if (!op)
         return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "not in the ref table");
@@ -55,31 +52,7 @@ static inline infd_status rt_run(kt *t, const void *const *inputs, void *const *
     infd_status st = op->compile(&a, &k, err);
     if (st != INFD_STATUS_OK)
         return st;
-    if (k->workspace_bytes)
-        ws = infd_aligned_alloc(INFD_ALIGNMENT, infd_align_up(k->workspace_bytes, 64));
-    infd_kernel_io io = { .inputs = inputs, .outputs = outputs, .workspace = ws, .pool = NULL };
-    infd_kernel_run(k, &io);
-
-    infd_pool_create(t->n_threads, 0, &pool, NULL);
-    for (int32_t i = 0; i < t->node.n_outputs; i++) {
-        again[i] = malloc(kt_out_bytes(t, i) + 1);
-        memset(again[i], 0xcd, kt_out_bytes(t, i) + 1);
-    }
-    io.outputs = again;
-    io.pool = pool;
-    io.slot = 1;
-    infd_kernel_run(k, &io);
-    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
-        if (outputs[i] && memcmp(again[i], outputs[i], kt_out_bytes(t, i)) != 0)
-            st = infd_error_set(err, INFD_STATUS_INTERNAL,
-                                "output %d differs between the inline and the pool run", (int)i);
-    }
-    for (int32_t i = 0; i < t->node.n_outputs; i++)
-        free(again[i]);
-    infd_pool_destroy(pool);
-    infd_free(ws);
-    infd_kernel_destroy(k);
-    return st;
+    return kt_run_kernel(t, k, inputs, outputs, err);
 }
 
 /* Adds a constant tensor value to the graph (for TENSOR attributes); returns
