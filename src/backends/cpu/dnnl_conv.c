@@ -87,6 +87,23 @@ bool infd_dnnl_conv_supports(const infd_kernel_args *a, infd_error *why)
 /* Adds the weight argument: reordered once when constant, else read plain
  * at run time. `plain` describes the ONNX memory in the primitive's logical
  * dims. */
+/* Binds input 0 as the primitive's source: read in place (`want` NULL) or,
+ * when the primitive wants another layout, reordered from `given` into
+ * `want` at workspace offset 0 before the primitive runs (the op's own
+ * scratch starts at `ws_head`, after it). */
+static infd_status bind_src(infd_dnnl_kernel *k, const infd_kernel_args *a,
+                            const dnnl_memory_desc_t *given, const dnnl_memory_desc_t *want,
+                            size_t ws_head, infd_error *err)
+{
+    if (!want)
+        return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, given, err);
+    infd_status st = infd_dnnl_exec_reorder(&k->pre, a, given, INFD_DNNL_FROM_INPUT, 0, want,
+                                            INFD_DNNL_FROM_WORKSPACE, 0, ws_head, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, want, err);
+    return st;
+}
+
 static infd_status add_weights(infd_dnnl_kernel *k, const infd_kernel_args *a,
                                const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *plain,
                                infd_error *err)
@@ -346,14 +363,8 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
             "oneDNN convolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_kernel_create_at(a, "dnnl:conv", pd, dst.head, &k, err);
-    if (st == INFD_STATUS_OK && src_copy) {
-        st = infd_dnnl_exec_reorder(&k->pre, a, &src_in, INFD_DNNL_FROM_INPUT, 0, &src_any,
-                                    INFD_DNNL_FROM_WORKSPACE, 0, dst.head, err);
-        if (st == INFD_STATUS_OK)
-            st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, &src_any, err);
-    } else if (st == INFD_STATUS_OK) {
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_in, err);
-    }
+    if (st == INFD_STATUS_OK)
+        st = bind_src(k, a, &src_in, src_copy ? &src_any : NULL, dst.head, err);
     if (st == INFD_STATUS_OK)
         st = add_weights(k, a, pd, &c.w_plain, err);
     if (st == INFD_STATUS_OK && b)
@@ -592,14 +603,8 @@ infd_status infd_dnnl_conv_transpose_compile(const infd_kernel_args *a, infd_ker
             "oneDNN deconvolution descriptor rejected the shapes");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_kernel_create_at(a, "dnnl:deconv", pd, dst.head, &k, err);
-    if (st == INFD_STATUS_OK && src_head) {
-        st = infd_dnnl_exec_reorder(&k->pre, a, &src_in, INFD_DNNL_FROM_INPUT, 0, &src_md,
-                                    INFD_DNNL_FROM_WORKSPACE, 0, dst.head, err);
-        if (st == INFD_STATUS_OK)
-            st = infd_dnnl_exec_arg_ws(&k->exec, a, DNNL_ARG_SRC, 0, &src_md, err);
-    } else if (st == INFD_STATUS_OK) {
-        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
-    }
+    if (st == INFD_STATUS_OK)
+        st = bind_src(k, a, &src_in, src_head ? &src_md : NULL, dst.head, err);
     if (st == INFD_STATUS_OK)
         st = add_weights(k, a, pd, &w_onnx, err);
     if (st == INFD_STATUS_OK && b)

@@ -465,3 +465,17 @@ void ref_copy(void *dst, const void *src, size_t nbytes, infd_pool *pool)
     copy_job c = { .dst = dst, .src = src };
     ref_parallel(pool, (int64_t)nbytes, 1 << 18, copy_bytes, &c);
 }
+
+infd_status ref_kernel_from_plan(const infd_kernel_args *a, const infd_cpu_kernel *plan,
+                                 size_t size, const char *name,
+                                 void (*run)(const infd_cpu_kernel *, const infd_kernel_io *),
+                                 void (*fini)(infd_cpu_kernel *), infd_kernel **out,
+                                 infd_error *err)
+{
+    infd_cpu_kernel *k = infd_cpu_kernel_new(size, name, run, fini);
+    if (!k)
+        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    memcpy((char *)k + sizeof(*k), (const char *)plan + sizeof(*k), size - sizeof(*k));
+    *out = &k->base;
+    return INFD_STATUS_OK;
+}

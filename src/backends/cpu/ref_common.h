@@ -129,4 +129,14 @@ void ref_view_run(const ref_view *v, const void *in, void *out, infd_pool *pool)
 /* memcpy split over the pool for large sizes; no-op when dst == src. */
 void ref_copy(void *dst, const void *src, size_t nbytes, infd_pool *pool);
 
+/* Turns a kernel planned on the stack into a real one: allocates `size`
+ * bytes (the planned struct's size) with infd_cpu_kernel_new and copies
+ * everything of `plan` after its infd_cpu_kernel header. The pattern of
+ * kernels whose supports() and compile() share one plan function. */
+infd_status ref_kernel_from_plan(const infd_kernel_args *a, const infd_cpu_kernel *plan,
+                                 size_t size, const char *name,
+                                 void (*run)(const infd_cpu_kernel *, const infd_kernel_io *),
+                                 void (*fini)(infd_cpu_kernel *), infd_kernel **out,
+                                 infd_error *err);
+
 #endif /* INFD_BACKENDS_CPU_REF_COMMON_H */

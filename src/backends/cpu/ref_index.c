@@ -135,13 +135,7 @@ infd_status ref_arg_compile(const infd_kernel_args *a, infd_kernel **out, infd_e
     *out = NULL;
     if (!arg_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    arg_kernel *k = (arg_kernel *)infd_cpu_kernel_new(sizeof(arg_kernel), "ref:arg", arg_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:arg", arg_run, NULL, out, err);
 }
 
 /* ---- IsNaN, IsInf ------------------------------------------------------------------ */
@@ -228,13 +222,7 @@ infd_status ref_isx_compile(const infd_kernel_args *a, infd_kernel **out, infd_e
     *out = NULL;
     if (!isx_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    isx_kernel *k = (isx_kernel *)infd_cpu_kernel_new(sizeof(isx_kernel), "ref:isx", isx_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:isx", isx_run, NULL, out, err);
 }
 
 /* ---- Trilu ------------------------------------------------------------------------- */
@@ -337,14 +325,7 @@ infd_status ref_trilu_compile(const infd_kernel_args *a, infd_kernel **out, infd
     *out = NULL;
     if (!trilu_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    trilu_kernel *k =
-        (trilu_kernel *)infd_cpu_kernel_new(sizeof(trilu_kernel), "ref:trilu", trilu_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:trilu", trilu_run, NULL, out, err);
 }
 
 /* ---- Mod --------------------------------------------------------------------------- */
@@ -666,14 +647,8 @@ infd_status ref_cumsum_compile(const infd_kernel_args *a, infd_kernel **out, inf
     *out = NULL;
     if (!cumsum_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    cumsum_kernel *k =
-        (cumsum_kernel *)infd_cpu_kernel_new(sizeof(cumsum_kernel), "ref:cumsum", cumsum_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:cumsum", cumsum_run, NULL, out,
+                                err);
 }
 
 /* ---- EyeLike ----------------------------------------------------------------------- */
@@ -763,14 +738,7 @@ infd_status ref_eye_like_compile(const infd_kernel_args *a, infd_kernel **out, i
     *out = NULL;
     if (!eye_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    eye_kernel *k =
-        (eye_kernel *)infd_cpu_kernel_new(sizeof(eye_kernel), "ref:eye_like", eye_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:eye_like", eye_run, NULL, out, err);
 }
 
 /* ---- OneHot ------------------------------------------------------------------------ */
@@ -866,12 +834,6 @@ infd_status ref_one_hot_compile(const infd_kernel_args *a, infd_kernel **out, in
     *out = NULL;
     if (!one_hot_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    one_hot_kernel *k = (one_hot_kernel *)infd_cpu_kernel_new(sizeof(one_hot_kernel), "ref:one_hot",
-                                                              one_hot_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:one_hot", one_hot_run, NULL, out,
+                                err);
 }

@@ -136,6 +136,24 @@ static infd_status view_kernel_make(const infd_kernel_args *a, const ref_view *v
     return INFD_STATUS_OK;
 }
 
+/* supports() and compile() of a copy described by a view: the dtype is
+ * carried through and <name>_view builds the strided view from the node. */
+#define VIEW_OP(name)                                                              \
+    bool ref_##name##_supports(const infd_kernel_args *a, infd_error *why)         \
+    {                                                                              \
+        ref_view v;                                                                \
+        return same_dtype_io(a, why) && name##_view(a, &v, why);                   \
+    }                                                                              \
+    infd_status ref_##name##_compile(const infd_kernel_args *a, infd_kernel **out, \
+                                     infd_error *err)                              \
+    {                                                                              \
+        ref_view v;                                                                \
+        *out = NULL;                                                               \
+        if (!same_dtype_io(a, err) || !name##_view(a, &v, err))                    \
+            return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;                 \
+        return view_kernel_make(a, &v, "ref:" #name, out, err);                    \
+    }
+
 /* Row-major element strides of `s`. */
 static void dense_strides(const infd_shape *s, int64_t *strides)
 {
@@ -176,20 +194,7 @@ bad:
     return false;
 }
 
-bool ref_expand_supports(const infd_kernel_args *a, infd_error *why)
-{
-    ref_view v;
-    return same_dtype_io(a, why) && expand_view(a, &v, why);
-}
-
-infd_status ref_expand_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
-{
-    ref_view v;
-    *out = NULL;
-    if (!same_dtype_io(a, err) || !expand_view(a, &v, err))
-        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return view_kernel_make(a, &v, "ref:expand", out, err);
-}
+VIEW_OP(expand)
 
 static bool transpose_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
 {
@@ -236,20 +241,7 @@ bad:
     return false;
 }
 
-bool ref_transpose_supports(const infd_kernel_args *a, infd_error *why)
-{
-    ref_view v;
-    return same_dtype_io(a, why) && transpose_view(a, &v, why);
-}
-
-infd_status ref_transpose_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
-{
-    ref_view v;
-    *out = NULL;
-    if (!same_dtype_io(a, err) || !transpose_view(a, &v, err))
-        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return view_kernel_make(a, &v, "ref:transpose", out, err);
-}
+VIEW_OP(transpose)
 
 /* Reads Slice's starts/ends/axes/steps: attributes before opset 10,
  * constant inputs from 10. */
@@ -385,20 +377,7 @@ bad:
     return false;
 }
 
-bool ref_slice_supports(const infd_kernel_args *a, infd_error *why)
-{
-    ref_view v;
-    return same_dtype_io(a, why) && slice_view(a, &v, why);
-}
-
-infd_status ref_slice_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
-{
-    ref_view v;
-    *out = NULL;
-    if (!same_dtype_io(a, err) || !slice_view(a, &v, err))
-        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return view_kernel_make(a, &v, "ref:slice", out, err);
-}
+VIEW_OP(slice)
 
 /* Tile as a view of rank 2r: output dim d split into (repeat, input dim)
  * with strides (0, input stride). Repeats follow from the shapes. */
@@ -430,20 +409,7 @@ bad:
     return false;
 }
 
-bool ref_tile_supports(const infd_kernel_args *a, infd_error *why)
-{
-    ref_view v;
-    return same_dtype_io(a, why) && tile_view(a, &v, why);
-}
-
-infd_status ref_tile_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
-{
-    ref_view v;
-    *out = NULL;
-    if (!same_dtype_io(a, err) || !tile_view(a, &v, err))
-        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return view_kernel_make(a, &v, "ref:tile", out, err);
-}
+VIEW_OP(tile)
 
 /* ---- Concat and Split ------------------------------------------------------- */
 
@@ -914,12 +880,6 @@ infd_status ref_gather_elements_compile(const infd_kernel_args *a, infd_kernel *
     *out = NULL;
     if (!gather_el_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    gather_el_kernel *k = (gather_el_kernel *)infd_cpu_kernel_new(
-        sizeof(gather_el_kernel), "ref:gather_elements", gather_el_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:gather_elements", gather_el_run,
+                                NULL, out, err);
 }

@@ -258,11 +258,5 @@ infd_status ref_pad_compile(const infd_kernel_args *a, infd_kernel **out, infd_e
     *out = NULL;
     if (!pad_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    pad_kernel *k = (pad_kernel *)infd_cpu_kernel_new(sizeof(pad_kernel), "ref:pad", pad_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:pad", pad_run, NULL, out, err);
 }

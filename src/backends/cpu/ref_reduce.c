@@ -629,14 +629,8 @@ infd_status ref_hardmax_compile(const infd_kernel_args *a, infd_kernel **out, in
     *out = NULL;
     if (!softmax_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    softmax_kernel *k = (softmax_kernel *)infd_cpu_kernel_new(sizeof(softmax_kernel), "ref:hardmax",
-                                                              hardmax_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:hardmax", hardmax_run, NULL, out,
+                                err);
 }
 
 /* ---- MatMul ------------------------------------------------------------------------- */
@@ -902,12 +896,6 @@ infd_status ref_layernorm_compile(const infd_kernel_args *a, infd_kernel **out, 
     *out = NULL;
     if (!layernorm_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    layernorm_kernel *k = (layernorm_kernel *)infd_cpu_kernel_new(
-        sizeof(layernorm_kernel), "ref:layernorm", layernorm_run, NULL);
-    if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    tmp.base = k->base;
-    *k = tmp;
-    *out = &k->base.base;
-    return INFD_STATUS_OK;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:layernorm", layernorm_run, NULL,
+                                out, err);
 }
