@@ -22,14 +22,16 @@ for arg in "$@"; do
 done
 
 # Build: compiler, CMake + Ninja, format check, protobuf-c (the ONNX loader),
-# clang with libFuzzer (the loader's fuzz target).
+# clang with libFuzzer (the loader's fuzz target). Server: libevent (HTTP),
+# yajl (JSON); curl and prometheus drive the server in the e2e tests.
 # Tests: Debian's python3 with pytest/numpy/requests. Models: torch,
 # torchvision and onnx generate and check the ResNet-50 / MobileNetV2 files;
 # Node.js + npm fetch onnxruntime-node and the model packages.
 packages=(
     build-essential cmake ninja-build pkg-config git clang-format
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev clang libclang-rt-14-dev
-    libonnx-testdata
+    libevent-dev libyajl-dev
+    libonnx-testdata curl prometheus
     python3 python3-pytest python3-numpy python3-requests
     python3-torch python3-torchvision python3-onnx
     nodejs npm

@@ -8,8 +8,8 @@
  *
  * This first part holds the value types every layer shares: the version, the
  * status codes and error record, logging control, element types (dtypes) and
- * the tensor descriptor. The server API (repository, models, inference) grows
- * below them.
+ * the tensor descriptor. The second part is the server: repository, models,
+ * statistics and asynchronous inference.
  *
  * Conventions (see STYLE.md in the design docs):
  *  - Functions that validate outside data take a last, nullable `infd_error *`
@@ -294,6 +294,313 @@ INFD_API void infd_tensor_fini(infd_tensor *t);
 
 /* Element count of `t` (its shape's numel; 0 when the shape is invalid). */
 INFD_API int64_t infd_tensor_numel(const infd_tensor *t);
+
+/* ------------------------------------------------------------------------- */
+/* Memory handed out by the API                                              */
+/* ------------------------------------------------------------------------- */
+
+/* Frees memory that an infd_* call documents as "free with infd_free"
+ * (JSON documents, index arrays). NULL is a no-op. */
+INFD_API void infd_free(void *ptr);
+
+/* ------------------------------------------------------------------------- */
+/* Server                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * The server owns a model repository (Triton's layout:
+ * <repo>/<model>/config.pbtxt and <repo>/<model>/<version>/model.onnx), the
+ * loaded models, their schedulers and instance threads. Frontends turn
+ * protocol requests into infd_request objects and submit them here; every
+ * frontend shares the same schedulers, so HTTP, gRPC and raw requests for a
+ * model batch together.
+ *
+ * Typical use:
+ *   infd_server_options o; infd_server_options_init(&o);
+ *   o.model_repository = "models";
+ *   infd_server_create(&o, &server, &err);          // loads the repository
+ *   infd_server_model_acquire(server, "add_sub", -1, &model, &err);
+ *   infd_request_create(model, &req, &err);
+ *   infd_request_add_input(req, "INPUT0", INFD_DTYPE_FP32, shape, 2, buf, n, &err);
+ *   infd_infer_async(req, done, user, &err);        // done() runs on a worker thread
+ *   ...                                             // in done(): read outputs,
+ *   infd_request_destroy(req); infd_model_release(model);
+ *   infd_server_destroy(server);                     // drains, unloads
+ */
+typedef struct infd_server infd_server;
+/* One loaded version of a model; refcounted (acquire/release). */
+typedef struct infd_model infd_model;
+/* One inference request and, after completion, its response. */
+typedef struct infd_request infd_request;
+
+/* Triton's --model-control-mode. */
+typedef enum infd_model_control {
+    INFD_MODEL_CONTROL_NONE = 0, /* load everything at start; load/unload API refused */
+    INFD_MODEL_CONTROL_POLL,     /* as NONE, then rescan every poll interval */
+    INFD_MODEL_CONTROL_EXPLICIT  /* load only startup_models; load/unload API allowed */
+} infd_model_control;
+
+/* Parses "none", "poll" or "explicit" (INVALID_ARGUMENT otherwise). */
+INFD_API infd_status infd_model_control_parse(const char *name, infd_model_control *out,
+                                              infd_error *err);
+
+typedef struct infd_server_options {
+    const char *model_repository;      /* folder (borrowed for create); required */
+    infd_model_control control_mode;   /* default NONE */
+    const char *const *startup_models; /* EXPLICIT: names to load at start ("*" = all) */
+    int n_startup_models;
+    int repository_poll_secs; /* POLL: rescan period; default 15 */
+    int n_threads;            /* engine threads per instance; 0: cores / instances */
+    bool exit_on_error;       /* create fails when a startup model fails; default false */
+    const char *server_id;    /* reported by metadata; default "infd" */
+} infd_server_options;
+
+/* Defaults as documented on each field. */
+INFD_API void infd_server_options_init(infd_server_options *opts);
+
+/* Creates a server and loads the repository per the control mode: each model
+ * is read, completed from its ONNX file where config.pbtxt is missing or
+ * partial, compiled, warmed up and marked READY. A model that fails stays
+ * UNAVAILABLE with its error (see infd_server_repository_index); the server
+ * still starts unless opts->exit_on_error. Fails with NOT_FOUND when the
+ * repository folder does not exist. Starts the poll thread in POLL mode. */
+INFD_API infd_status infd_server_create(const infd_server_options *opts, infd_server **out,
+                                        infd_error *err);
+
+/* Stops accepting requests (infer then fails with UNAVAILABLE), waits for
+ * every queued and executing request to complete (callbacks run), stops the
+ * poll thread. Idempotent; safe from any thread except a completion
+ * callback. */
+INFD_API void infd_server_drain(infd_server *server);
+
+/* Drains, unloads every model and frees the server. Models still acquired by
+ * the caller must have been released. NULL is a no-op. */
+INFD_API void infd_server_destroy(infd_server *server);
+
+/* Liveness: true until drain begins. Readiness: live, and every model the
+ * control mode loads at start has finished loading (READY or failed). */
+INFD_API bool infd_server_is_live(const infd_server *server);
+INFD_API bool infd_server_is_ready(const infd_server *server);
+
+/* The server id from the options (static for the server's life). */
+INFD_API const char *infd_server_id(const infd_server *server);
+INFD_API const char *infd_server_repository(const infd_server *server);
+INFD_API infd_model_control infd_server_control_mode(const infd_server *server);
+
+/* ------------------------------------------------------------------------- */
+/* Repository                                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef enum infd_model_state {
+    INFD_MODEL_STATE_UNKNOWN = 0, /* in the repository, never loaded (EXPLICIT mode) */
+    INFD_MODEL_STATE_LOADING,
+    INFD_MODEL_STATE_READY,
+    INFD_MODEL_STATE_UNLOADING,
+    INFD_MODEL_STATE_UNAVAILABLE /* unloaded, or failed to load (reason says why) */
+} infd_model_state;
+
+/* "UNKNOWN", "LOADING", "READY", "UNLOADING", "UNAVAILABLE" (Triton's). */
+INFD_API const char *infd_model_state_name(infd_model_state state);
+
+/* One row of the repository index: a model (version -1 when it has no
+ * loaded version) or one version of it. */
+typedef struct infd_repository_entry {
+    char name[128];
+    int64_t version;
+    infd_model_state state;
+    char reason[512]; /* load error, or "" */
+} infd_repository_entry;
+
+/* Lists the repository: every model folder found at the last scan, one row
+ * per known version (or one row with version -1). ready_only keeps READY rows.
+ * `*out` is an array of `*n` rows sorted by name then version; free it with
+ * infd_free. */
+INFD_API infd_status infd_server_repository_index(infd_server *server, bool ready_only,
+                                                  infd_repository_entry **out, int *n,
+                                                  infd_error *err);
+
+/* Loads (or reloads) model `name` from the repository: its versions per the
+ * config's version_policy. Blocks until the model is READY or failed; the
+ * previous versions keep serving until the new ones are ready. EXPLICIT mode
+ * only (UNAVAILABLE otherwise); NOT_FOUND when the folder does not exist;
+ * the load error otherwise. */
+INFD_API infd_status infd_server_load_model(infd_server *server, const char *name, infd_error *err);
+
+/* Unloads every version of `name`: new requests get UNAVAILABLE, queued and
+ * executing ones complete, then the model's memory is released (when the
+ * last acquired handle is released). EXPLICIT mode only. */
+INFD_API infd_status infd_server_unload_model(infd_server *server, const char *name,
+                                              infd_error *err);
+
+/* Rescans the repository now as POLL mode does: loads new models, reloads
+ * those whose files changed, unloads removed ones. Any control mode. */
+INFD_API infd_status infd_server_poll_repository(infd_server *server, infd_error *err);
+
+/* ------------------------------------------------------------------------- */
+/* Models                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Most inputs/outputs a served model may have. */
+#define INFD_MAX_MODEL_IO 32
+
+/* Gets a READY version of `name`: `version` > 0 picks that version, -1 the
+ * highest READY one. NOT_FOUND for an unknown model or version, UNAVAILABLE
+ * when it is not READY (the message says its state and load error). The
+ * handle keeps the version's memory alive until infd_model_release. */
+INFD_API infd_status infd_server_model_acquire(infd_server *server, const char *name,
+                                               int64_t version, infd_model **out, infd_error *err);
+INFD_API void infd_model_retain(infd_model *model);
+INFD_API void infd_model_release(infd_model *model);
+
+/* Strings live as long as the handle. */
+INFD_API const char *infd_model_name(const infd_model *model);
+INFD_API int64_t infd_model_version(const infd_model *model);
+/* "onnxruntime_onnx" (the platform a Triton client expects for ONNX). */
+INFD_API const char *infd_model_platform(const infd_model *model);
+/* 0: the model does not batch (shapes are the full tensor shapes). */
+INFD_API int infd_model_max_batch_size(const infd_model *model);
+INFD_API bool infd_model_is_ready(const infd_model *model);
+
+/* An input or output as the model config declares it. dims exclude the
+ * batch dim: with max_batch_size > 0 the full shape is [-1, dims...] with
+ * the leading dim the batch (1..max_batch_size). All dims are >= 0 (infd
+ * serves concrete shapes; variable dims must be fixed in config.pbtxt). */
+typedef struct infd_model_io {
+    const char *name;
+    infd_dtype dtype;
+    int32_t rank; /* of dims, without the batch dim */
+    int64_t dims[INFD_MAX_RANK];
+    size_t row_bytes; /* bytes of one batch row (of the whole tensor when not batching) */
+} infd_model_io;
+
+INFD_API int infd_model_n_inputs(const infd_model *model);
+INFD_API int infd_model_n_outputs(const infd_model *model);
+/* i in [0, n); NOT_FOUND otherwise. */
+INFD_API infd_status infd_model_input(const infd_model *model, int i, infd_model_io *out);
+INFD_API infd_status infd_model_output(const infd_model *model, int i, infd_model_io *out);
+/* Index of the input/output called `name`, or -1. */
+INFD_API int infd_model_input_index(const infd_model *model, const char *name);
+INFD_API int infd_model_output_index(const infd_model *model, const char *name);
+
+/* The complete model config (after completion from the ONNX model) as JSON
+ * in Triton's form (protobuf field names, enums as names). `*out` is a
+ * NUL-terminated string of `*n` bytes; free it with infd_free. */
+INFD_API infd_status infd_model_config_json(const infd_model *model, char **out, size_t *n,
+                                            infd_error *err);
+
+/* Latency histogram bucket upper bounds for infd_model_stats, in
+ * microseconds (Prometheus "le"; the last bucket is +Inf). */
+#define INFD_LATENCY_BUCKETS 14
+INFD_API const double *infd_latency_bucket_bounds_us(void);
+
+/* Largest batch size whose executions are counted separately. */
+#define INFD_STATS_MAX_BATCH 256
+
+/* Statistics of one model version since it loaded (Triton's
+ * ModelStatistics). Durations are cumulative nanoseconds. A request counts
+ * once when its callback runs; an execution is one engine run over a batch. */
+typedef struct infd_model_stats {
+    uint64_t success_count;     /* requests completed OK */
+    uint64_t failure_count;     /* requests completed with an error or rejected at submit */
+    uint64_t inference_count;   /* batch rows inferred (a request of 4 rows counts 4) */
+    uint64_t execution_count;   /* engine runs */
+    uint64_t success_ns;        /* submit -> completion, successful requests */
+    uint64_t failure_ns;        /* submit -> completion, failed requests */
+    uint64_t queue_ns;          /* submit -> picked into a batch */
+    uint64_t compute_input_ns;  /* gathering inputs into the batch */
+    uint64_t compute_infer_ns;  /* the engine run */
+    uint64_t compute_output_ns; /* scattering outputs to requests */
+    uint64_t last_inference_ms; /* Unix time of the last completion, 0 if none */
+    uint64_t queue_depth;       /* requests waiting now */
+    uint64_t pending_count;     /* requests submitted and not yet completed */
+    /* Request latency (submit -> completion) histogram: counts per bucket of
+     * infd_latency_bucket_bounds_us (cumulative counts are for the caller). */
+    uint64_t latency_buckets[INFD_LATENCY_BUCKETS + 1];
+    double latency_p50_us, latency_p90_us, latency_p95_us, latency_p99_us;
+    /* batch_exec_count[b]: executions with b rows (b in 1..INFD_STATS_MAX_BATCH;
+     * larger batches count at INFD_STATS_MAX_BATCH), and their engine time. */
+    uint64_t batch_exec_count[INFD_STATS_MAX_BATCH + 1];
+    uint64_t batch_compute_ns[INFD_STATS_MAX_BATCH + 1];
+} infd_model_stats;
+
+INFD_API void infd_model_get_stats(const infd_model *model, infd_model_stats *out);
+
+/* ------------------------------------------------------------------------- */
+/* Inference                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Runs on an instance worker thread (or the submitting thread for requests
+ * that fail after being accepted) exactly once per accepted request. `status`
+ * is the request's outcome; on failure `message` says why (valid during the
+ * call). The callback may read outputs and destroy the request; it must not
+ * block for long (it delays the instance's next batch). */
+typedef void (*infd_infer_callback)(void *user, infd_request *req, infd_status status,
+                                    const char *message);
+
+/* Creates an empty request for `model` (retained by the request until it is
+ * destroyed). Requests come from a per-model free list: steady-state creation
+ * allocates nothing. */
+INFD_API infd_status infd_request_create(infd_model *model, infd_request **out, infd_error *err);
+
+/* Frees a request (not while it is in flight). NULL is a no-op. */
+INFD_API void infd_request_destroy(infd_request *req);
+
+INFD_API infd_model *infd_request_model(const infd_request *req);
+
+/* The client's request id (copied, at most 127 bytes kept); "" by default. */
+INFD_API void infd_request_set_id(infd_request *req, const char *id);
+INFD_API const char *infd_request_id(const infd_request *req);
+
+/* Priority level: 1 is highest, up to the config's priority_levels; 0 uses
+ * default_priority_level. INVALID_ARGUMENT past priority_levels. */
+INFD_API infd_status infd_request_set_priority(infd_request *req, uint32_t priority,
+                                               infd_error *err);
+
+/* Queue timeout: a request still queued this long after submit completes
+ * with DEADLINE_EXCEEDED without running. 0 uses the config's
+ * default_timeout_microseconds (0 there: no timeout). */
+INFD_API void infd_request_set_timeout_us(infd_request *req, uint64_t timeout_us);
+
+/* Adds input `name` with a full shape (batch dim first when the model
+ * batches) and `nbytes` of row-major data. The data is borrowed, not copied:
+ * it must stay valid and unchanged until the completion callback. Checks the
+ * name, dtype, shape (dims match the config; batch in 1..max_batch_size) and
+ * byte size, with messages naming the input and expected vs actual. */
+INFD_API infd_status infd_request_add_input(infd_request *req, const char *name, infd_dtype dtype,
+                                            const int64_t *shape, int rank, const void *data,
+                                            size_t nbytes, infd_error *err);
+
+/* Asks for output `name` only (default: every output). */
+INFD_API infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err);
+
+/* Gives output `name` a caller buffer (borrowed until the callback) so the
+ * result is written there instead of into the request's own memory
+ * (zero-copy to a socket buffer or a mapped file). `capacity` must be at
+ * least the output's bytes for the request's batch, checked at submit. */
+INFD_API infd_status infd_request_set_output_buffer(infd_request *req, const char *name, void *data,
+                                                    size_t capacity, infd_error *err);
+
+/* Submits the request to its model's scheduler. On OK the callback runs
+ * exactly once, later; on an error it never runs: INVALID_ARGUMENT (missing
+ * input, inputs with different batch sizes), UNAVAILABLE (model unloading,
+ * server draining), RESOURCE_EXHAUSTED (queue full: max_queue_size). */
+INFD_API infd_status infd_infer_async(infd_request *req, infd_infer_callback callback, void *user,
+                                      infd_error *err);
+
+/* Submits and waits for completion; returns the request's status. For
+ * embedders and tests. */
+INFD_API infd_status infd_infer(infd_request *req, infd_error *err);
+
+/* After completion: the outputs produced (the requested ones, in request
+ * order, or all in model order). `out->data` points into the request's memory
+ * (or the caller's buffer) and is valid until the request is destroyed. */
+INFD_API int infd_request_n_outputs(const infd_request *req);
+INFD_API infd_status infd_request_output(const infd_request *req, int i, const char **name,
+                                         infd_tensor *out);
+
+/* Time the request spent queued and computing (ns), for frontends' logs. */
+INFD_API void infd_request_timing(const infd_request *req, uint64_t *queue_ns,
+                                  uint64_t *compute_ns);
 
 #ifdef __cplusplus
 }
