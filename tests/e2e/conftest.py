@@ -28,3 +28,24 @@ def infd_bin(repo_root) -> pathlib.Path:
     if not path.is_file():
         pytest.fail(f"infd binary {path} not found: run 'make build' (or set INFD_BIN)")
     return path
+
+
+@pytest.fixture
+def serve(infd_bin):
+    """Factory: serve(repo, *extra_args, **kw) starts `infd serve` on free
+    127.0.0.1 ports (see serving.Server) and waits until it is ready. At
+    teardown every server the test did not kill() is stopped with SIGTERM and
+    must exit with its expected_returncode (0 unless the test changed it)."""
+    from serving import Server, stop_all
+
+    servers = []
+
+    def start(repo, *extra_args, **kw):
+        srv = Server(infd_bin, repo, *extra_args, **kw)
+        servers.append(srv)
+        return srv
+
+    yield start
+    problems = stop_all(servers)
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
