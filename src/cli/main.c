@@ -41,8 +41,12 @@ static const command commands[] = {
       "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
     { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
       "compile and tune a model into a plan file", NULL, "#6" },
-    { "perf", "perf --url URL --model NAME [--concurrency-range 1:64:2 --protocol http|grpc|raw]",
-      "load-generate against a running server and report latency/throughput", NULL, "#4" },
+    { "perf",
+      "perf --model NAME (--url HOST:PORT | --unix PATH) [--protocol http|raw] [--binary] "
+      "[--framed] [--concurrency-range 1:64:2] [--request-count N | --measurement-ms MS] "
+      "[--batch-size N] [--input-data zero|random] [--csv FILE] (--help for more)",
+      "load-generate against a running server and report latency/throughput", infd_cli_perf,
+      NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
 };

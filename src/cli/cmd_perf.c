@@ -1,0 +1,1306 @@
+/*
+ * cmd_perf.c - `infd perf`: a load generator in the manner of Triton's
+ * perf_analyzer, for a running `infd serve` (or any KServe v2 HTTP server).
+ *
+ * For each concurrency level of --concurrency-range START:END:STEP (END
+ * inclusive, STEP added, as perf_analyzer does) it opens that many
+ * connections, each sending requests back to back (a new request as soon as
+ * the previous answer is in), first for a warmup period, then for the
+ * measurement: --request-count answered requests, or --measurement-ms of
+ * time. Throughput and latency come from the requests answered inside the
+ * measurement window (perf_analyzer's rule), latency measured from the
+ * request's first byte handed to the socket to the last byte of its answer.
+ *
+ * One thread drives every connection through one libevent loop: HTTP with
+ * libevent's evhttp client (keep-alive connections, the request body lent to
+ * it without a copy), the raw protocol with nonblocking sockets. A single
+ * loop keeps the generator's own cost low and steady, so that on a small
+ * machine it leaves the cores to the server (as wrk does).
+ *
+ * Inputs come from the model metadata (GET /v2/models/NAME over HTTP, also
+ * usable with --metadata-url for the raw protocol) or, for the raw protocol,
+ * from --shape/--dtype (one input). Request bodies are built once per run;
+ * every request sends the same bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <yajl/yajl_tree.h>
+
+#include "cli/cli.h"
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/common.h"
+#include "core/histogram.h"
+#include "infd/infd.h"
+
+#define PERF_MAX_IO          INFD_MAX_MODEL_IO
+#define PERF_MAX_CONCURRENCY 4096
+#define PERF_TIMEOUT_S       60 /* a request unanswered this long counts as an error */
+#define RAW_HEADER_BYTES     32
+
+typedef enum perf_protocol { PROTO_HTTP, PROTO_RAW } perf_protocol;
+typedef enum perf_phase { PH_WARMUP, PH_MEASURE, PH_DRAIN } perf_phase;
+
+typedef struct perf_tensor {
+    char name[256];
+    infd_dtype dtype;
+    int rank;
+    int64_t shape[INFD_MAX_RANK + 1]; /* full shape, batch dim included */
+    size_t nbytes;                    /* of the request (inputs) or of one answer (outputs) */
+    uint8_t *data;                    /* inputs only */
+} perf_tensor;
+
+typedef struct perf_options {
+    perf_protocol protocol;
+    char host[256];
+    int port;
+    const char *unix_path;
+    char meta_host[256];
+    int meta_port; /* 0: no metadata over HTTP */
+    const char *model;
+    bool binary, framed, random_data;
+    int c_start, c_end, c_step;
+    int64_t request_count; /* 0: time window */
+    int measurement_ms, warmup_ms;
+    int batch;
+    const char *csv;
+    /* raw without metadata */
+    const char *shape, *dtype, *input_name;
+    int64_t output_bytes;
+} perf_options;
+
+typedef struct perf perf;
+
+typedef struct perf_conn {
+    perf *p;
+    bool busy;
+    uint64_t t0_ns;
+    /* HTTP */
+    struct evhttp_connection *evcon;
+    /* raw */
+    int fd;
+    struct event *rev, *wev;
+    size_t sent;
+    size_t got, need;
+    int stage; /* framed: 0 header, 1 rest */
+    uint8_t *rbuf;
+    size_t rcap;
+} perf_conn;
+
+typedef struct step_result {
+    int concurrency;
+    uint64_t ok, errors; /* inside the measurement window */
+    uint64_t total, total_errors;
+    double window_ms;
+    double infer_per_s;
+    double avg_us, p50_us, p90_us, p95_us, p99_us;
+} step_result;
+
+struct perf {
+    perf_options o;
+    struct event_base *base;
+    int n_inputs, n_outputs;
+    perf_tensor in[PERF_MAX_IO], out[PERF_MAX_IO];
+    bool model_batches;
+
+    /* The request, built once. */
+    uint8_t *body;
+    size_t body_len, json_len; /* json_len: HTTP binary header part */
+    char uri[512];
+    char host_header[300];
+    char json_len_text[32];
+    size_t answer_bytes; /* raw headerless */
+    struct addrinfo *raw_addr;
+
+    /* The running step. */
+    perf_conn *conns;
+    int n_conns, n_busy;
+    perf_phase phase;
+    uint64_t t_measure_ns, t_end_ns;
+    struct event *timer;
+    infd_histogram *hist;
+    uint64_t ok, errors, total, total_errors;
+    char first_error[256];
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) INFD_PRINTF(2, 3);
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        if (b->oom)
+            return;
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = true;
+            return;
+        }
+        if (b->p && (size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->n + (size_t)k + 1)
+            cap *= 2;
+        char *q = infd_realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+static void note_error(perf *p, const char *fmt, ...) INFD_PRINTF(2, 3);
+
+static void note_error(perf *p, const char *fmt, ...)
+{
+    if (p->first_error[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->first_error, sizeof(p->first_error), fmt, ap);
+    va_end(ap);
+}
+
+/* "HOST:PORT", "http://HOST:PORT[/]" or ":PORT" (127.0.0.1). */
+static int parse_hostport(const char *s, char *host, size_t host_n, int *port)
+{
+    if (strncmp(s, "http://", 7) == 0)
+        s += 7;
+    const char *colon = strrchr(s, ':');
+    if (!colon)
+        return -1;
+    size_t hn = (size_t)(colon - s);
+    if (hn >= host_n)
+        return -1;
+    if (hn == 0)
+        snprintf(host, host_n, "127.0.0.1");
+    else {
+        memcpy(host, s, hn);
+        host[hn] = '\0';
+    }
+    char *end = NULL;
+    long v = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || (*end && strcmp(end, "/") != 0) || v < 1 || v > 65535)
+        return -1;
+    *port = (int)v;
+    return 0;
+}
+
+static int parse_range(const char *s, int *a, int *b, int *c)
+{
+    long v[3] = { 0, 0, 1 };
+    int n = 0;
+    const char *q = s;
+    while (n < 3) {
+        char *end = NULL;
+        v[n++] = strtol(q, &end, 10);
+        if (end == q)
+            return -1;
+        if (*end == '\0')
+            break;
+        if (*end != ':')
+            return -1;
+        q = end + 1;
+    }
+    if (n == 1)
+        v[1] = v[0];
+    if (v[0] < 1 || v[1] < v[0] || v[2] < 1 || v[1] > PERF_MAX_CONCURRENCY)
+        return -1;
+    *a = (int)v[0];
+    *b = (int)v[1];
+    *c = (int)v[2];
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: infd perf --model NAME (--url HOST:PORT | --unix PATH) [options]\n"
+               "  --protocol http|raw          default http (raw when --unix is given)\n"
+               "  --binary                     HTTP: binary tensor data extension (default JSON)\n"
+               "  --framed                     raw: framed mode (default headerless)\n"
+               "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E (default 1:1:1)\n"
+               "  --request-count N            measure N answered requests per step\n"
+               "  --measurement-ms MS          or measure for MS milliseconds (default 2000)\n"
+               "  --warmup-ms MS               requests before each measurement (default 200)\n"
+               "  --batch-size N               rows per request (default 1)\n"
+               "  --input-data zero|random     default random\n"
+               "  --csv FILE                   also write the results as CSV\n"
+               "  --metadata-url HOST:PORT     raw: where to GET the model metadata\n"
+               "  --shape D0,D1,.. --dtype DT  raw without metadata: the input's full shape\n"
+               "  --input-name NAME            raw framed without metadata\n"
+               "  --output-bytes N             raw headerless without metadata: answer size\n");
+}
+
+/* ---- HTTP: metadata ----------------------------------------------------- */
+
+typedef struct http_get {
+    struct event_base *base;
+    int code;
+    char *body;
+} http_get;
+
+static void on_get_done(struct evhttp_request *req, void *arg)
+{
+    http_get *g = arg;
+    g->code = req ? evhttp_request_get_response_code(req) : 0;
+    if (req) {
+        struct evbuffer *b = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(b);
+        g->body = infd_malloc(n + 1);
+        if (g->body) {
+            evbuffer_remove(b, g->body, n);
+            g->body[n] = '\0';
+        }
+    }
+    event_base_loopexit(g->base, NULL);
+}
+
+static int fetch_metadata(perf *p)
+{
+    perf_options *o = &p->o;
+    const char *host = o->meta_host;
+    int port = o->meta_port;
+    http_get g = { .base = p->base };
+    int rc = -1;
+    yajl_val root = NULL;
+    struct evhttp_connection *evcon =
+        evhttp_connection_base_new(p->base, NULL, host, (ev_uint16_t)port);
+    struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
+    char uri[512];
+    if (!evcon || !req) {
+        fprintf(stderr, "infd perf: out of memory\n");
+        goto out;
+    }
+    evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
+    snprintf(uri, sizeof(uri), "/v2/models/%s", o->model);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+    if (evhttp_make_request(evcon, req, EVHTTP_REQ_GET, uri) != 0) {
+        fprintf(stderr, "infd perf: GET http://%s:%d%s failed\n", host, port, uri);
+        goto out;
+    }
+    event_base_dispatch(p->base);
+    if (g.code != 200) {
+        fprintf(stderr, "infd perf: GET http://%s:%d%s: %s%d %s\n", host, port, uri,
+                g.code ? "HTTP " : "no answer ", g.code, g.body ? g.body : "");
+        goto out;
+    }
+    char errbuf[256];
+    root = yajl_tree_parse(g.body ? g.body : "", errbuf, sizeof(errbuf));
+    if (!root) {
+        fprintf(stderr, "infd perf: model metadata is not JSON: %s\n", errbuf);
+        goto out;
+    }
+    const char *kinds[2] = { "inputs", "outputs" };
+    for (int k = 0; k < 2; k++) {
+        const char *path[] = { kinds[k], NULL };
+        yajl_val arr = yajl_tree_get(root, path, yajl_t_array);
+        size_t n = arr ? YAJL_GET_ARRAY(arr)->len : 0;
+        if (n == 0 || n > PERF_MAX_IO) {
+            fprintf(stderr, "infd perf: model metadata: '%s' missing, empty or too long\n",
+                    kinds[k]);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            yajl_val t = YAJL_GET_ARRAY(arr)->values[i];
+            const char *pn[] = { "name", NULL }, *pd[] = { "datatype", NULL },
+                       *ps[] = { "shape", NULL };
+            yajl_val name = yajl_tree_get(t, pn, yajl_t_string);
+            yajl_val dt = yajl_tree_get(t, pd, yajl_t_string);
+            yajl_val shape = yajl_tree_get(t, ps, yajl_t_array);
+            perf_tensor *x = k == 0 ? &p->in[i] : &p->out[i];
+            const char *nm = name ? YAJL_GET_STRING(name) : NULL;
+            const char *dtn = dt ? YAJL_GET_STRING(dt) : NULL;
+            if (!nm || !dtn || !shape || YAJL_GET_ARRAY(shape)->len > INFD_MAX_RANK + 1 ||
+                strlen(nm) >= sizeof(x->name)) {
+                fprintf(stderr, "infd perf: model metadata: %s[%zu] malformed\n", kinds[k], i);
+                goto out;
+            }
+            snprintf(x->name, sizeof(x->name), "%s", nm);
+            x->dtype = infd_dtype_from_name(dtn);
+            if (x->dtype == INFD_DTYPE_INVALID || x->dtype == INFD_DTYPE_BYTES) {
+                fprintf(stderr, "infd perf: %s '%s': datatype %s is not supported by perf\n",
+                        kinds[k], x->name, dtn);
+                goto out;
+            }
+            x->rank = (int)YAJL_GET_ARRAY(shape)->len;
+            for (int d = 0; d < x->rank; d++) {
+                yajl_val v = YAJL_GET_ARRAY(shape)->values[d];
+                x->shape[d] = YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : -2;
+                if (x->shape[d] == -1 && d == 0) {
+                    x->shape[d] = o->batch;
+                    if (k == 0)
+                        p->model_batches = true;
+                } else if (x->shape[d] < 0) {
+                    fprintf(stderr, "infd perf: %s '%s': dim %d is variable (not supported)\n",
+                            kinds[k], x->name, d);
+                    goto out;
+                }
+            }
+        }
+        if (k == 0)
+            p->n_inputs = (int)n;
+        else
+            p->n_outputs = (int)n;
+    }
+    if (!p->model_batches && o->batch != 1) {
+        fprintf(stderr, "infd perf: model '%s' does not batch: --batch-size must be 1\n", o->model);
+        goto out;
+    }
+    rc = 0;
+out:
+    yajl_tree_free(root);
+    infd_free(g.body);
+    if (evcon)
+        evhttp_connection_free(evcon);
+    return rc;
+}
+
+/* Raw without metadata: one input from --shape/--dtype. */
+static int inputs_from_options(perf *p)
+{
+    perf_options *o = &p->o;
+    infd_shape s;
+    perf_tensor *x = &p->in[0];
+    if (!o->shape || !o->dtype || infd_cli_parse_dims(o->shape, &s) != 0) {
+        fprintf(stderr, "infd perf: raw without --metadata-url needs --shape D0,D1,.. and "
+                        "--dtype (the input's full shape)\n");
+        return -1;
+    }
+    x->dtype = infd_dtype_from_name(o->dtype);
+    if (x->dtype == INFD_DTYPE_INVALID || x->dtype == INFD_DTYPE_BYTES) {
+        fprintf(stderr, "infd perf: --dtype %s: not a fixed-size KServe datatype\n", o->dtype);
+        return -1;
+    }
+    x->rank = s.rank;
+    memcpy(x->shape, s.dims, sizeof(int64_t) * (size_t)s.rank);
+    snprintf(x->name, sizeof(x->name), "%s", o->input_name ? o->input_name : "");
+    p->n_inputs = 1;
+    if (!o->framed && o->output_bytes <= 0) {
+        fprintf(stderr, "infd perf: raw headerless without --metadata-url needs --output-bytes\n");
+        return -1;
+    }
+    if (o->framed && !o->input_name) {
+        fprintf(stderr, "infd perf: raw framed without --metadata-url needs --input-name\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- request bodies ----------------------------------------------------- */
+
+static int make_inputs(perf *p)
+{
+    for (int i = 0; i < p->n_inputs; i++) {
+        perf_tensor *x = &p->in[i];
+        infd_shape s;
+        infd_error err = { 0 };
+        if (infd_shape_init(&s, x->rank, x->shape, &err) != INFD_STATUS_OK ||
+            infd_tensor_nbytes_for(x->dtype, &s, &x->nbytes, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd perf: input '%s': %s\n", x->name, err.msg);
+            return -1;
+        }
+        x->data = infd_calloc(1, x->nbytes ? x->nbytes : 1);
+        if (!x->data)
+            return -1;
+        if (p->o.random_data) {
+            infd_tensor t = { .dtype = x->dtype, .shape = s, .data = x->data, .nbytes = x->nbytes };
+            infd_cli_fill_random(&t, (uint64_t)i + 1);
+        }
+    }
+    for (int i = 0; i < p->n_outputs; i++) {
+        perf_tensor *x = &p->out[i];
+        infd_shape s;
+        if (infd_shape_init(&s, x->rank, x->shape, NULL) != INFD_STATUS_OK ||
+            infd_tensor_nbytes_for(x->dtype, &s, &x->nbytes, NULL) != INFD_STATUS_OK)
+            return -1;
+        p->answer_bytes += x->nbytes;
+    }
+    return 0;
+}
+
+static void json_value(sbuf *b, infd_dtype dt, const uint8_t *d, int64_t i)
+{
+    switch (dt) {
+    case INFD_DTYPE_BOOL:
+        sb_printf(b, "%s", d[i] ? "true" : "false");
+        break;
+    case INFD_DTYPE_UINT8:
+        sb_printf(b, "%u", d[i]);
+        break;
+    case INFD_DTYPE_INT8:
+        sb_printf(b, "%d", ((const int8_t *)d)[i]);
+        break;
+    case INFD_DTYPE_UINT16:
+        sb_printf(b, "%u", ((const uint16_t *)d)[i]);
+        break;
+    case INFD_DTYPE_INT16:
+        sb_printf(b, "%d", ((const int16_t *)d)[i]);
+        break;
+    case INFD_DTYPE_UINT32:
+        sb_printf(b, "%" PRIu32, ((const uint32_t *)d)[i]);
+        break;
+    case INFD_DTYPE_INT32:
+        sb_printf(b, "%" PRId32, ((const int32_t *)d)[i]);
+        break;
+    case INFD_DTYPE_UINT64:
+        sb_printf(b, "%" PRIu64, ((const uint64_t *)d)[i]);
+        break;
+    case INFD_DTYPE_INT64:
+        sb_printf(b, "%" PRId64, ((const int64_t *)d)[i]);
+        break;
+    case INFD_DTYPE_FP16:
+        sb_printf(b, "%.9g", (double)infd_fp16_to_fp32(((const uint16_t *)d)[i]));
+        break;
+    case INFD_DTYPE_BF16:
+        sb_printf(b, "%.9g", (double)infd_bf16_to_fp32(((const uint16_t *)d)[i]));
+        break;
+    case INFD_DTYPE_FP32:
+        sb_printf(b, "%.9g", (double)((const float *)d)[i]);
+        break;
+    case INFD_DTYPE_FP64:
+        sb_printf(b, "%.17g", ((const double *)d)[i]);
+        break;
+    default:
+        sb_printf(b, "0");
+        break;
+    }
+}
+
+static void json_shape(sbuf *b, const perf_tensor *x)
+{
+    sb_printf(b, "[");
+    for (int d = 0; d < x->rank; d++)
+        sb_printf(b, "%s%" PRId64, d ? "," : "", x->shape[d]);
+    sb_printf(b, "]");
+}
+
+/* KServe v2 JSON body, or the binary extension's JSON header plus data. */
+static int build_http_body(perf *p)
+{
+    sbuf b = { 0 };
+    sb_printf(&b, "{\"inputs\":[");
+    for (int i = 0; i < p->n_inputs; i++) {
+        perf_tensor *x = &p->in[i];
+        sb_printf(&b, "%s{\"name\":\"%s\",\"shape\":", i ? "," : "", x->name);
+        json_shape(&b, x);
+        sb_printf(&b, ",\"datatype\":\"%s\"", infd_dtype_name(x->dtype));
+        if (p->o.binary) {
+            sb_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}", x->nbytes);
+            continue;
+        }
+        sb_printf(&b, ",\"data\":[");
+        int64_t n = (int64_t)(x->nbytes / infd_dtype_size(x->dtype));
+        for (int64_t k = 0; k < n; k++) {
+            if (k)
+                sb_printf(&b, ",");
+            json_value(&b, x->dtype, x->data, k);
+        }
+        sb_printf(&b, "]}");
+    }
+    sb_printf(&b, "]");
+    if (p->o.binary)
+        sb_printf(&b, ",\"parameters\":{\"binary_data_output\":true}");
+    sb_printf(&b, "}");
+    if (b.oom) {
+        infd_free(b.p);
+        return -1;
+    }
+    p->json_len = b.n;
+    if (p->o.binary) {
+        size_t total = b.n;
+        for (int i = 0; i < p->n_inputs; i++)
+            total += p->in[i].nbytes;
+        char *q = infd_realloc(b.p, total ? total : 1);
+        if (!q) {
+            infd_free(b.p);
+            return -1;
+        }
+        b.p = q;
+        size_t off = b.n;
+        for (int i = 0; i < p->n_inputs; i++) {
+            memcpy(b.p + off, p->in[i].data, p->in[i].nbytes);
+            off += p->in[i].nbytes;
+        }
+        b.n = total;
+    }
+    p->body = (uint8_t *)b.p;
+    p->body_len = b.n;
+    snprintf(p->json_len_text, sizeof(p->json_len_text), "%zu", p->json_len);
+    return 0;
+}
+
+static void put_le(uint8_t *q, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        q[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* docs/RAW_PROTOCOL.md: headerless = the input's bytes; framed = header,
+ * descriptors, data. */
+static int build_raw_body(perf *p)
+{
+    if (!p->o.framed) {
+        if (p->n_inputs != 1) {
+            fprintf(stderr,
+                    "infd perf: model '%s' has %d inputs: headerless mode needs one "
+                    "(use --framed)\n",
+                    p->o.model, p->n_inputs);
+            return -1;
+        }
+        if (p->o.batch != 1) {
+            fprintf(stderr, "infd perf: headerless mode sends batch 1 (use --framed)\n");
+            return -1;
+        }
+        p->body = infd_malloc(p->in[0].nbytes ? p->in[0].nbytes : 1);
+        if (!p->body)
+            return -1;
+        memcpy(p->body, p->in[0].data, p->in[0].nbytes);
+        p->body_len = p->in[0].nbytes;
+        if (p->o.output_bytes > 0)
+            p->answer_bytes = (size_t)p->o.output_bytes;
+        return 0;
+    }
+    size_t desc = 0, data = 0;
+    for (int i = 0; i < p->n_inputs; i++) {
+        desc += 1 + strlen(p->in[i].name) + 2 + 8 * (size_t)p->in[i].rank + 8;
+        data += p->in[i].nbytes;
+    }
+    p->body_len = RAW_HEADER_BYTES + desc + data;
+    p->body = infd_calloc(1, p->body_len);
+    if (!p->body)
+        return -1;
+    uint8_t *q = p->body;
+    memcpy(q, "INFD", 4);
+    q[4] = 1;
+    put_le(q + 8, 1, 8);
+    put_le(q + 16, (uint64_t)p->n_inputs, 2);
+    put_le(q + 20, desc, 4);
+    put_le(q + 24, data, 8);
+    q += RAW_HEADER_BYTES;
+    for (int i = 0; i < p->n_inputs; i++) {
+        perf_tensor *x = &p->in[i];
+        size_t ln = strlen(x->name);
+        if (ln == 0 || ln > 255) {
+            fprintf(stderr, "infd perf: input name '%s' does not fit the framed protocol\n",
+                    x->name);
+            return -1;
+        }
+        *q++ = (uint8_t)ln;
+        memcpy(q, x->name, ln);
+        q += ln;
+        *q++ = (uint8_t)x->dtype;
+        *q++ = (uint8_t)x->rank;
+        for (int d = 0; d < x->rank; d++, q += 8)
+            put_le(q, (uint64_t)x->shape[d], 8);
+        put_le(q, x->nbytes, 8);
+        q += 8;
+    }
+    for (int i = 0; i < p->n_inputs; i++) {
+        memcpy(q, p->in[i].data, p->in[i].nbytes);
+        q += p->in[i].nbytes;
+    }
+    return 0;
+}
+
+/* ---- the step machinery ------------------------------------------------- */
+
+static void issue(perf_conn *c);
+
+static void end_measure(perf *p, uint64_t t_ns)
+{
+    if (p->phase == PH_DRAIN)
+        return;
+    p->phase = PH_DRAIN;
+    p->t_end_ns = t_ns;
+    if (p->n_busy == 0)
+        event_base_loopexit(p->base, NULL);
+}
+
+static void begin_measure(perf *p)
+{
+    p->phase = PH_MEASURE;
+    p->t_measure_ns = infd_clock_ns();
+    if (p->o.request_count == 0) {
+        struct timeval tv = { p->o.measurement_ms / 1000, (p->o.measurement_ms % 1000) * 1000 };
+        evtimer_add(p->timer, &tv);
+    }
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    perf *p = arg;
+    (void)fd;
+    (void)what;
+    if (p->phase == PH_WARMUP)
+        begin_measure(p);
+    else
+        end_measure(p, infd_clock_ns());
+}
+
+/* One request answered (ok) or failed; issues the next one. */
+static void complete(perf_conn *c, bool ok)
+{
+    perf *p = c->p;
+    uint64_t t1 = infd_clock_ns();
+    c->busy = false;
+    p->n_busy--;
+    p->total++;
+    if (!ok)
+        p->total_errors++;
+    if (p->phase == PH_MEASURE) {
+        if (ok) {
+            infd_histogram_record(p->hist, t1 - c->t0_ns);
+            p->ok++;
+        } else {
+            p->errors++;
+        }
+        if (p->o.request_count > 0 && (int64_t)(p->ok + p->errors) >= p->o.request_count)
+            end_measure(p, t1);
+    }
+    if (p->phase == PH_DRAIN) {
+        if (p->n_busy == 0)
+            event_base_loopexit(p->base, NULL);
+        return;
+    }
+    issue(c);
+}
+
+static void on_fail_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    complete(arg, false);
+}
+
+/* A request that failed before reaching the server (no connection, out of
+ * memory) completes from the loop 1 ms later: completing it at once would
+ * recurse through issue() without bound and spin against a dead server. */
+static void fail_later(perf_conn *c)
+{
+    struct timeval tv = { 0, 1000 };
+    if (event_base_once(c->p->base, -1, EV_TIMEOUT, on_fail_later, c, &tv) != 0) {
+        infd_clock_sleep_us(1000);
+        complete(c, false);
+    }
+}
+
+/* ---- HTTP requests ------------------------------------------------------ */
+
+static void on_http_done(struct evhttp_request *req, void *arg)
+{
+    perf_conn *c = arg;
+    int code = req ? evhttp_request_get_response_code(req) : 0;
+    if (code != 200) {
+        char body[160] = "";
+        if (req) {
+            struct evbuffer *b = evhttp_request_get_input_buffer(req);
+            size_t n = INFD_MIN(evbuffer_get_length(b), sizeof(body) - 1);
+            evbuffer_copyout(b, body, n);
+            body[n] = '\0';
+        }
+        note_error(c->p, "HTTP %d%s%s", code, code ? ": " : " (no answer)", body);
+    }
+    complete(c, code == 200);
+}
+
+static void issue_http(perf_conn *c)
+{
+    perf *p = c->p;
+    if (!c->evcon) {
+        c->evcon = evhttp_connection_base_new(p->base, NULL, p->o.host, (ev_uint16_t)p->o.port);
+        if (c->evcon)
+            evhttp_connection_set_timeout(c->evcon, PERF_TIMEOUT_S);
+    }
+    struct evhttp_request *req = c->evcon ? evhttp_request_new(on_http_done, c) : NULL;
+    if (!req) {
+        note_error(p, "out of memory");
+        fail_later(c);
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Host", p->host_header);
+    if (p->o.binary) {
+        evhttp_add_header(h, "Content-Type", "application/octet-stream");
+        evhttp_add_header(h, "Inference-Header-Content-Length", p->json_len_text);
+    } else {
+        evhttp_add_header(h, "Content-Type", "application/json");
+    }
+    evbuffer_add_reference(evhttp_request_get_output_buffer(req), p->body, p->body_len, NULL, NULL);
+    if (evhttp_make_request(c->evcon, req, EVHTTP_REQ_POST, p->uri) != 0) {
+        /* evhttp_make_request frees the request on failure. */
+        note_error(p, "cannot send an HTTP request to %s:%d", p->o.host, p->o.port);
+        fail_later(c);
+    }
+}
+
+/* ---- raw requests ------------------------------------------------------- */
+
+static void raw_close(perf_conn *c)
+{
+    if (c->rev)
+        event_free(c->rev);
+    if (c->wev)
+        event_free(c->wev);
+    c->rev = c->wev = NULL;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+static void raw_fail(perf_conn *c, const char *what)
+{
+    note_error(c->p, "raw: %s", what);
+    raw_close(c);
+    complete(c, false);
+}
+
+static void on_raw_event(evutil_socket_t fd, short what, void *arg);
+
+static int raw_connect(perf_conn *c)
+{
+    perf *p = c->p;
+    int fd;
+    if (p->o.unix_path) {
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", p->o.unix_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+            note_error(p, "raw: connect %s: %s", p->o.unix_path, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+    } else {
+        fd = socket(p->raw_addr->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, p->raw_addr->ai_addr, p->raw_addr->ai_addrlen) != 0) {
+            note_error(p, "raw: connect %s:%d: %s", p->o.host, p->o.port, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    c->fd = fd;
+    c->rev = event_new(p->base, fd, EV_READ | EV_PERSIST, on_raw_event, c);
+    c->wev = event_new(p->base, fd, EV_WRITE | EV_PERSIST, on_raw_event, c);
+    if (!c->rev || !c->wev) {
+        raw_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static bool raw_write(perf_conn *c)
+{
+    perf *p = c->p;
+    while (c->sent < p->body_len) {
+        ssize_t n = send(c->fd, p->body + c->sent, p->body_len - c->sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            event_add(c->wev, NULL);
+            return true;
+        }
+        raw_fail(c, "send failed (connection closed by the server?)");
+        return false;
+    }
+    event_del(c->wev);
+    return true;
+}
+
+static bool ensure_rbuf(perf_conn *c, size_t n)
+{
+    if (n <= c->rcap)
+        return true;
+    uint8_t *q = infd_realloc(c->rbuf, n);
+    if (!q)
+        return false;
+    c->rbuf = q;
+    c->rcap = n;
+    return true;
+}
+
+static uint64_t get_le(const uint8_t *q, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | q[i];
+    return v;
+}
+
+static void raw_read(perf_conn *c)
+{
+    perf *p = c->p;
+    for (;;) {
+        ssize_t n = recv(c->fd, c->rbuf + c->got, c->need - c->got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            raw_fail(c, n == 0 ? "the server closed the connection" : strerror(errno));
+            return;
+        }
+        c->got += (size_t)n;
+        if (c->got < c->need)
+            continue;
+        if (!p->o.framed) {
+            event_del(c->rev);
+            complete(c, true);
+            return;
+        }
+        if (c->stage == 0) {
+            const uint8_t *h = c->rbuf;
+            if (memcmp(h, "INFD", 4) != 0) {
+                raw_fail(c, "bad magic in an answer");
+                return;
+            }
+            size_t rest =
+                (size_t)get_le(h + 18, 2) + (size_t)get_le(h + 20, 4) + (size_t)get_le(h + 24, 8);
+            c->stage = 1;
+            if (!ensure_rbuf(c, RAW_HEADER_BYTES + rest)) {
+                raw_fail(c, "out of memory");
+                return;
+            }
+            c->need = RAW_HEADER_BYTES + rest;
+            if (c->got < c->need)
+                continue;
+        }
+        uint16_t status = (uint16_t)get_le(c->rbuf + 6, 2);
+        if (status != 0) {
+            size_t ml = (size_t)get_le(c->rbuf + 18, 2);
+            note_error(p, "raw: %s: %.*s", infd_status_name((infd_status)status), (int)ml,
+                       (const char *)c->rbuf + RAW_HEADER_BYTES);
+        }
+        event_del(c->rev);
+        if (c->rbuf[5] & 1) /* the server closes after this answer */
+            raw_close(c);
+        complete(c, status == 0);
+        return;
+    }
+}
+
+static void on_raw_event(evutil_socket_t fd, short what, void *arg)
+{
+    perf_conn *c = arg;
+    (void)fd;
+    if (what & EV_TIMEOUT) {
+        raw_fail(c, "no answer in time");
+        return;
+    }
+    if ((what & EV_WRITE) && !raw_write(c))
+        return;
+    if (what & EV_READ)
+        raw_read(c);
+}
+
+static void issue_raw(perf_conn *c)
+{
+    perf *p = c->p;
+    if (c->fd < 0 && raw_connect(c) != 0) {
+        fail_later(c);
+        return;
+    }
+    c->sent = 0;
+    c->got = 0;
+    c->stage = 0;
+    c->need = p->o.framed ? RAW_HEADER_BYTES : p->answer_bytes;
+    if (!ensure_rbuf(c, c->need ? c->need : 1)) {
+        note_error(p, "out of memory");
+        fail_later(c);
+        return;
+    }
+    struct timeval tv = { PERF_TIMEOUT_S, 0 };
+    event_add(c->rev, &tv);
+    if (!raw_write(c))
+        return;
+    if (c->need == 0) {
+        event_del(c->rev);
+        complete(c, true);
+    }
+}
+
+static void issue(perf_conn *c)
+{
+    perf *p = c->p;
+    c->busy = true;
+    p->n_busy++;
+    c->t0_ns = infd_clock_ns();
+    if (p->o.protocol == PROTO_HTTP)
+        issue_http(c);
+    else
+        issue_raw(c);
+}
+
+static void close_conns(perf *p)
+{
+    for (int i = 0; i < p->n_conns; i++) {
+        perf_conn *c = &p->conns[i];
+        if (c->evcon)
+            evhttp_connection_free(c->evcon);
+        raw_close(c);
+        infd_free(c->rbuf);
+    }
+    infd_free(p->conns);
+    p->conns = NULL;
+    p->n_conns = 0;
+}
+
+static int run_step(perf *p, int concurrency, step_result *r)
+{
+    p->conns = infd_calloc((size_t)concurrency, sizeof(*p->conns));
+    if (!p->conns)
+        return -1;
+    p->n_conns = concurrency;
+    infd_histogram_reset(p->hist);
+    p->ok = p->errors = p->total = p->total_errors = 0;
+    p->n_busy = 0;
+    for (int i = 0; i < concurrency; i++) {
+        p->conns[i].p = p;
+        p->conns[i].fd = -1;
+    }
+    if (p->o.warmup_ms > 0) {
+        p->phase = PH_WARMUP;
+        struct timeval tv = { p->o.warmup_ms / 1000, (p->o.warmup_ms % 1000) * 1000 };
+        evtimer_add(p->timer, &tv);
+    } else {
+        begin_measure(p);
+    }
+    /* A connection whose request fails at once issues the next from inside
+     * complete(); the phase bounds that. */
+    for (int i = 0; i < concurrency && p->phase != PH_DRAIN; i++)
+        issue(&p->conns[i]);
+    if (p->phase != PH_DRAIN || p->n_busy > 0)
+        event_base_dispatch(p->base);
+    evtimer_del(p->timer);
+    close_conns(p);
+
+    memset(r, 0, sizeof(*r));
+    r->concurrency = concurrency;
+    r->ok = p->ok;
+    r->errors = p->errors;
+    r->total = p->total;
+    r->total_errors = p->total_errors;
+    r->window_ms = (double)(p->t_end_ns - p->t_measure_ns) / 1e6;
+    if (r->window_ms > 0)
+        r->infer_per_s = (double)p->ok * p->o.batch * 1000.0 / r->window_ms;
+    r->avg_us = infd_histogram_mean(p->hist) / 1e3;
+    r->p50_us = (double)infd_histogram_quantile(p->hist, 0.50) / 1e3;
+    r->p90_us = (double)infd_histogram_quantile(p->hist, 0.90) / 1e3;
+    r->p95_us = (double)infd_histogram_quantile(p->hist, 0.95) / 1e3;
+    r->p99_us = (double)infd_histogram_quantile(p->hist, 0.99) / 1e3;
+    return 0;
+}
+
+/* ---- report ------------------------------------------------------------- */
+
+static void print_row(const step_result *r)
+{
+    printf("%11d %9" PRIu64 " %7" PRIu64 " %11.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r->concurrency,
+           r->ok, r->errors, r->infer_per_s, r->avg_us, r->p50_us, r->p90_us, r->p95_us, r->p99_us);
+    fflush(stdout);
+}
+
+static int write_csv(const char *path, const perf *p, const step_result *rs, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "infd perf: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    /* perf_analyzer's column names where they exist; latencies in usec. */
+    fprintf(f, "Concurrency,Batch Size,Inferences/Second,Requests,Errors,Window ms,Avg latency,"
+               "p50 latency,p90 latency,p95 latency,p99 latency,Total Requests,Total Errors\n");
+    for (int i = 0; i < n; i++) {
+        const step_result *r = &rs[i];
+        fprintf(f,
+                "%d,%d,%.1f,%" PRIu64 ",%" PRIu64 ",%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%" PRIu64
+                ",%" PRIu64 "\n",
+                r->concurrency, p->o.batch, r->infer_per_s, r->ok, r->errors, r->window_ms,
+                r->avg_us, r->p50_us, r->p90_us, r->p95_us, r->p99_us, r->total, r->total_errors);
+    }
+    int rc = fclose(f) == 0 ? 0 : -1;
+    if (rc != 0)
+        fprintf(stderr, "infd perf: %s: write failed\n", path);
+    return rc;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static int parse_int(const char *opt, const char *val, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end = NULL;
+    long long v = val ? strtoll(val, &end, 10) : 0;
+    if (!val || *end || end == val || v < lo || v > hi) {
+        fprintf(stderr, "infd perf: %s needs a number in %" PRId64 "..%" PRId64 "\n", opt, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_options(perf_options *o, int argc, char **argv)
+{
+    const char *url = NULL, *proto = NULL, *meta = NULL;
+    o->c_start = o->c_end = o->c_step = 1;
+    o->measurement_ms = 2000;
+    o->warmup_ms = 200;
+    o->batch = 1;
+    o->random_data = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t n = 0;
+        bool takes = true;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            return 1;
+        } else if (strcmp(a, "--binary") == 0) {
+            o->binary = true;
+            takes = false;
+        } else if (strcmp(a, "--framed") == 0) {
+            o->framed = true;
+            takes = false;
+        } else if (!v) {
+            fprintf(stderr, "infd perf: %s: unknown option or missing value\n", a);
+            return -1;
+        } else if (strcmp(a, "--url") == 0 || strcmp(a, "-u") == 0) {
+            url = v;
+        } else if (strcmp(a, "--unix") == 0) {
+            o->unix_path = v;
+        } else if (strcmp(a, "--model") == 0 || strcmp(a, "-m") == 0) {
+            o->model = v;
+        } else if (strcmp(a, "--protocol") == 0 || strcmp(a, "-i") == 0) {
+            proto = v;
+        } else if (strcmp(a, "--metadata-url") == 0) {
+            meta = v;
+        } else if (strcmp(a, "--concurrency-range") == 0) {
+            if (parse_range(v, &o->c_start, &o->c_end, &o->c_step) != 0) {
+                fprintf(stderr,
+                        "infd perf: --concurrency-range needs START[:END[:STEP]] with "
+                        "1 <= START <= END <= %d\n",
+                        PERF_MAX_CONCURRENCY);
+                return -1;
+            }
+        } else if (strcmp(a, "--request-count") == 0) {
+            if (parse_int(a, v, 1, INT64_MAX, &o->request_count) != 0)
+                return -1;
+        } else if (strcmp(a, "--measurement-ms") == 0 || strcmp(a, "-p") == 0) {
+            if (parse_int(a, v, 1, 3600000, &n) != 0)
+                return -1;
+            o->measurement_ms = (int)n;
+            o->request_count = 0;
+        } else if (strcmp(a, "--warmup-ms") == 0) {
+            if (parse_int(a, v, 0, 3600000, &n) != 0)
+                return -1;
+            o->warmup_ms = (int)n;
+        } else if (strcmp(a, "--batch-size") == 0 || strcmp(a, "-b") == 0) {
+            if (parse_int(a, v, 1, 1 << 20, &n) != 0)
+                return -1;
+            o->batch = (int)n;
+        } else if (strcmp(a, "--input-data") == 0) {
+            if (strcmp(v, "zero") != 0 && strcmp(v, "random") != 0) {
+                fprintf(stderr, "infd perf: --input-data needs zero or random\n");
+                return -1;
+            }
+            o->random_data = strcmp(v, "random") == 0;
+        } else if (strcmp(a, "--csv") == 0 || strcmp(a, "-f") == 0) {
+            o->csv = v;
+        } else if (strcmp(a, "--shape") == 0) {
+            o->shape = v;
+        } else if (strcmp(a, "--dtype") == 0) {
+            o->dtype = v;
+        } else if (strcmp(a, "--input-name") == 0) {
+            o->input_name = v;
+        } else if (strcmp(a, "--output-bytes") == 0) {
+            if (parse_int(a, v, 1, INT64_MAX, &o->output_bytes) != 0)
+                return -1;
+        } else {
+            fprintf(stderr, "infd perf: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (takes)
+            i++;
+    }
+    if (!o->model) {
+        fprintf(stderr, "infd perf: --model is required\n");
+        return -1;
+    }
+    o->protocol = o->unix_path ? PROTO_RAW : PROTO_HTTP;
+    if (proto && strcmp(proto, "raw") == 0)
+        o->protocol = PROTO_RAW;
+    else if (proto && strcmp(proto, "http") != 0) {
+        fprintf(stderr, "infd perf: --protocol needs http or raw%s\n",
+                strcmp(proto, "grpc") == 0 ? " (gRPC arrives with issue #5)" : "");
+        return -1;
+    }
+    if (o->protocol == PROTO_HTTP && (o->unix_path || o->framed)) {
+        fprintf(stderr, "infd perf: --unix and --framed are raw-protocol options\n");
+        return -1;
+    }
+    if (o->protocol == PROTO_RAW && o->binary) {
+        fprintf(stderr, "infd perf: --binary is an HTTP option\n");
+        return -1;
+    }
+    if (!url && !o->unix_path) {
+        fprintf(stderr, "infd perf: give --url HOST:PORT%s\n",
+                o->protocol == PROTO_RAW ? " or --unix PATH" : "");
+        return -1;
+    }
+    if (url && parse_hostport(url, o->host, sizeof(o->host), &o->port) != 0) {
+        fprintf(stderr, "infd perf: --url needs HOST:PORT, not '%s'\n", url);
+        return -1;
+    }
+    if (o->protocol == PROTO_HTTP) {
+        snprintf(o->meta_host, sizeof(o->meta_host), "%s", o->host);
+        o->meta_port = o->port;
+    } else if (meta &&
+               parse_hostport(meta, o->meta_host, sizeof(o->meta_host), &o->meta_port) != 0) {
+        fprintf(stderr, "infd perf: --metadata-url needs HOST:PORT, not '%s'\n", meta);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+int infd_cli_perf(int argc, char **argv)
+{
+    int rc = INFD_EXIT_FAILURE;
+    perf *p = infd_calloc(1, sizeof(*p));
+    step_result *rs = NULL;
+    int n_steps = 0;
+    if (!p) {
+        fprintf(stderr, "infd perf: out of memory\n");
+        return INFD_EXIT_FAILURE;
+    }
+    int parsed = parse_options(&p->o, argc, argv);
+    if (parsed != 0) {
+        usage(parsed > 0 ? stdout : stderr);
+        rc = parsed > 0 ? INFD_EXIT_OK : INFD_EXIT_USAGE;
+        goto out;
+    }
+    perf_options *o = &p->o;
+    p->base = event_base_new();
+    p->hist = infd_histogram_create();
+    if (!p->base || !p->hist || !(p->timer = evtimer_new(p->base, on_timer, p))) {
+        fprintf(stderr, "infd perf: out of memory\n");
+        goto out;
+    }
+    if (o->meta_port ? fetch_metadata(p) != 0 : inputs_from_options(p) != 0)
+        goto out;
+    if (make_inputs(p) != 0)
+        goto out;
+    if (o->protocol == PROTO_HTTP) {
+        if (build_http_body(p) != 0) {
+            fprintf(stderr, "infd perf: out of memory building the request\n");
+            goto out;
+        }
+        snprintf(p->uri, sizeof(p->uri), "/v2/models/%s/infer", o->model);
+        snprintf(p->host_header, sizeof(p->host_header), "%s:%d", o->host, o->port);
+    } else {
+        if (build_raw_body(p) != 0)
+            goto out;
+        if (!o->unix_path) {
+            char service[16];
+            snprintf(service, sizeof(service), "%d", o->port);
+            struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+            int gai = getaddrinfo(o->host, service, &hints, &p->raw_addr);
+            if (gai != 0) {
+                fprintf(stderr, "infd perf: %s: %s\n", o->host, gai_strerror(gai));
+                goto out;
+            }
+        }
+    }
+
+    int max_steps = (o->c_end - o->c_start) / o->c_step + 1;
+    rs = infd_calloc((size_t)max_steps, sizeof(*rs));
+    if (!rs)
+        goto out;
+    char where[300];
+    if (o->unix_path)
+        snprintf(where, sizeof(where), "unix:%s", o->unix_path);
+    else
+        snprintf(where, sizeof(where), "%s:%d", o->host, o->port);
+    printf("*** infd perf: model '%s', %s (%s) at %s, batch %d, %s data\n", o->model,
+           o->protocol == PROTO_HTTP ? "http" : "raw",
+           o->protocol == PROTO_HTTP ? (o->binary ? "binary" : "JSON")
+                                     : (o->framed ? "framed" : "headerless"),
+           where, o->batch, o->random_data ? "random" : "zero");
+    if (o->request_count)
+        printf("*** measurement: %" PRId64 " requests per step after %d ms of warmup\n",
+               o->request_count, o->warmup_ms);
+    else
+        printf("*** measurement: %d ms per step after %d ms of warmup\n", o->measurement_ms,
+               o->warmup_ms);
+    printf("%11s %9s %7s %11s %9s %9s %9s %9s %9s\n", "concurrency", "requests", "errors",
+           "infer/s", "avg us", "p50 us", "p90 us", "p95 us", "p99 us");
+    uint64_t all_ok = 0, all_requests = 0;
+    for (int c = o->c_start; c <= o->c_end; c += o->c_step) {
+        if (run_step(p, c, &rs[n_steps]) != 0) {
+            fprintf(stderr, "infd perf: out of memory\n");
+            goto out;
+        }
+        print_row(&rs[n_steps]);
+        all_ok += rs[n_steps].ok;
+        all_requests += rs[n_steps].ok + rs[n_steps].errors;
+        n_steps++;
+    }
+    if (p->first_error[0])
+        fprintf(stderr, "infd perf: first error: %s\n", p->first_error);
+    if (o->csv && write_csv(o->csv, p, rs, n_steps) != 0)
+        goto out;
+    if (all_ok == 0) {
+        fprintf(stderr, "infd perf: no request succeeded (%" PRIu64 " failed)\n", all_requests);
+        goto out;
+    }
+    rc = INFD_EXIT_OK;
+out:
+    if (p->raw_addr)
+        freeaddrinfo(p->raw_addr);
+    for (int i = 0; i < PERF_MAX_IO; i++)
+        infd_free(p->in[i].data);
+    infd_free(p->body);
+    if (p->timer)
+        event_free(p->timer);
+    if (p->base)
+        event_base_free(p->base);
+    infd_histogram_destroy(p->hist);
+    infd_free(rs);
+    infd_free(p);
+    return rc;
+}
