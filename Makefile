@@ -47,7 +47,7 @@ test: setup
 	@$(MAKE) --no-print-directory e2e PRESET=release
 	@echo "== unit tests under ASan+UBSan"
 	@$(MAKE) --no-print-directory unit PRESET=asan
-	@echo "== fuzzing the ONNX loader (short run)"
+	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30 FUZZ_SEED=1
 	@echo "== all tests passed"
 
@@ -60,19 +60,21 @@ e2e: build
 
 # libFuzzer under ASan+UBSan (clang), seeded with small generated models:
 # fuzz_onnx_loader (the loader alone) and fuzz_plan (load, infer, fold,
-# fuse, compile, run), FUZZ_SECONDS each; corpora grow in build/fuzz/.
-FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan
+# fuse, compile, run), and with Triton configs: fuzz_pbtxt (config.pbtxt
+# parser and writers); FUZZ_SECONDS each; corpora grow in build/fuzz/.
+FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_pbtxt
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
 	cmake --build --preset fuzz
-	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds build/fuzz/seeds-pbtxt
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p build/fuzz/corpus-$$t; \
+	    seeds=build/fuzz/seeds; [ $$t = fuzz_pbtxt ] && seeds=build/fuzz/seeds-pbtxt; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
-	        build/fuzz/corpus-$$t build/fuzz/seeds 2>&1 | \
+	        build/fuzz/corpus-$$t $$seeds 2>&1 | \
 	        grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)"; \
 	    test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""Writes a small seed corpus for fuzz_onnx_loader: valid models that use
-initializers (raw and typed), symbolic dims, attributes of every kind, tensor
-attributes, and a Constant node. Run: /usr/bin/python3 make_seeds.py DIR"""
+"""Writes a small seed corpus for fuzz_onnx_loader and fuzz_plan: valid models
+that use initializers (raw and typed), symbolic dims, attributes of every kind,
+tensor attributes, and a Constant node; and Triton config.pbtxt files for
+fuzz_pbtxt in a separate folder (libFuzzer reads corpus folders recursively,
+so the two kinds must not nest). Run: /usr/bin/python3 make_seeds.py DIR
+[PBTXT_DIR], PBTXT_DIR defaulting to DIR-pbtxt."""
 
 import os
 import sys
@@ -41,5 +44,82 @@ def main(out):
          os.path.join(out, "reshape.onnx"))
 
 
+PBTXT_SEEDS = {
+    "simple.pbtxt": """name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] },
+  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] }
+]
+""",
+    "densenet.pbtxt": """name: "densenet_onnx"
+platform: "onnxruntime_onnx"
+max_batch_size : 0
+input [
+  {
+    name: "data_0"
+    data_type: TYPE_FP32
+    format: FORMAT_NCHW
+    dims: [ 3, 224, 224 ]
+    reshape { shape: [ 1, 3, 224, 224 ] }
+  }
+]
+output [
+  {
+    name: "fc6_1"
+    data_type: TYPE_FP32
+    dims: [ 1000 ]
+    reshape { shape: [ 1, 1000, 1, 1 ] }
+    label_filename: "densenet_labels.txt"
+  }
+]
+""",
+    "batching.pbtxt": """# dynamic batching with queue policies
+name: 'batched'
+backend: "onnxruntime"
+max_batch_size: 16;
+version_policy: { specific: { versions: [1, 3] } }
+input < name: "y", data_type: 11, dims: -1 dims: 0x10 >
+dynamic_batching {
+  preferred_batch_size: [ 4, 8 ]
+  max_queue_delay_microseconds: 100
+  priority_levels: 2
+  default_priority_level: 1
+  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 50000
+                         allow_timeout_override: t max_queue_size: 16 }
+  priority_queue_policy { key: 1 value: { timeout_action: DELAY } }
+}
+instance_group [ { count: 2 kind: KIND_CPU }, { count: 1, kind: KIND_GPU, gpus: [ 0, 1 ] } ]
+parameters { key: "k" value { string_value: "v\\n\\x41\\u00e9" 'w' } }
+model_warmup [{ name: "w" batch_size: 1
+  inputs { key: "y" value { data_type: TYPE_FP32 dims: 16 zero_data: true } } }]
+optimization { priority: PRIORITY_MAX graph { level: -1 } }
+""",
+    "sequence.pbtxt": """sequence_batching {
+  max_sequence_idle_microseconds: 18446744073709551615
+  oldest { max_candidate_sequences: 4 preferred_batch_size: [2] }
+  control_input [{ name: "START" control [{ kind: CONTROL_SEQUENCE_START
+    fp32_false_true: [ 0, 1.5e1, -inf, nan, .5f ] bool_false_true: [ True, f ] }] }]
+  state { input_name: "a" output_name: "b" data_type: TYPE_FP16 dims: [ 1 ] }
+}
+version_policy { latest { num_versions: 2 } }
+""",
+}
+
+
+def write_pbtxt_seeds(out):
+    os.makedirs(out, exist_ok=True)
+    for name, text in PBTXT_SEEDS.items():
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "seeds")
+    out = sys.argv[1] if len(sys.argv) > 1 else "seeds"
+    main(out)
+    write_pbtxt_seeds(sys.argv[2] if len(sys.argv) > 2 else out.rstrip("/") + "-pbtxt")
