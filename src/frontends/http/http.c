@@ -63,7 +63,7 @@
 #include "frontends/http/kserve_json.h"
 
 #define HTTP_MAX_HEADERS_BYTES (64 * 1024)
-#define HTTP_BACKLOG 1024
+#define HTTP_BACKLOG           1024
 /* Idle keep-alive connections and stalled clients are closed after this. */
 #define HTTP_TIMEOUT_SECS 120
 /* Longest path we route (model names are at most 127 bytes). */
@@ -75,7 +75,7 @@
 #define CALL_KEEP_BYTES (4u << 20)
 /* infd_http_stop: how long to wait for clients to read their responses. */
 #define FLUSH_TIMEOUT_NS (3ull * 1000 * 1000 * 1000)
-#define STOP_POLL_US 5000
+#define STOP_POLL_US     5000
 
 /* ------------------------------------------------------------------------- */
 /* Types                                                                     */
@@ -87,831 +87,856 @@ typedef enum call_kind { CALL_INFER, CALL_LOAD, CALL_UNLOAD } call_kind;
 
 /* One request in flight (or idle on the free list). */
 typedef struct http_call {
-  struct http_call *next; /* free list or done list */
-  http_loop *loop;
-  call_kind kind;
-  struct evhttp_request *ev; /* libevent's; valid until we reply */
+    struct http_call *next; /* free list or done list */
+    http_loop *loop;
+    call_kind kind;
+    struct evhttp_request *ev; /* libevent's; valid until we reply */
 
-  /* CALL_INFER */
-  infd_model *model;
-  infd_request *req;
-  kserve_request kreq;
-  struct evbuffer *bin;           /* binary outputs, reserved before submit */
-  int n_bin;                      /* outputs that write into `bin` */
-  int bin_out[INFD_MAX_MODEL_IO]; /* their model output indices... */
-  uint8_t *bin_ptr[INFD_MAX_MODEL_IO]; /* ...and where they go */
+    /* CALL_INFER */
+    infd_model *model;
+    infd_request *req;
+    kserve_request kreq;
+    struct evbuffer *bin;                /* binary outputs, reserved before submit */
+    int n_bin;                           /* outputs that write into `bin` */
+    int bin_out[INFD_MAX_MODEL_IO];      /* their model output indices... */
+    uint8_t *bin_ptr[INFD_MAX_MODEL_IO]; /* ...and where they go */
 
-  /* CALL_LOAD / CALL_UNLOAD */
-  char name[KSERVE_NAME_BYTES];
-  pthread_t thread;
-  infd_server *server;
+    /* CALL_LOAD / CALL_UNLOAD */
+    char name[KSERVE_NAME_BYTES];
+    pthread_t thread;
+    infd_server *server;
 
-  /* Outcome, written by the completing thread before queueing. */
-  infd_status status;
-  char message[INFD_ERROR_MSG_BYTES];
+    /* Outcome, written by the completing thread before queueing. */
+    infd_status status;
+    char message[INFD_ERROR_MSG_BYTES];
 } http_call;
 
 /* A growable text buffer for response JSON. */
 typedef struct jbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
+    char *p;
+    size_t n, cap;
+    bool oom;
 } jbuf;
 
 struct http_loop {
-  infd_http *h;
-  struct event_base *base;
-  struct evhttp *http;
-  struct evhttp_bound_socket *bound;
-  struct event *wake;  /* user event: completions queued or stop asked */
-  struct event *timer; /* stop: polls until in-flight work is done */
-  pthread_t thread;
-  bool thread_started;
+    infd_http *h;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct event *wake;  /* user event: completions queued or stop asked */
+    struct event *timer; /* stop: polls until in-flight work is done */
+    pthread_t thread;
+    bool thread_started;
 
-  pthread_mutex_t mu; /* guards done_* and stop_requested */
-  bool mu_init;
-  http_call *done_head, *done_tail;
-  bool stop_requested;
+    pthread_mutex_t mu; /* guards done_* and stop_requested */
+    bool mu_init;
+    http_call *done_head, *done_tail;
+    bool stop_requested;
 
-  /* Loop thread only. */
-  http_call *free_calls;
-  int n_free;
-  int n_inflight; /* submitted calls not yet answered */
-  int n_unsent;   /* replies handed to libevent, not yet fully written */
-  bool closing;   /* listener removed */
-  uint64_t idle_since_ns; /* closing: when n_inflight reached 0 */
-  jbuf jb;
+    /* Loop thread only. */
+    http_call *free_calls;
+    int n_free;
+    int n_inflight;         /* submitted calls not yet answered */
+    int n_unsent;           /* replies handed to libevent, not yet fully written */
+    bool closing;           /* listener removed */
+    uint64_t idle_since_ns; /* closing: when n_inflight reached 0 */
+    jbuf jb;
 };
 
 struct infd_http {
-  infd_server *server;
-  char *host;
-  int port;
-  size_t max_body_bytes;
-  int n_loops;
-  http_loop *loops;
+    infd_server *server;
+    char *host;
+    int port;
+    size_t max_body_bytes;
+    int n_loops;
+    http_loop *loops;
 };
 
 /* ------------------------------------------------------------------------- */
 /* JSON text                                                                 */
 /* ------------------------------------------------------------------------- */
 
-static bool jb_reserve(jbuf *b, size_t extra) {
-  if (b->oom)
-    return false;
-  if (b->cap - b->n >= extra)
+static bool jb_reserve(jbuf *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->cap - b->n >= extra)
+        return true;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->n < extra)
+        cap *= 2;
+    char *p = infd_realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
     return true;
-  size_t cap = b->cap ? b->cap : 4096;
-  while (cap - b->n < extra)
-    cap *= 2;
-  char *p = infd_realloc(b->p, cap);
-  if (!p) {
-    b->oom = true;
-    return false;
-  }
-  b->p = p;
-  b->cap = cap;
-  return true;
 }
 
-static void jb_put(jbuf *b, const char *s, size_t n) {
-  if (jb_reserve(b, n)) {
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-  }
+static void jb_put(jbuf *b, const char *s, size_t n)
+{
+    if (jb_reserve(b, n)) {
+        memcpy(b->p + b->n, s, n);
+        b->n += n;
+    }
 }
 
-static void jb_puts(jbuf *b, const char *s) { jb_put(b, s, strlen(s)); }
+static void jb_puts(jbuf *b, const char *s)
+{
+    jb_put(b, s, strlen(s));
+}
 
 static void jb_printf(jbuf *b, const char *fmt, ...) INFD_PRINTF(2, 3);
 
-static void jb_printf(jbuf *b, const char *fmt, ...) {
-  va_list ap;
-  if (!jb_reserve(b, 64))
-    return;
-  va_start(ap, fmt);
-  int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-  va_end(ap);
-  if (k < 0)
-    return;
-  if ((size_t)k >= b->cap - b->n) {
-    if (!jb_reserve(b, (size_t)k + 1))
-      return;
+static void jb_printf(jbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    if (!jb_reserve(b, 64))
+        return;
     va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
     va_end(ap);
-  }
-  b->n += (size_t)k;
+    if (k < 0)
+        return;
+    if ((size_t)k >= b->cap - b->n) {
+        if (!jb_reserve(b, (size_t)k + 1))
+            return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+    }
+    b->n += (size_t)k;
 }
 
 /* A JSON string: quotes, backslashes and control bytes escaped; other
  * bytes (UTF-8) as they are. */
-static void jb_str(jbuf *b, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  if (!jb_reserve(b, n + 2))
-    return;
-  b->p[b->n++] = '"';
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (!jb_reserve(b, 8))
-      return;
-    if (c == '"' || c == '\\') {
-      b->p[b->n++] = '\\';
-      b->p[b->n++] = (char)c;
-    } else if (c < 0x20 || c == 0x7f) {
-      memcpy(b->p + b->n, "\\u00", 4);
-      b->p[b->n + 4] = hex[c >> 4];
-      b->p[b->n + 5] = hex[c & 15];
-      b->n += 6;
-    } else {
-      b->p[b->n++] = (char)c;
-    }
-  }
-  if (jb_reserve(b, 1))
+static void jb_str(jbuf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!jb_reserve(b, n + 2))
+        return;
     b->p[b->n++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!jb_reserve(b, 8))
+            return;
+        if (c == '"' || c == '\\') {
+            b->p[b->n++] = '\\';
+            b->p[b->n++] = (char)c;
+        } else if (c < 0x20 || c == 0x7f) {
+            memcpy(b->p + b->n, "\\u00", 4);
+            b->p[b->n + 4] = hex[c >> 4];
+            b->p[b->n + 5] = hex[c & 15];
+            b->n += 6;
+        } else {
+            b->p[b->n++] = (char)c;
+        }
+    }
+    if (jb_reserve(b, 1))
+        b->p[b->n++] = '"';
 }
 
-static void jb_cstr(jbuf *b, const char *s) { jb_str(b, s, strlen(s)); }
+static void jb_cstr(jbuf *b, const char *s)
+{
+    jb_str(b, s, strlen(s));
+}
 
 /* A float in the shortest %g form that reads back to the same value at
  * `digits` significant digits; NaN and infinities as Python's json writes
  * them (JSON has no literal for them). */
-static void jb_float(jbuf *b, double v, int digits) {
-  if (isnan(v)) {
-    jb_put(b, "NaN", 3);
-    return;
-  }
-  if (isinf(v)) {
-    jb_puts(b, v > 0 ? "Infinity" : "-Infinity");
-    return;
-  }
-  if (!jb_reserve(b, 32))
-    return;
-  b->n += (size_t)snprintf(b->p + b->n, 32, "%.*g", digits, v);
+static void jb_float(jbuf *b, double v, int digits)
+{
+    if (isnan(v)) {
+        jb_put(b, "NaN", 3);
+        return;
+    }
+    if (isinf(v)) {
+        jb_puts(b, v > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    if (!jb_reserve(b, 32))
+        return;
+    b->n += (size_t)snprintf(b->p + b->n, 32, "%.*g", digits, v);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Replies                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static int http_code(infd_status st) {
-  switch (st) {
-  case INFD_STATUS_OK:
-    return 200;
-  case INFD_STATUS_INVALID_ARGUMENT:
-    return 400;
-  case INFD_STATUS_NOT_FOUND:
-    return 404;
-  case INFD_STATUS_UNAVAILABLE:
-    return 503;
-  /* Triton answers a full queue ("Exceeds maximum queue size") with 503,
-   * and clients retry on it; we keep its behaviour. */
-  case INFD_STATUS_RESOURCE_EXHAUSTED:
-    return 503;
-  case INFD_STATUS_DEADLINE_EXCEEDED:
-    return 504;
-  case INFD_STATUS_UNIMPLEMENTED:
-    return 501;
-  default:
-    return 500;
-  }
+static int http_code(infd_status st)
+{
+    switch (st) {
+    case INFD_STATUS_OK:
+        return 200;
+    case INFD_STATUS_INVALID_ARGUMENT:
+        return 400;
+    case INFD_STATUS_NOT_FOUND:
+        return 404;
+    case INFD_STATUS_UNAVAILABLE:
+        return 503;
+    /* Triton answers a full queue ("Exceeds maximum queue size") with 503,
+     * and clients retry on it; we keep its behaviour. */
+    case INFD_STATUS_RESOURCE_EXHAUSTED:
+        return 503;
+    case INFD_STATUS_DEADLINE_EXCEEDED:
+        return 504;
+    case INFD_STATUS_UNIMPLEMENTED:
+        return 501;
+    default:
+        return 500;
+    }
 }
 
-static void on_reply_written(struct evhttp_request *ev, void *arg) {
-  (void)ev;
-  http_loop *loop = arg;
-  loop->n_unsent--;
+static void on_reply_written(struct evhttp_request *ev, void *arg)
+{
+    (void)ev;
+    http_loop *loop = arg;
+    loop->n_unsent--;
 }
 
 /* Sends what is in ev's output buffer with `code`. */
 static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
-                       const char *content_type) {
-  struct evkeyvalq *hdrs = evhttp_request_get_output_headers(ev);
-  if (content_type)
-    evhttp_add_header(hdrs, "Content-Type", content_type);
-  /* A request whose client left has no connection: libevent frees it in
-   * send_reply without writing or calling on_complete. */
-  if (evhttp_request_get_connection(ev)) {
-    loop->n_unsent++;
-    evhttp_request_set_on_complete_cb(ev, on_reply_written, loop);
-  }
-  evhttp_send_reply(ev, code, NULL, NULL);
+                       const char *content_type)
+{
+    struct evkeyvalq *hdrs = evhttp_request_get_output_headers(ev);
+    if (content_type)
+        evhttp_add_header(hdrs, "Content-Type", content_type);
+    /* A request whose client left has no connection: libevent frees it in
+     * send_reply without writing or calling on_complete. */
+    if (evhttp_request_get_connection(ev)) {
+        loop->n_unsent++;
+        evhttp_request_set_on_complete_cb(ev, on_reply_written, loop);
+    }
+    evhttp_send_reply(ev, code, NULL, NULL);
 }
 
 /* Sends the loop's scratch JSON. */
-static void send_json(http_loop *loop, struct evhttp_request *ev, int code) {
-  jbuf *b = &loop->jb;
-  struct evbuffer *out = evhttp_request_get_output_buffer(ev);
-  if (b->oom) {
-    static const char oom[] =
-        "{\"error\":\"out of memory writing the response\"}";
-    evbuffer_add(out, oom, sizeof(oom) - 1);
-    code = 500;
-  } else {
-    evbuffer_add(out, b->p, b->n);
-  }
-  send_reply(loop, ev, code, "application/json");
+static void send_json(http_loop *loop, struct evhttp_request *ev, int code)
+{
+    jbuf *b = &loop->jb;
+    struct evbuffer *out = evhttp_request_get_output_buffer(ev);
+    if (b->oom) {
+        static const char oom[] = "{\"error\":\"out of memory writing the response\"}";
+        evbuffer_add(out, oom, sizeof(oom) - 1);
+        code = 500;
+    } else {
+        evbuffer_add(out, b->p, b->n);
+    }
+    send_reply(loop, ev, code, "application/json");
 }
 
-static void send_error(http_loop *loop, struct evhttp_request *ev, int code,
-                       const char *msg) {
-  jbuf *b = &loop->jb;
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "{\"error\":");
-  jb_cstr(b, msg);
-  jb_puts(b, "}");
-  INFD_LOG_DEBUG("http: %s %s -> %d: %s",
-                 evhttp_request_get_command(ev) == EVHTTP_REQ_POST ? "POST"
-                                                                   : "GET",
-                 evhttp_request_get_uri(ev), code, msg);
-  send_json(loop, ev, code);
+static void send_error(http_loop *loop, struct evhttp_request *ev, int code, const char *msg)
+{
+    jbuf *b = &loop->jb;
+    b->n = 0;
+    b->oom = false;
+    jb_puts(b, "{\"error\":");
+    jb_cstr(b, msg);
+    jb_puts(b, "}");
+    INFD_LOG_DEBUG("http: %s %s -> %d: %s",
+                   evhttp_request_get_command(ev) == EVHTTP_REQ_POST ? "POST" : "GET",
+                   evhttp_request_get_uri(ev), code, msg);
+    send_json(loop, ev, code);
 }
 
-static void send_errorf(http_loop *loop, struct evhttp_request *ev, int code,
-                        const char *fmt, ...) INFD_PRINTF(4, 5);
+static void send_errorf(http_loop *loop, struct evhttp_request *ev, int code, const char *fmt, ...)
+    INFD_PRINTF(4, 5);
 
-static void send_errorf(http_loop *loop, struct evhttp_request *ev, int code,
-                        const char *fmt, ...) {
-  char msg[INFD_ERROR_MSG_BYTES];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  send_error(loop, ev, code, msg);
+static void send_errorf(http_loop *loop, struct evhttp_request *ev, int code, const char *fmt, ...)
+{
+    char msg[INFD_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    send_error(loop, ev, code, msg);
 }
 
-static void send_status(http_loop *loop, struct evhttp_request *ev,
-                        const infd_error *err) {
-  send_error(loop, ev, http_code(err->code),
-             err->msg[0] ? err->msg : infd_status_str(err->code));
+static void send_status(http_loop *loop, struct evhttp_request *ev, const infd_error *err)
+{
+    send_error(loop, ev, http_code(err->code), err->msg[0] ? err->msg : infd_status_str(err->code));
 }
 
-static void send_empty(http_loop *loop, struct evhttp_request *ev, int code) {
-  send_reply(loop, ev, code, NULL);
+static void send_empty(http_loop *loop, struct evhttp_request *ev, int code)
+{
+    send_reply(loop, ev, code, NULL);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Calls                                                                     */
 /* ------------------------------------------------------------------------- */
 
-static http_call *call_get(http_loop *loop, call_kind kind) {
-  http_call *c = loop->free_calls;
-  if (c) {
-    loop->free_calls = c->next;
-    loop->n_free--;
-  } else {
-    c = infd_calloc(1, sizeof(*c));
-    if (!c)
-      return NULL;
-    kserve_request_init(&c->kreq);
-    c->loop = loop;
-  }
-  c->next = NULL;
-  c->kind = kind;
-  c->status = INFD_STATUS_OK;
-  c->message[0] = '\0';
-  c->n_bin = 0;
-  return c;
+static http_call *call_get(http_loop *loop, call_kind kind)
+{
+    http_call *c = loop->free_calls;
+    if (c) {
+        loop->free_calls = c->next;
+        loop->n_free--;
+    } else {
+        c = infd_calloc(1, sizeof(*c));
+        if (!c)
+            return NULL;
+        kserve_request_init(&c->kreq);
+        c->loop = loop;
+    }
+    c->next = NULL;
+    c->kind = kind;
+    c->status = INFD_STATUS_OK;
+    c->message[0] = '\0';
+    c->n_bin = 0;
+    return c;
 }
 
-static void call_free(http_call *c) {
-  kserve_request_fini(&c->kreq);
-  if (c->bin)
-    evbuffer_free(c->bin);
-  infd_free(c);
+static void call_free(http_call *c)
+{
+    kserve_request_fini(&c->kreq);
+    if (c->bin)
+        evbuffer_free(c->bin);
+    infd_free(c);
 }
 
-static size_t kreq_bytes(const kserve_request *r) {
-  size_t n = r->_arena_cap;
-  for (int i = 0; i < INFD_MAX_MODEL_IO; i++)
-    n += r->inputs[i]._cap;
-  return n;
+static size_t kreq_bytes(const kserve_request *r)
+{
+    size_t n = r->_arena_cap;
+    for (int i = 0; i < INFD_MAX_MODEL_IO; i++)
+        n += r->inputs[i]._cap;
+    return n;
 }
 
 /* Returns `c` to the free list, releasing its request and model. */
-static void call_put(http_call *c) {
-  http_loop *loop = c->loop;
-  infd_request_destroy(c->req);
-  c->req = NULL;
-  infd_model_release(c->model);
-  c->model = NULL;
-  c->ev = NULL;
-  if (c->bin)
-    evbuffer_drain(c->bin, evbuffer_get_length(c->bin));
-  if (loop->n_free >= CALLS_KEPT) {
-    call_free(c);
-    return;
-  }
-  if (kreq_bytes(&c->kreq) > CALL_KEEP_BYTES)
-    kserve_request_fini(&c->kreq);
-  c->next = loop->free_calls;
-  loop->free_calls = c;
-  loop->n_free++;
+static void call_put(http_call *c)
+{
+    http_loop *loop = c->loop;
+    infd_request_destroy(c->req);
+    c->req = NULL;
+    infd_model_release(c->model);
+    c->model = NULL;
+    c->ev = NULL;
+    if (c->bin)
+        evbuffer_drain(c->bin, evbuffer_get_length(c->bin));
+    if (loop->n_free >= CALLS_KEPT) {
+        call_free(c);
+        return;
+    }
+    if (kreq_bytes(&c->kreq) > CALL_KEEP_BYTES)
+        kserve_request_fini(&c->kreq);
+    c->next = loop->free_calls;
+    loop->free_calls = c;
+    loop->n_free++;
 }
 
 /* Queues a finished call on its loop; any thread. */
-static void call_done(http_call *c) {
-  http_loop *loop = c->loop;
-  pthread_mutex_lock(&loop->mu);
-  bool was_empty = loop->done_head == NULL;
-  if (loop->done_tail)
-    loop->done_tail->next = c;
-  else
-    loop->done_head = c;
-  loop->done_tail = c;
-  c->next = NULL;
-  /* Activated under the lock so that infd_http_stop cannot free the
-   * event between our unlock and this call. */
-  if (was_empty)
-    event_active(loop->wake, 0, 0);
-  pthread_mutex_unlock(&loop->mu);
+static void call_done(http_call *c)
+{
+    http_loop *loop = c->loop;
+    pthread_mutex_lock(&loop->mu);
+    bool was_empty = loop->done_head == NULL;
+    if (loop->done_tail)
+        loop->done_tail->next = c;
+    else
+        loop->done_head = c;
+    loop->done_tail = c;
+    c->next = NULL;
+    /* Activated under the lock so that infd_http_stop cannot free the
+     * event between our unlock and this call. */
+    if (was_empty)
+        event_active(loop->wake, 0, 0);
+    pthread_mutex_unlock(&loop->mu);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Paths                                                                     */
 /* ------------------------------------------------------------------------- */
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
 }
 
 /* Decodes %XX escapes in place; false on a malformed escape or a %00. */
-static bool percent_decode(char *s) {
-  char *w = s;
-  for (char *r = s; *r; r++) {
-    if (*r == '%') {
-      int hi = hexval(r[1]), lo = hi >= 0 ? hexval(r[2]) : -1;
-      if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-        return false;
-      *w++ = (char)(hi * 16 + lo);
-      r += 2;
-    } else {
-      *w++ = *r;
+static bool percent_decode(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (*r == '%') {
+            int hi = hexval(r[1]), lo = hi >= 0 ? hexval(r[2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return false;
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
     }
-  }
-  *w = '\0';
-  return true;
+    *w = '\0';
+    return true;
 }
 
 /* Splits the path of `uri` (query dropped) into at most HTTP_MAX_SEGS
  * non-empty, percent-decoded segments stored in `buf`. -1 when the path is
  * too long, has too many segments or a bad escape. */
-static int split_path(const char *uri, char *buf, char **segs) {
-  size_t n = strcspn(uri, "?#");
-  if (n >= HTTP_MAX_PATH)
-    return -1;
-  memcpy(buf, uri, n);
-  buf[n] = '\0';
-  int k = 0;
-  char *save = NULL;
-  for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-    if (k == HTTP_MAX_SEGS || !percent_decode(t))
-      return -1;
-    segs[k++] = t;
-  }
-  return k;
+static int split_path(const char *uri, char *buf, char **segs)
+{
+    size_t n = strcspn(uri, "?#");
+    if (n >= HTTP_MAX_PATH)
+        return -1;
+    memcpy(buf, uri, n);
+    buf[n] = '\0';
+    int k = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+        if (k == HTTP_MAX_SEGS || !percent_decode(t))
+            return -1;
+        segs[k++] = t;
+    }
+    return k;
 }
 
 /* A model version from the path: a positive integer. */
-static bool parse_version(const char *s, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || errno == ERANGE || v <= 0)
-    return false;
-  *out = v;
-  return true;
+static bool parse_version(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno == ERANGE || v <= 0)
+        return false;
+    *out = v;
+    return true;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Server and repository endpoints                                           */
 /* ------------------------------------------------------------------------- */
 
-static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev) {
-  jbuf *b = &loop->jb;
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "{\"name\":");
-  jb_cstr(b, infd_server_id(loop->h->server));
-  jb_puts(b, ",\"version\":");
-  jb_cstr(b, infd_version());
-  jb_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
-             "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
-             "policy\"]}");
-  send_json(loop, ev, 200);
+static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev)
+{
+    jbuf *b = &loop->jb;
+    b->n = 0;
+    b->oom = false;
+    jb_puts(b, "{\"name\":");
+    jb_cstr(b, infd_server_id(loop->h->server));
+    jb_puts(b, ",\"version\":");
+    jb_cstr(b, infd_version());
+    jb_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
+               "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
+               "policy\"]}");
+    send_json(loop, ev, 200);
 }
 
 /* Acquires (name, version) or answers the error. */
-static infd_model *acquire_or_reply(http_loop *loop, struct evhttp_request *ev,
-                                    const char *name, int64_t version) {
-  infd_model *m = NULL;
-  infd_error err = {0};
-  if (infd_server_model_acquire(loop->h->server, name, version, &m, &err) !=
-      INFD_STATUS_OK) {
-    send_status(loop, ev, &err);
-    return NULL;
-  }
-  return m;
-}
-
-static void write_io(jbuf *b, const infd_model_io *io, bool batched) {
-  jb_puts(b, "{\"name\":");
-  jb_cstr(b, io->name);
-  jb_puts(b, ",\"datatype\":");
-  jb_cstr(b, infd_dtype_name(io->dtype));
-  jb_puts(b, ",\"shape\":[");
-  if (batched)
-    jb_puts(b, io->rank ? "-1," : "-1");
-  for (int d = 0; d < io->rank; d++)
-    jb_printf(b, d ? ",%" PRId64 : "%" PRId64, io->dims[d]);
-  jb_puts(b, "]}");
-}
-
-static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev,
-                                  const char *name, int64_t version) {
-  infd_model *m = acquire_or_reply(loop, ev, name, version);
-  if (!m)
-    return;
-  jbuf *b = &loop->jb;
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "{\"name\":");
-  jb_cstr(b, infd_model_name(m));
-  jb_puts(b, ",\"versions\":[");
-  /* Every READY version; the acquired one at least. */
-  infd_repository_entry *rows = NULL;
-  int n_rows = 0, n_listed = 0;
-  if (infd_server_repository_index(loop->h->server, true, &rows, &n_rows,
-                                   NULL) == INFD_STATUS_OK) {
-    for (int i = 0; i < n_rows; i++) {
-      if (strcmp(rows[i].name, name) != 0 || rows[i].version < 0)
-        continue;
-      jb_printf(b, n_listed++ ? ",\"%" PRId64 "\"" : "\"%" PRId64 "\"",
-                rows[i].version);
+static infd_model *acquire_or_reply(http_loop *loop, struct evhttp_request *ev, const char *name,
+                                    int64_t version)
+{
+    infd_model *m = NULL;
+    infd_error err = { 0 };
+    if (infd_server_model_acquire(loop->h->server, name, version, &m, &err) != INFD_STATUS_OK) {
+        send_status(loop, ev, &err);
+        return NULL;
     }
-  }
-  infd_free(rows);
-  if (n_listed == 0)
-    jb_printf(b, "\"%" PRId64 "\"", infd_model_version(m));
-  jb_puts(b, "],\"platform\":");
-  jb_cstr(b, infd_model_platform(m));
-  bool batched = infd_model_max_batch_size(m) > 0;
-  jb_puts(b, ",\"inputs\":[");
-  for (int i = 0; i < infd_model_n_inputs(m); i++) {
-    infd_model_io io;
-    if (infd_model_input(m, i, &io) != INFD_STATUS_OK)
-      continue;
-    if (i)
-      jb_puts(b, ",");
-    write_io(b, &io, batched);
-  }
-  jb_puts(b, "],\"outputs\":[");
-  for (int i = 0; i < infd_model_n_outputs(m); i++) {
-    infd_model_io io;
-    if (infd_model_output(m, i, &io) != INFD_STATUS_OK)
-      continue;
-    if (i)
-      jb_puts(b, ",");
-    write_io(b, &io, batched);
-  }
-  jb_puts(b, "]}");
-  infd_model_release(m);
-  send_json(loop, ev, 200);
+    return m;
 }
 
-static void handle_model_ready(http_loop *loop, struct evhttp_request *ev,
-                               const char *name, int64_t version) {
-  infd_model *m = acquire_or_reply(loop, ev, name, version);
-  if (!m)
-    return;
-  bool ready = infd_model_is_ready(m);
-  infd_model_release(m);
-  if (ready)
-    send_empty(loop, ev, 200);
-  else
-    send_errorf(loop, ev, 503, "model '%s' is not ready", name);
+static void write_io(jbuf *b, const infd_model_io *io, bool batched)
+{
+    jb_puts(b, "{\"name\":");
+    jb_cstr(b, io->name);
+    jb_puts(b, ",\"datatype\":");
+    jb_cstr(b, infd_dtype_name(io->dtype));
+    jb_puts(b, ",\"shape\":[");
+    if (batched)
+        jb_puts(b, io->rank ? "-1," : "-1");
+    for (int d = 0; d < io->rank; d++)
+        jb_printf(b, d ? ",%" PRId64 : "%" PRId64, io->dims[d]);
+    jb_puts(b, "]}");
 }
 
-static void handle_model_config(http_loop *loop, struct evhttp_request *ev,
-                                const char *name, int64_t version) {
-  infd_model *m = acquire_or_reply(loop, ev, name, version);
-  if (!m)
-    return;
-  char *json = NULL;
-  size_t n = 0;
-  infd_error err = {0};
-  if (infd_model_config_json(m, &json, &n, &err) != INFD_STATUS_OK) {
+static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, const char *name,
+                                  int64_t version)
+{
+    infd_model *m = acquire_or_reply(loop, ev, name, version);
+    if (!m)
+        return;
+    jbuf *b = &loop->jb;
+    b->n = 0;
+    b->oom = false;
+    jb_puts(b, "{\"name\":");
+    jb_cstr(b, infd_model_name(m));
+    jb_puts(b, ",\"versions\":[");
+    /* Every READY version; the acquired one at least. */
+    infd_repository_entry *rows = NULL;
+    int n_rows = 0, n_listed = 0;
+    if (infd_server_repository_index(loop->h->server, true, &rows, &n_rows, NULL) ==
+        INFD_STATUS_OK) {
+        for (int i = 0; i < n_rows; i++) {
+            if (strcmp(rows[i].name, name) != 0 || rows[i].version < 0)
+                continue;
+            jb_printf(b, n_listed++ ? ",\"%" PRId64 "\"" : "\"%" PRId64 "\"", rows[i].version);
+        }
+    }
+    infd_free(rows);
+    if (n_listed == 0)
+        jb_printf(b, "\"%" PRId64 "\"", infd_model_version(m));
+    jb_puts(b, "],\"platform\":");
+    jb_cstr(b, infd_model_platform(m));
+    bool batched = infd_model_max_batch_size(m) > 0;
+    jb_puts(b, ",\"inputs\":[");
+    for (int i = 0; i < infd_model_n_inputs(m); i++) {
+        infd_model_io io;
+        if (infd_model_input(m, i, &io) != INFD_STATUS_OK)
+            continue;
+        if (i)
+            jb_puts(b, ",");
+        write_io(b, &io, batched);
+    }
+    jb_puts(b, "],\"outputs\":[");
+    for (int i = 0; i < infd_model_n_outputs(m); i++) {
+        infd_model_io io;
+        if (infd_model_output(m, i, &io) != INFD_STATUS_OK)
+            continue;
+        if (i)
+            jb_puts(b, ",");
+        write_io(b, &io, batched);
+    }
+    jb_puts(b, "]}");
     infd_model_release(m);
-    send_status(loop, ev, &err);
-    return;
-  }
-  infd_model_release(m);
-  evbuffer_add(evhttp_request_get_output_buffer(ev), json, n);
-  infd_free(json);
-  send_reply(loop, ev, 200, "application/json");
+    send_json(loop, ev, 200);
 }
 
-static void write_duration(jbuf *b, const char *key, uint64_t count,
-                           uint64_t ns) {
-  jb_printf(b, "\"%s\":{\"count\":%" PRIu64 ",\"ns\":%" PRIu64 "}", key, count,
-            ns);
+static void handle_model_ready(http_loop *loop, struct evhttp_request *ev, const char *name,
+                               int64_t version)
+{
+    infd_model *m = acquire_or_reply(loop, ev, name, version);
+    if (!m)
+        return;
+    bool ready = infd_model_is_ready(m);
+    infd_model_release(m);
+    if (ready)
+        send_empty(loop, ev, 200);
+    else
+        send_errorf(loop, ev, 503, "model '%s' is not ready", name);
+}
+
+static void handle_model_config(http_loop *loop, struct evhttp_request *ev, const char *name,
+                                int64_t version)
+{
+    infd_model *m = acquire_or_reply(loop, ev, name, version);
+    if (!m)
+        return;
+    char *json = NULL;
+    size_t n = 0;
+    infd_error err = { 0 };
+    if (infd_model_config_json(m, &json, &n, &err) != INFD_STATUS_OK) {
+        infd_model_release(m);
+        send_status(loop, ev, &err);
+        return;
+    }
+    infd_model_release(m);
+    evbuffer_add(evhttp_request_get_output_buffer(ev), json, n);
+    infd_free(json);
+    send_reply(loop, ev, 200, "application/json");
+}
+
+static void write_duration(jbuf *b, const char *key, uint64_t count, uint64_t ns)
+{
+    jb_printf(b, "\"%s\":{\"count\":%" PRIu64 ",\"ns\":%" PRIu64 "}", key, count, ns);
 }
 
 /* One entry of Triton's model_stats array. */
-static void write_model_stats(jbuf *b, infd_model *m) {
-  /* About 4 KiB of per-batch-size counters: kept off the stack. */
-  static _Thread_local infd_model_stats st;
-  infd_model_get_stats(m, &st);
-  jb_puts(b, "{\"name\":");
-  jb_cstr(b, infd_model_name(m));
-  jb_printf(b,
-            ",\"version\":\"%" PRId64 "\",\"last_inference\":%" PRIu64
-            ",\"inference_count\":%" PRIu64 ",\"execution_count\":%" PRIu64
-            ",\"inference_stats\":{",
-            infd_model_version(m), st.last_inference_ms, st.inference_count,
-            st.execution_count);
-  write_duration(b, "success", st.success_count, st.success_ns);
-  jb_puts(b, ",");
-  write_duration(b, "fail", st.failure_count, st.failure_ns);
-  jb_puts(b, ",");
-  write_duration(b, "queue", st.success_count, st.queue_ns);
-  jb_puts(b, ",");
-  write_duration(b, "compute_input", st.success_count, st.compute_input_ns);
-  jb_puts(b, ",");
-  write_duration(b, "compute_infer", st.success_count, st.compute_infer_ns);
-  jb_puts(b, ",");
-  write_duration(b, "compute_output", st.success_count, st.compute_output_ns);
-  jb_puts(b, ",");
-  write_duration(b, "cache_hit", 0, 0);
-  jb_puts(b, ",");
-  write_duration(b, "cache_miss", 0, 0);
-  jb_puts(b, "},\"batch_stats\":[");
-  int k = 0;
-  for (int bs = 1; bs <= INFD_STATS_MAX_BATCH; bs++) {
-    uint64_t c = st.batch_exec_count[bs];
-    if (!c)
-      continue;
-    jb_printf(b, "%s{\"batch_size\":%d,", k++ ? "," : "", bs);
-    write_duration(b, "compute_input", c, 0);
+static void write_model_stats(jbuf *b, infd_model *m)
+{
+    /* About 4 KiB of per-batch-size counters: kept off the stack. */
+    static _Thread_local infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    jb_puts(b, "{\"name\":");
+    jb_cstr(b, infd_model_name(m));
+    jb_printf(b,
+              ",\"version\":\"%" PRId64 "\",\"last_inference\":%" PRIu64
+              ",\"inference_count\":%" PRIu64 ",\"execution_count\":%" PRIu64
+              ",\"inference_stats\":{",
+              infd_model_version(m), st.last_inference_ms, st.inference_count, st.execution_count);
+    write_duration(b, "success", st.success_count, st.success_ns);
     jb_puts(b, ",");
-    write_duration(b, "compute_infer", c, st.batch_compute_ns[bs]);
+    write_duration(b, "fail", st.failure_count, st.failure_ns);
     jb_puts(b, ",");
-    write_duration(b, "compute_output", c, 0);
-    jb_puts(b, "}");
-  }
-  jb_puts(b, "]}");
+    write_duration(b, "queue", st.success_count, st.queue_ns);
+    jb_puts(b, ",");
+    write_duration(b, "compute_input", st.success_count, st.compute_input_ns);
+    jb_puts(b, ",");
+    write_duration(b, "compute_infer", st.success_count, st.compute_infer_ns);
+    jb_puts(b, ",");
+    write_duration(b, "compute_output", st.success_count, st.compute_output_ns);
+    jb_puts(b, ",");
+    write_duration(b, "cache_hit", 0, 0);
+    jb_puts(b, ",");
+    write_duration(b, "cache_miss", 0, 0);
+    jb_puts(b, "},\"batch_stats\":[");
+    int k = 0;
+    for (int bs = 1; bs <= INFD_STATS_MAX_BATCH; bs++) {
+        uint64_t c = st.batch_exec_count[bs];
+        if (!c)
+            continue;
+        jb_printf(b, "%s{\"batch_size\":%d,", k++ ? "," : "", bs);
+        write_duration(b, "compute_input", c, 0);
+        jb_puts(b, ",");
+        write_duration(b, "compute_infer", c, st.batch_compute_ns[bs]);
+        jb_puts(b, ",");
+        write_duration(b, "compute_output", c, 0);
+        jb_puts(b, "}");
+    }
+    jb_puts(b, "]}");
 }
 
 /* Stats of every READY version of `name` (NULL: of every model), or of one
  * version when `version` > 0. */
-static void handle_stats(http_loop *loop, struct evhttp_request *ev,
-                         const char *name, int64_t version) {
-  infd_server *s = loop->h->server;
-  jbuf *b = &loop->jb;
-  if (name && version > 0) {
-    infd_model *m = acquire_or_reply(loop, ev, name, version);
-    if (!m)
-      return;
+static void handle_stats(http_loop *loop, struct evhttp_request *ev, const char *name,
+                         int64_t version)
+{
+    infd_server *s = loop->h->server;
+    jbuf *b = &loop->jb;
+    if (name && version > 0) {
+        infd_model *m = acquire_or_reply(loop, ev, name, version);
+        if (!m)
+            return;
+        b->n = 0;
+        b->oom = false;
+        jb_puts(b, "{\"model_stats\":[");
+        write_model_stats(b, m);
+        jb_puts(b, "]}");
+        infd_model_release(m);
+        send_json(loop, ev, 200);
+        return;
+    }
+    infd_repository_entry *rows = NULL;
+    int n_rows = 0;
+    infd_error err = { 0 };
+    if (infd_server_repository_index(s, true, &rows, &n_rows, &err) != INFD_STATUS_OK) {
+        send_status(loop, ev, &err);
+        return;
+    }
     b->n = 0;
     b->oom = false;
     jb_puts(b, "{\"model_stats\":[");
-    write_model_stats(b, m);
+    int k = 0;
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i].version < 0 || (name && strcmp(rows[i].name, name) != 0))
+            continue;
+        infd_model *m = NULL;
+        if (infd_server_model_acquire(s, rows[i].name, rows[i].version, &m, NULL) != INFD_STATUS_OK)
+            continue; /* unloaded since the index was taken */
+        if (k++)
+            jb_puts(b, ",");
+        write_model_stats(b, m);
+        infd_model_release(m);
+    }
+    infd_free(rows);
     jb_puts(b, "]}");
-    infd_model_release(m);
+    if (name && k == 0) {
+        /* Say why: unknown (404) or not ready (503). */
+        infd_model *m = acquire_or_reply(loop, ev, name, -1);
+        if (!m)
+            return;
+        infd_model_release(m);
+    }
     send_json(loop, ev, 200);
-    return;
-  }
-  infd_repository_entry *rows = NULL;
-  int n_rows = 0;
-  infd_error err = {0};
-  if (infd_server_repository_index(s, true, &rows, &n_rows, &err) !=
-      INFD_STATUS_OK) {
-    send_status(loop, ev, &err);
-    return;
-  }
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "{\"model_stats\":[");
-  int k = 0;
-  for (int i = 0; i < n_rows; i++) {
-    if (rows[i].version < 0 || (name && strcmp(rows[i].name, name) != 0))
-      continue;
-    infd_model *m = NULL;
-    if (infd_server_model_acquire(s, rows[i].name, rows[i].version, &m, NULL) !=
-        INFD_STATUS_OK)
-      continue; /* unloaded since the index was taken */
-    if (k++)
-      jb_puts(b, ",");
-    write_model_stats(b, m);
-    infd_model_release(m);
-  }
-  infd_free(rows);
-  jb_puts(b, "]}");
-  if (name && k == 0) {
-    /* Say why: unknown (404) or not ready (503). */
-    infd_model *m = acquire_or_reply(loop, ev, name, -1);
-    if (!m)
-      return;
-    infd_model_release(m);
-  }
-  send_json(loop, ev, 200);
 }
 
 /* Reads {"ready": bool} from an optional body. */
-static bool index_ready_flag(struct evhttp_request *ev, bool *ready, char *msg,
-                             size_t n) {
-  struct evbuffer *in = evhttp_request_get_input_buffer(ev);
-  size_t len = evbuffer_get_length(in);
-  *ready = false;
-  if (len == 0)
-    return true;
-  if (len > 64 * 1024) {
-    snprintf(msg, n, "repository index request body is larger than 64 KiB");
-    return false;
-  }
-  char *text = infd_malloc(len + 1);
-  if (!text) {
-    snprintf(msg, n, "out of memory");
-    return false;
-  }
-  evbuffer_copyout(in, text, len);
-  text[len] = '\0';
-  char ebuf[256];
-  yajl_val root = yajl_tree_parse(text, ebuf, sizeof(ebuf));
-  infd_free(text);
-  if (!root) {
-    size_t e = strlen(ebuf);
-    while (e && (ebuf[e - 1] == '\n' || ebuf[e - 1] == ' '))
-      ebuf[--e] = '\0';
-    snprintf(msg, n, "malformed JSON: %s", ebuf);
-    return false;
-  }
-  bool ok = true;
-  if (!YAJL_IS_OBJECT(root)) {
-    snprintf(msg, n, "repository index request must be a JSON object");
-    ok = false;
-  } else {
-    const char *path[] = {"ready", NULL};
-    yajl_val v = yajl_tree_get(root, path, yajl_t_any);
-    if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
-      snprintf(msg, n, "'ready' must be a boolean");
-      ok = false;
-    } else {
-      *ready = v && YAJL_IS_TRUE(v);
+static bool index_ready_flag(struct evhttp_request *ev, bool *ready, char *msg, size_t n)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(ev);
+    size_t len = evbuffer_get_length(in);
+    *ready = false;
+    if (len == 0)
+        return true;
+    if (len > 64 * 1024) {
+        snprintf(msg, n, "repository index request body is larger than 64 KiB");
+        return false;
     }
-  }
-  yajl_tree_free(root);
-  return ok;
+    char *text = infd_malloc(len + 1);
+    if (!text) {
+        snprintf(msg, n, "out of memory");
+        return false;
+    }
+    evbuffer_copyout(in, text, len);
+    text[len] = '\0';
+    char ebuf[256];
+    yajl_val root = yajl_tree_parse(text, ebuf, sizeof(ebuf));
+    infd_free(text);
+    if (!root) {
+        size_t e = strlen(ebuf);
+        while (e && (ebuf[e - 1] == '\n' || ebuf[e - 1] == ' '))
+            ebuf[--e] = '\0';
+        snprintf(msg, n, "malformed JSON: %s", ebuf);
+        return false;
+    }
+    bool ok = true;
+    if (!YAJL_IS_OBJECT(root)) {
+        snprintf(msg, n, "repository index request must be a JSON object");
+        ok = false;
+    } else {
+        const char *path[] = { "ready", NULL };
+        yajl_val v = yajl_tree_get(root, path, yajl_t_any);
+        if (v && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v)) {
+            snprintf(msg, n, "'ready' must be a boolean");
+            ok = false;
+        } else {
+            *ready = v && YAJL_IS_TRUE(v);
+        }
+    }
+    yajl_tree_free(root);
+    return ok;
 }
 
-static void handle_index(http_loop *loop, struct evhttp_request *ev) {
-  char msg[256];
-  bool ready;
-  if (!index_ready_flag(ev, &ready, msg, sizeof(msg))) {
-    send_error(loop, ev, 400, msg);
-    return;
-  }
-  infd_repository_entry *rows = NULL;
-  int n_rows = 0;
-  infd_error err = {0};
-  if (infd_server_repository_index(loop->h->server, ready, &rows, &n_rows,
-                                   &err) != INFD_STATUS_OK) {
-    send_status(loop, ev, &err);
-    return;
-  }
-  jbuf *b = &loop->jb;
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "[");
-  for (int i = 0; i < n_rows; i++) {
-    jb_puts(b, i ? ",{\"name\":" : "{\"name\":");
-    jb_cstr(b, rows[i].name);
-    if (rows[i].version >= 0)
-      jb_printf(b, ",\"version\":\"%" PRId64 "\"", rows[i].version);
-    jb_puts(b, ",\"state\":");
-    jb_cstr(b, infd_model_state_name(rows[i].state));
-    if (rows[i].reason[0]) {
-      jb_puts(b, ",\"reason\":");
-      jb_cstr(b, rows[i].reason);
+static void handle_index(http_loop *loop, struct evhttp_request *ev)
+{
+    char msg[256];
+    bool ready;
+    if (!index_ready_flag(ev, &ready, msg, sizeof(msg))) {
+        send_error(loop, ev, 400, msg);
+        return;
     }
-    jb_puts(b, "}");
-  }
-  jb_puts(b, "]");
-  infd_free(rows);
-  send_json(loop, ev, 200);
+    infd_repository_entry *rows = NULL;
+    int n_rows = 0;
+    infd_error err = { 0 };
+    if (infd_server_repository_index(loop->h->server, ready, &rows, &n_rows, &err) !=
+        INFD_STATUS_OK) {
+        send_status(loop, ev, &err);
+        return;
+    }
+    jbuf *b = &loop->jb;
+    b->n = 0;
+    b->oom = false;
+    jb_puts(b, "[");
+    for (int i = 0; i < n_rows; i++) {
+        jb_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        jb_cstr(b, rows[i].name);
+        if (rows[i].version >= 0)
+            jb_printf(b, ",\"version\":\"%" PRId64 "\"", rows[i].version);
+        jb_puts(b, ",\"state\":");
+        jb_cstr(b, infd_model_state_name(rows[i].state));
+        if (rows[i].reason[0]) {
+            jb_puts(b, ",\"reason\":");
+            jb_cstr(b, rows[i].reason);
+        }
+        jb_puts(b, "}");
+    }
+    jb_puts(b, "]");
+    infd_free(rows);
+    send_json(loop, ev, 200);
 }
 
 /* Runs a (blocking) load or unload off the loop thread. */
-static void *load_main(void *arg) {
-  http_call *c = arg;
-  infd_error err = {0};
-  infd_status st = c->kind == CALL_LOAD
-                       ? infd_server_load_model(c->server, c->name, &err)
-                       : infd_server_unload_model(c->server, c->name, &err);
-  c->status = st;
-  if (st != INFD_STATUS_OK)
-    snprintf(c->message, sizeof(c->message), "%s",
-             err.msg[0] ? err.msg : infd_status_str(st));
-  call_done(c);
-  return NULL;
+static void *load_main(void *arg)
+{
+    http_call *c = arg;
+    infd_error err = { 0 };
+    infd_status st = c->kind == CALL_LOAD ? infd_server_load_model(c->server, c->name, &err)
+                                          : infd_server_unload_model(c->server, c->name, &err);
+    c->status = st;
+    if (st != INFD_STATUS_OK)
+        snprintf(c->message, sizeof(c->message), "%s", err.msg[0] ? err.msg : infd_status_str(st));
+    call_done(c);
+    return NULL;
 }
 
-static void handle_load(http_loop *loop, struct evhttp_request *ev,
-                        const char *name, bool load) {
-  if (strlen(name) >= KSERVE_NAME_BYTES) {
-    send_errorf(loop, ev, 400, "model name longer than %d bytes",
-                KSERVE_NAME_BYTES - 1);
-    return;
-  }
-  http_call *c = call_get(loop, load ? CALL_LOAD : CALL_UNLOAD);
-  if (!c) {
-    send_error(loop, ev, 500, "out of memory");
-    return;
-  }
-  snprintf(c->name, sizeof(c->name), "%s", name);
-  c->server = loop->h->server;
-  c->ev = ev;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&c->thread, NULL, load_main, c);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    call_put(c);
-    send_errorf(loop, ev, 500, "cannot start a thread for the %s: %s",
-                load ? "load" : "unload", strerror(rc));
-    return;
-  }
-  loop->n_inflight++;
+static void handle_load(http_loop *loop, struct evhttp_request *ev, const char *name, bool load)
+{
+    if (strlen(name) >= KSERVE_NAME_BYTES) {
+        send_errorf(loop, ev, 400, "model name longer than %d bytes", KSERVE_NAME_BYTES - 1);
+        return;
+    }
+    http_call *c = call_get(loop, load ? CALL_LOAD : CALL_UNLOAD);
+    if (!c) {
+        send_error(loop, ev, 500, "out of memory");
+        return;
+    }
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->server = loop->h->server;
+    c->ev = ev;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&c->thread, NULL, load_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        call_put(c);
+        send_errorf(loop, ev, 500, "cannot start a thread for the %s: %s", load ? "load" : "unload",
+                    strerror(rc));
+        return;
+    }
+    loop->n_inflight++;
 }
 
-static void finish_load(http_call *c) {
-  pthread_join(c->thread, NULL);
-  if (c->status == INFD_STATUS_OK) {
-    INFD_LOG_INFO("http: %s of model '%s' done",
-                  c->kind == CALL_LOAD ? "load" : "unload", c->name);
-    send_empty(c->loop, c->ev, 200);
-  } else {
-    send_error(c->loop, c->ev, http_code(c->status), c->message);
-  }
+static void finish_load(http_call *c)
+{
+    pthread_join(c->thread, NULL);
+    if (c->status == INFD_STATUS_OK) {
+        INFD_LOG_INFO("http: %s of model '%s' done", c->kind == CALL_LOAD ? "load" : "unload",
+                      c->name);
+        send_empty(c->loop, c->ev, 200);
+    } else {
+        send_error(c->loop, c->ev, http_code(c->status), c->message);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
 /* Inference                                                                 */
 /* ------------------------------------------------------------------------- */
 
-static void on_infer_done(void *user, infd_request *req, infd_status status,
-                          const char *message) {
-  (void)req;
-  http_call *c = user;
-  c->status = status;
-  if (status != INFD_STATUS_OK)
-    snprintf(c->message, sizeof(c->message), "%s",
-             message && *message ? message : infd_status_str(status));
-  call_done(c);
+static void on_infer_done(void *user, infd_request *req, infd_status status, const char *message)
+{
+    (void)req;
+    http_call *c = user;
+    c->status = status;
+    if (status != INFD_STATUS_OK)
+        snprintf(c->message, sizeof(c->message), "%s",
+                 message && *message ? message : infd_status_str(status));
+    call_done(c);
 }
 
 /* Whether output `name` is returned as binary data: its own binary_data
  * parameter, else the request's binary_data_output, else JSON. */
-static bool output_is_binary(const kserve_request *r, const char *name) {
-  for (int i = 0; i < r->n_outputs; i++)
-    if (strcmp(r->outputs[i].name, name) == 0 && r->outputs[i].binary_data >= 0)
-      return r->outputs[i].binary_data == 1;
-  return r->binary_data_output == 1;
+static bool output_is_binary(const kserve_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_outputs; i++)
+        if (strcmp(r->outputs[i].name, name) == 0 && r->outputs[i].binary_data >= 0)
+            return r->outputs[i].binary_data == 1;
+    return r->binary_data_output == 1;
 }
 
 /* Parses the Inference-Header-Content-Length header: the JSON part's length. */
-static bool header_length(struct evhttp_request *ev, size_t body_n, size_t *out,
-                          char *msg, size_t n) {
-  const char *v = evhttp_find_header(evhttp_request_get_input_headers(ev),
-                                     "Inference-Header-Content-Length");
-  *out = body_n;
-  if (!v)
+static bool header_length(struct evhttp_request *ev, size_t body_n, size_t *out, char *msg,
+                          size_t n)
+{
+    const char *v =
+        evhttp_find_header(evhttp_request_get_input_headers(ev), "Inference-Header-Content-Length");
+    *out = body_n;
+    if (!v)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long len = strtoull(v, &end, 10);
+    if (!*v || *end || errno == ERANGE || v[0] == '-') {
+        snprintf(msg, n, "Inference-Header-Content-Length '%.64s' is not a byte count", v);
+        return false;
+    }
+    if (len > body_n) {
+        snprintf(msg, n,
+                 "Inference-Header-Content-Length is %llu but the body has only "
+                 "%zu bytes",
+                 len, body_n);
+        return false;
+    }
+    *out = (size_t)len;
     return true;
-  char *end;
-  errno = 0;
-  unsigned long long len = strtoull(v, &end, 10);
-  if (!*v || *end || errno == ERANGE || v[0] == '-') {
-    snprintf(msg, n,
-             "Inference-Header-Content-Length '%.64s' is not a byte count", v);
-    return false;
-  }
-  if (len > body_n) {
-    snprintf(msg, n,
-             "Inference-Header-Content-Length is %llu but the body has only "
-             "%zu bytes",
-             len, body_n);
-    return false;
-  }
-  *out = (size_t)len;
-  return true;
 }
 
 /* Reserves one contiguous chunk of c->bin for the binary outputs whose size
@@ -919,513 +944,502 @@ static bool header_length(struct evhttp_request *ev, size_t body_n, size_t *out,
  * request with infd_request_set_output_buffer: the engine writes the result
  * where the response body will send it from. One reservation, so evbuffer
  * never moves an earlier output to grow its chain. */
-static infd_status reserve_binary_outputs(http_call *c, int64_t batch,
-                                          infd_error *err) {
-  infd_model *m = c->model;
-  kserve_request *r = &c->kreq;
-  int n_io = infd_model_n_outputs(m);
-  size_t sizes[INFD_MAX_MODEL_IO];
-  int idx[INFD_MAX_MODEL_IO];
-  size_t total = 0;
-  int k = 0;
-  for (int i = 0; i < n_io && i < INFD_MAX_MODEL_IO; i++) {
-    infd_model_io io;
-    if (infd_model_output(m, i, &io) != INFD_STATUS_OK ||
-        io.dtype == INFD_DTYPE_BYTES)
-      continue;
-    bool wanted = r->n_outputs == 0;
-    for (int j = 0; j < r->n_outputs && !wanted; j++)
-      wanted = strcmp(r->outputs[j].name, io.name) == 0;
-    if (!wanted || !output_is_binary(r, io.name))
-      continue;
-    size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
-    if (sz == 0)
-      continue;
-    sizes[k] = sz;
-    idx[k++] = i;
-    total += sz;
-  }
-  if (k == 0)
+static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_error *err)
+{
+    infd_model *m = c->model;
+    kserve_request *r = &c->kreq;
+    int n_io = infd_model_n_outputs(m);
+    size_t sizes[INFD_MAX_MODEL_IO];
+    int idx[INFD_MAX_MODEL_IO];
+    size_t total = 0;
+    int k = 0;
+    for (int i = 0; i < n_io && i < INFD_MAX_MODEL_IO; i++) {
+        infd_model_io io;
+        if (infd_model_output(m, i, &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES)
+            continue;
+        bool wanted = r->n_outputs == 0;
+        for (int j = 0; j < r->n_outputs && !wanted; j++)
+            wanted = strcmp(r->outputs[j].name, io.name) == 0;
+        if (!wanted || !output_is_binary(r, io.name))
+            continue;
+        size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
+        if (sz == 0)
+            continue;
+        sizes[k] = sz;
+        idx[k++] = i;
+        total += sz;
+    }
+    if (k == 0)
+        return INFD_STATUS_OK;
+    if (!c->bin && !(c->bin = evbuffer_new()))
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(c->bin, (ev_ssize_t)total, &v, 1) != 1 || v.iov_len < total)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                              "cannot reserve %zu bytes for binary outputs", total);
+    v.iov_len = total;
+    if (evbuffer_commit_space(c->bin, &v, 1) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "cannot commit binary output space");
+    uint8_t *p = v.iov_base;
+    for (int j = 0; j < k; j++) {
+        infd_model_io io;
+        infd_model_output(m, idx[j], &io);
+        infd_status st = infd_request_set_output_buffer(c->req, io.name, p, sizes[j], err);
+        if (st != INFD_STATUS_OK)
+            return st;
+        c->bin_out[c->n_bin] = idx[j];
+        c->bin_ptr[c->n_bin++] = p;
+        p += sizes[j];
+    }
     return INFD_STATUS_OK;
-  if (!c->bin && !(c->bin = evbuffer_new()))
-    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-  struct evbuffer_iovec v;
-  if (evbuffer_reserve_space(c->bin, (ev_ssize_t)total, &v, 1) != 1 ||
-      v.iov_len < total)
-    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
-                          "cannot reserve %zu bytes for binary outputs", total);
-  v.iov_len = total;
-  if (evbuffer_commit_space(c->bin, &v, 1) != 0)
-    return infd_error_set(err, INFD_STATUS_INTERNAL,
-                          "cannot commit binary output space");
-  uint8_t *p = v.iov_base;
-  for (int j = 0; j < k; j++) {
-    infd_model_io io;
-    infd_model_output(m, idx[j], &io);
-    infd_status st =
-        infd_request_set_output_buffer(c->req, io.name, p, sizes[j], err);
-    if (st != INFD_STATUS_OK)
-      return st;
-    c->bin_out[c->n_bin] = idx[j];
-    c->bin_ptr[c->n_bin++] = p;
-    p += sizes[j];
-  }
-  return INFD_STATUS_OK;
 }
 
 /* Decodes and submits; on error answers and returns false. */
-static void handle_infer(http_loop *loop, struct evhttp_request *ev,
-                         const char *name, int64_t version) {
-  infd_http *h = loop->h;
-  struct evbuffer *in = evhttp_request_get_input_buffer(ev);
-  size_t body_n = evbuffer_get_length(in);
-  char msg[INFD_ERROR_MSG_BYTES];
-  infd_error err = {0};
-  http_call *c = NULL;
-  int code = 400;
+static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char *name,
+                         int64_t version)
+{
+    infd_http *h = loop->h;
+    struct evbuffer *in = evhttp_request_get_input_buffer(ev);
+    size_t body_n = evbuffer_get_length(in);
+    char msg[INFD_ERROR_MSG_BYTES];
+    infd_error err = { 0 };
+    http_call *c = NULL;
+    int code = 400;
 
-  if (body_n > h->max_body_bytes) {
-    send_errorf(loop, ev, 413,
-                "request body of %zu bytes is over the limit of %zu", body_n,
-                h->max_body_bytes);
-    return;
-  }
-  const char *enc = evhttp_find_header(evhttp_request_get_input_headers(ev),
-                                       "Content-Encoding");
-  if (enc && strcmp(enc, "identity") != 0) {
-    send_errorf(loop, ev, 400, "unsupported Content-Encoding '%.32s'", enc);
-    return;
-  }
-  c = call_get(loop, CALL_INFER);
-  if (!c) {
-    send_error(loop, ev, 500, "out of memory");
-    return;
-  }
-  if (infd_server_model_acquire(h->server, name, version, &c->model, &err) !=
-      INFD_STATUS_OK) {
-    code = http_code(err.code);
-    goto fail;
-  }
-  size_t json_n;
-  if (!header_length(ev, body_n, &json_n, msg, sizeof(msg))) {
-    infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "%s", msg);
-    goto fail;
-  }
-  /* One pull-up: inputs borrow the body straight from here. */
-  const char *body = body_n ? (const char *)evbuffer_pullup(in, -1) : "";
-  if (!body) {
-    infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY,
-                   "out of memory reading the body");
-    code = 500;
-    goto fail;
-  }
-  if (json_n == 0) {
-    infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "empty request body");
-    goto fail;
-  }
-  kserve_request *r = &c->kreq;
-  if (kserve_request_parse(r, body, json_n, &err) != INFD_STATUS_OK) {
-    code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
-    goto fail;
-  }
-  /* Binary inputs follow the JSON in input order. */
-  size_t off = json_n;
-  for (int i = 0; i < r->n_inputs; i++) {
-    kserve_input *ki = &r->inputs[i];
-    if (ki->binary_data_size < 0)
-      continue;
-    if ((uint64_t)ki->binary_data_size > body_n - off) {
-      infd_error_set(
-          &err, INFD_STATUS_INVALID_ARGUMENT,
-          "input '%s': binary data truncated: needs %" PRId64
-          " bytes at offset %zu of the binary part, the body has %zu",
-          ki->name, ki->binary_data_size, off - json_n, body_n - off);
-      goto fail;
+    if (body_n > h->max_body_bytes) {
+        send_errorf(loop, ev, 413, "request body of %zu bytes is over the limit of %zu", body_n,
+                    h->max_body_bytes);
+        return;
     }
-    ki->data = body + off;
-    off += (size_t)ki->binary_data_size;
-  }
-  if (off != body_n) {
-    infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT,
-                   "the body has %zu bytes after the JSON header, the inputs' "
-                   "binary_data_size add up to %zu",
-                   body_n - json_n, off - json_n);
-    goto fail;
-  }
+    const char *enc = evhttp_find_header(evhttp_request_get_input_headers(ev), "Content-Encoding");
+    if (enc && strcmp(enc, "identity") != 0) {
+        send_errorf(loop, ev, 400, "unsupported Content-Encoding '%.32s'", enc);
+        return;
+    }
+    c = call_get(loop, CALL_INFER);
+    if (!c) {
+        send_error(loop, ev, 500, "out of memory");
+        return;
+    }
+    if (infd_server_model_acquire(h->server, name, version, &c->model, &err) != INFD_STATUS_OK) {
+        code = http_code(err.code);
+        goto fail;
+    }
+    size_t json_n;
+    if (!header_length(ev, body_n, &json_n, msg, sizeof(msg))) {
+        infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "%s", msg);
+        goto fail;
+    }
+    /* One pull-up: inputs borrow the body straight from here. */
+    const char *body = body_n ? (const char *)evbuffer_pullup(in, -1) : "";
+    if (!body) {
+        infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY, "out of memory reading the body");
+        code = 500;
+        goto fail;
+    }
+    if (json_n == 0) {
+        infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "empty request body");
+        goto fail;
+    }
+    kserve_request *r = &c->kreq;
+    if (kserve_request_parse(r, body, json_n, &err) != INFD_STATUS_OK) {
+        code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
+        goto fail;
+    }
+    /* Binary inputs follow the JSON in input order. */
+    size_t off = json_n;
+    for (int i = 0; i < r->n_inputs; i++) {
+        kserve_input *ki = &r->inputs[i];
+        if (ki->binary_data_size < 0)
+            continue;
+        if ((uint64_t)ki->binary_data_size > body_n - off) {
+            infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT,
+                           "input '%s': binary data truncated: needs %" PRId64
+                           " bytes at offset %zu of the binary part, the body has %zu",
+                           ki->name, ki->binary_data_size, off - json_n, body_n - off);
+            goto fail;
+        }
+        ki->data = body + off;
+        off += (size_t)ki->binary_data_size;
+    }
+    if (off != body_n) {
+        infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT,
+                       "the body has %zu bytes after the JSON header, the inputs' "
+                       "binary_data_size add up to %zu",
+                       body_n - json_n, off - json_n);
+        goto fail;
+    }
 
-  if (infd_request_create(c->model, &c->req, &err) != INFD_STATUS_OK) {
-    code = http_code(err.code);
-    goto fail;
-  }
-  if (r->has_id)
-    infd_request_set_id(c->req, r->id);
-  if (r->timeout_us > 0)
-    infd_request_set_timeout_us(c->req, (uint64_t)r->timeout_us);
-  if (r->priority > 0 &&
-      infd_request_set_priority(c->req, (uint32_t)r->priority, &err) !=
-          INFD_STATUS_OK)
-    goto fail;
-  for (int i = 0; i < r->n_inputs; i++) {
-    kserve_input *ki = &r->inputs[i];
-    if (infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
-                               ki->data, ki->nbytes, &err) != INFD_STATUS_OK)
-      goto fail_request;
-  }
-  for (int i = 0; i < r->n_outputs; i++)
-    if (infd_request_add_output(c->req, r->outputs[i].name, &err) !=
-        INFD_STATUS_OK)
-      goto fail_request;
-  int64_t batch = 0;
-  if (infd_model_max_batch_size(c->model) > 0 && r->inputs[0].rank > 0)
-    batch = r->inputs[0].shape[0];
-  if (reserve_binary_outputs(c, batch, &err) != INFD_STATUS_OK)
-    goto fail_request;
+    if (infd_request_create(c->model, &c->req, &err) != INFD_STATUS_OK) {
+        code = http_code(err.code);
+        goto fail;
+    }
+    if (r->has_id)
+        infd_request_set_id(c->req, r->id);
+    if (r->timeout_us > 0)
+        infd_request_set_timeout_us(c->req, (uint64_t)r->timeout_us);
+    if (r->priority > 0 &&
+        infd_request_set_priority(c->req, (uint32_t)r->priority, &err) != INFD_STATUS_OK)
+        goto fail;
+    for (int i = 0; i < r->n_inputs; i++) {
+        kserve_input *ki = &r->inputs[i];
+        if (infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
+                                   ki->nbytes, &err) != INFD_STATUS_OK)
+            goto fail_request;
+    }
+    for (int i = 0; i < r->n_outputs; i++)
+        if (infd_request_add_output(c->req, r->outputs[i].name, &err) != INFD_STATUS_OK)
+            goto fail_request;
+    int64_t batch = 0;
+    if (infd_model_max_batch_size(c->model) > 0 && r->inputs[0].rank > 0)
+        batch = r->inputs[0].shape[0];
+    if (reserve_binary_outputs(c, batch, &err) != INFD_STATUS_OK)
+        goto fail_request;
 
-  c->ev = ev;
-  if (infd_infer_async(c->req, on_infer_done, c, &err) != INFD_STATUS_OK) {
-    c->ev = NULL;
-    code = http_code(err.code);
-    goto fail;
-  }
-  loop->n_inflight++;
-  return;
+    c->ev = ev;
+    if (infd_infer_async(c->req, on_infer_done, c, &err) != INFD_STATUS_OK) {
+        c->ev = NULL;
+        code = http_code(err.code);
+        goto fail;
+    }
+    loop->n_inflight++;
+    return;
 
 fail_request:
-  /* Building the request failed on what the client sent (unknown input,
-   * wrong dtype or shape): a 400 whatever code the runtime chose. */
-  code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
+    /* Building the request failed on what the client sent (unknown input,
+     * wrong dtype or shape): a 400 whatever code the runtime chose. */
+    code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
 fail:
-  call_put(c);
-  send_error(loop, ev, code, err.msg[0] ? err.msg : infd_status_str(err.code));
+    call_put(c);
+    send_error(loop, ev, code, err.msg[0] ? err.msg : infd_status_str(err.code));
 }
 
 /* Writes `n` elements of `t` as a flat JSON array. */
-static void write_data(jbuf *b, const infd_tensor *t, int64_t n) {
-  const uint8_t *d = t->data;
-  jb_puts(b, "[");
-  if (t->dtype == INFD_DTYPE_BYTES) {
-    size_t off = 0;
-    for (int64_t i = 0; i < n && off + 4 <= t->nbytes; i++) {
-      uint32_t len = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8 |
-                     (uint32_t)d[off + 2] << 16 | (uint32_t)d[off + 3] << 24;
-      off += 4;
-      if (len > t->nbytes - off)
-        break;
-      if (i)
-        jb_puts(b, ",");
-      jb_str(b, (const char *)d + off, len);
-      off += len;
+static void write_data(jbuf *b, const infd_tensor *t, int64_t n)
+{
+    const uint8_t *d = t->data;
+    jb_puts(b, "[");
+    if (t->dtype == INFD_DTYPE_BYTES) {
+        size_t off = 0;
+        for (int64_t i = 0; i < n && off + 4 <= t->nbytes; i++) {
+            uint32_t len = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8 |
+                           (uint32_t)d[off + 2] << 16 | (uint32_t)d[off + 3] << 24;
+            off += 4;
+            if (len > t->nbytes - off)
+                break;
+            if (i)
+                jb_puts(b, ",");
+            jb_str(b, (const char *)d + off, len);
+            off += len;
+        }
+        jb_puts(b, "]");
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (!jb_reserve(b, 40))
+            return;
+        if (i)
+            b->p[b->n++] = ',';
+        char *w = b->p + b->n;
+        int k = 0;
+        switch (t->dtype) {
+        case INFD_DTYPE_BOOL:
+            k = d[i] ? 4 : 5;
+            memcpy(w, d[i] ? "true" : "false", (size_t)k);
+            break;
+        case INFD_DTYPE_UINT8:
+            k = snprintf(w, 40, "%u", (unsigned)d[i]);
+            break;
+        case INFD_DTYPE_INT8:
+            k = snprintf(w, 40, "%d", (int)(int8_t)d[i]);
+            break;
+        case INFD_DTYPE_UINT16: {
+            uint16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            k = snprintf(w, 40, "%u", (unsigned)v);
+            break;
+        }
+        case INFD_DTYPE_INT16: {
+            int16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            k = snprintf(w, 40, "%d", (int)v);
+            break;
+        }
+        case INFD_DTYPE_UINT32: {
+            uint32_t v;
+            memcpy(&v, d + 4 * i, 4);
+            k = snprintf(w, 40, "%" PRIu32, v);
+            break;
+        }
+        case INFD_DTYPE_INT32: {
+            int32_t v;
+            memcpy(&v, d + 4 * i, 4);
+            k = snprintf(w, 40, "%" PRId32, v);
+            break;
+        }
+        case INFD_DTYPE_UINT64: {
+            uint64_t v;
+            memcpy(&v, d + 8 * i, 8);
+            k = snprintf(w, 40, "%" PRIu64, v);
+            break;
+        }
+        case INFD_DTYPE_INT64: {
+            int64_t v;
+            memcpy(&v, d + 8 * i, 8);
+            k = snprintf(w, 40, "%" PRId64, v);
+            break;
+        }
+        case INFD_DTYPE_FP16:
+        case INFD_DTYPE_BF16: {
+            uint16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            float f = t->dtype == INFD_DTYPE_FP16 ? infd_fp16_to_fp32(v) : infd_bf16_to_fp32(v);
+            jb_float(b, f, 9); /* the exact float value (%.5g reads back too) */
+            continue;
+        }
+        case INFD_DTYPE_FP32: {
+            float v;
+            memcpy(&v, d + 4 * i, 4);
+            jb_float(b, v, 9);
+            continue;
+        }
+        case INFD_DTYPE_FP64: {
+            double v;
+            memcpy(&v, d + 8 * i, 8);
+            jb_float(b, v, 17);
+            continue;
+        }
+        default:
+            k = 0;
+            break;
+        }
+        b->n += (size_t)k;
     }
     jb_puts(b, "]");
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    if (!jb_reserve(b, 40))
-      return;
-    if (i)
-      b->p[b->n++] = ',';
-    char *w = b->p + b->n;
-    int k = 0;
-    switch (t->dtype) {
-    case INFD_DTYPE_BOOL:
-      k = d[i] ? 4 : 5;
-      memcpy(w, d[i] ? "true" : "false", (size_t)k);
-      break;
-    case INFD_DTYPE_UINT8:
-      k = snprintf(w, 40, "%u", (unsigned)d[i]);
-      break;
-    case INFD_DTYPE_INT8:
-      k = snprintf(w, 40, "%d", (int)(int8_t)d[i]);
-      break;
-    case INFD_DTYPE_UINT16: {
-      uint16_t v;
-      memcpy(&v, d + 2 * i, 2);
-      k = snprintf(w, 40, "%u", (unsigned)v);
-      break;
-    }
-    case INFD_DTYPE_INT16: {
-      int16_t v;
-      memcpy(&v, d + 2 * i, 2);
-      k = snprintf(w, 40, "%d", (int)v);
-      break;
-    }
-    case INFD_DTYPE_UINT32: {
-      uint32_t v;
-      memcpy(&v, d + 4 * i, 4);
-      k = snprintf(w, 40, "%" PRIu32, v);
-      break;
-    }
-    case INFD_DTYPE_INT32: {
-      int32_t v;
-      memcpy(&v, d + 4 * i, 4);
-      k = snprintf(w, 40, "%" PRId32, v);
-      break;
-    }
-    case INFD_DTYPE_UINT64: {
-      uint64_t v;
-      memcpy(&v, d + 8 * i, 8);
-      k = snprintf(w, 40, "%" PRIu64, v);
-      break;
-    }
-    case INFD_DTYPE_INT64: {
-      int64_t v;
-      memcpy(&v, d + 8 * i, 8);
-      k = snprintf(w, 40, "%" PRId64, v);
-      break;
-    }
-    case INFD_DTYPE_FP16:
-    case INFD_DTYPE_BF16: {
-      uint16_t v;
-      memcpy(&v, d + 2 * i, 2);
-      float f = t->dtype == INFD_DTYPE_FP16 ? infd_fp16_to_fp32(v)
-                                            : infd_bf16_to_fp32(v);
-      jb_float(b, f, 5);
-      continue;
-    }
-    case INFD_DTYPE_FP32: {
-      float v;
-      memcpy(&v, d + 4 * i, 4);
-      jb_float(b, v, 9);
-      continue;
-    }
-    case INFD_DTYPE_FP64: {
-      double v;
-      memcpy(&v, d + 8 * i, 8);
-      jb_float(b, v, 17);
-      continue;
-    }
-    default:
-      k = 0;
-      break;
-    }
-    b->n += (size_t)k;
-  }
-  jb_puts(b, "]");
 }
 
-static void finish_infer(http_call *c) {
-  http_loop *loop = c->loop;
-  struct evhttp_request *ev = c->ev;
-  if (c->status != INFD_STATUS_OK) {
-    send_error(loop, ev, http_code(c->status), c->message);
-    return;
-  }
-  kserve_request *r = &c->kreq;
-  jbuf *b = &loop->jb;
-  b->n = 0;
-  b->oom = false;
-  jb_puts(b, "{\"model_name\":");
-  jb_cstr(b, infd_model_name(c->model));
-  jb_printf(b, ",\"model_version\":\"%" PRId64 "\"",
-            infd_model_version(c->model));
-  if (r->has_id) {
-    jb_puts(b, ",\"id\":");
-    jb_cstr(b, r->id);
-  }
-  jb_puts(b, ",\"outputs\":[");
+static void finish_infer(http_call *c)
+{
+    http_loop *loop = c->loop;
+    struct evhttp_request *ev = c->ev;
+    if (c->status != INFD_STATUS_OK) {
+        send_error(loop, ev, http_code(c->status), c->message);
+        return;
+    }
+    kserve_request *r = &c->kreq;
+    jbuf *b = &loop->jb;
+    b->n = 0;
+    b->oom = false;
+    jb_puts(b, "{\"model_name\":");
+    jb_cstr(b, infd_model_name(c->model));
+    jb_printf(b, ",\"model_version\":\"%" PRId64 "\"", infd_model_version(c->model));
+    if (r->has_id) {
+        jb_puts(b, ",\"id\":");
+        jb_cstr(b, r->id);
+    }
+    jb_puts(b, ",\"outputs\":[");
 
-  int n_out = infd_request_n_outputs(c->req);
-  bool any_binary = false, zero_copy = true;
-  int n_binary = 0;
-  for (int i = 0; i < n_out; i++) {
-    const char *name = NULL;
-    infd_tensor t;
-    if (infd_request_output(c->req, i, &name, &t) != INFD_STATUS_OK)
-      continue;
-    if (i)
-      jb_puts(b, ",");
-    jb_puts(b, "{\"name\":");
-    jb_cstr(b, name);
-    jb_puts(b, ",\"datatype\":");
-    jb_cstr(b, infd_dtype_name(t.dtype));
-    jb_puts(b, ",\"shape\":[");
-    for (int d = 0; d < t.shape.rank; d++)
-      jb_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
-    jb_puts(b, "]");
-    if (output_is_binary(r, name)) {
-      jb_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
-      /* Zero copy holds when the binary outputs are exactly the
-       * reserved ones, in order, written in place. */
-      if (n_binary >= c->n_bin || t.data != c->bin_ptr[n_binary])
-        zero_copy = false;
-      n_binary++;
-      any_binary = true;
-    } else {
-      jb_puts(b, ",\"data\":");
-      write_data(b, &t, infd_tensor_numel(&t));
-      jb_puts(b, "}");
-    }
-  }
-  jb_puts(b, "]}");
-  if (n_binary != c->n_bin)
-    zero_copy = false;
-  if (b->oom) {
-    send_error(loop, ev, 500, "out of memory writing the response");
-    return;
-  }
-  struct evbuffer *out = evhttp_request_get_output_buffer(ev);
-  evbuffer_add(out, b->p, b->n);
-  if (!any_binary) {
-    send_reply(loop, ev, 200, "application/json");
-    return;
-  }
-  char len[32];
-  snprintf(len, sizeof(len), "%zu", b->n);
-  evhttp_add_header(evhttp_request_get_output_headers(ev),
-                    "Inference-Header-Content-Length", len);
-  if (zero_copy) {
-    evbuffer_add_buffer(out, c->bin);
-  } else {
+    int n_out = infd_request_n_outputs(c->req);
+    bool any_binary = false, zero_copy = true;
+    int n_binary = 0;
     for (int i = 0; i < n_out; i++) {
-      const char *name = NULL;
-      infd_tensor t;
-      if (infd_request_output(c->req, i, &name, &t) == INFD_STATUS_OK &&
-          output_is_binary(r, name))
-        evbuffer_add(out, t.data, t.nbytes);
+        const char *name = NULL;
+        infd_tensor t;
+        if (infd_request_output(c->req, i, &name, &t) != INFD_STATUS_OK)
+            continue;
+        if (i)
+            jb_puts(b, ",");
+        jb_puts(b, "{\"name\":");
+        jb_cstr(b, name);
+        jb_puts(b, ",\"datatype\":");
+        jb_cstr(b, infd_dtype_name(t.dtype));
+        jb_puts(b, ",\"shape\":[");
+        for (int d = 0; d < t.shape.rank; d++)
+            jb_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
+        jb_puts(b, "]");
+        if (output_is_binary(r, name)) {
+            jb_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
+            /* Zero copy holds when the binary outputs are exactly the
+             * reserved ones, in order, written in place. */
+            if (n_binary >= c->n_bin || t.data != c->bin_ptr[n_binary])
+                zero_copy = false;
+            n_binary++;
+            any_binary = true;
+        } else {
+            jb_puts(b, ",\"data\":");
+            write_data(b, &t, infd_tensor_numel(&t));
+            jb_puts(b, "}");
+        }
     }
-  }
-  send_reply(loop, ev, 200, "application/octet-stream");
+    jb_puts(b, "]}");
+    if (n_binary != c->n_bin)
+        zero_copy = false;
+    if (b->oom) {
+        send_error(loop, ev, 500, "out of memory writing the response");
+        return;
+    }
+    struct evbuffer *out = evhttp_request_get_output_buffer(ev);
+    evbuffer_add(out, b->p, b->n);
+    if (!any_binary) {
+        send_reply(loop, ev, 200, "application/json");
+        return;
+    }
+    char len[32];
+    snprintf(len, sizeof(len), "%zu", b->n);
+    evhttp_add_header(evhttp_request_get_output_headers(ev), "Inference-Header-Content-Length",
+                      len);
+    if (zero_copy) {
+        evbuffer_add_buffer(out, c->bin);
+    } else {
+        for (int i = 0; i < n_out; i++) {
+            const char *name = NULL;
+            infd_tensor t;
+            if (infd_request_output(c->req, i, &name, &t) == INFD_STATUS_OK &&
+                output_is_binary(r, name))
+                evbuffer_add(out, t.data, t.nbytes);
+        }
+    }
+    send_reply(loop, ev, 200, "application/octet-stream");
 }
 
 /* ------------------------------------------------------------------------- */
 /* Routing                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static const char *method_name(enum evhttp_cmd_type m) {
-  switch (m) {
-  case EVHTTP_REQ_GET:
-    return "GET";
-  case EVHTTP_REQ_POST:
-    return "POST";
-  case EVHTTP_REQ_HEAD:
-    return "HEAD";
-  case EVHTTP_REQ_PUT:
-    return "PUT";
-  case EVHTTP_REQ_DELETE:
-    return "DELETE";
-  case EVHTTP_REQ_OPTIONS:
-    return "OPTIONS";
-  case EVHTTP_REQ_PATCH:
-    return "PATCH";
-  default:
-    return "this method";
-  }
+static const char *method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+        return "OPTIONS";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
+    default:
+        return "this method";
+    }
 }
 
 /* True when the method is `want` (GET also allows HEAD); else answers 405. */
-static bool method_is(http_loop *loop, struct evhttp_request *ev,
-                      enum evhttp_cmd_type want) {
-  enum evhttp_cmd_type m = evhttp_request_get_command(ev);
-  if (m == want || (want == EVHTTP_REQ_GET && m == EVHTTP_REQ_HEAD))
-    return true;
-  evhttp_add_header(evhttp_request_get_output_headers(ev), "Allow",
-                    want == EVHTTP_REQ_GET ? "GET, HEAD" : "POST");
-  send_errorf(loop, ev, 405, "%s is not allowed on %s; use %s", method_name(m),
-              evhttp_request_get_uri(ev), method_name(want));
-  return false;
+static bool method_is(http_loop *loop, struct evhttp_request *ev, enum evhttp_cmd_type want)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(ev);
+    if (m == want || (want == EVHTTP_REQ_GET && m == EVHTTP_REQ_HEAD))
+        return true;
+    evhttp_add_header(evhttp_request_get_output_headers(ev), "Allow",
+                      want == EVHTTP_REQ_GET ? "GET, HEAD" : "POST");
+    send_errorf(loop, ev, 405, "%s is not allowed on %s; use %s", method_name(m),
+                evhttp_request_get_uri(ev), method_name(want));
+    return false;
 }
 
 /* /v2/models/{m}[/versions/{v}][/action] */
-static void route_model(http_loop *loop, struct evhttp_request *ev, char **seg,
-                        int n) {
-  const char *name = seg[2];
-  int64_t version = -1;
-  int i = 3;
-  if (strlen(name) >= KSERVE_NAME_BYTES) {
-    send_errorf(loop, ev, 404, "unknown model: name longer than %d bytes",
-                KSERVE_NAME_BYTES - 1);
-    return;
-  }
-  if (n > i && strcmp(seg[i], "versions") == 0) {
-    if (n == i + 1) {
-      send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
-      return;
+static void route_model(http_loop *loop, struct evhttp_request *ev, char **seg, int n)
+{
+    const char *name = seg[2];
+    int64_t version = -1;
+    int i = 3;
+    if (strlen(name) >= KSERVE_NAME_BYTES) {
+        send_errorf(loop, ev, 404, "unknown model: name longer than %d bytes",
+                    KSERVE_NAME_BYTES - 1);
+        return;
     }
-    if (!parse_version(seg[i + 1], &version)) {
-      send_errorf(loop, ev, 400, "model '%s': invalid version '%.32s'", name,
-                  seg[i + 1]);
-      return;
+    if (n > i && strcmp(seg[i], "versions") == 0) {
+        if (n == i + 1) {
+            send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
+            return;
+        }
+        if (!parse_version(seg[i + 1], &version)) {
+            send_errorf(loop, ev, 400, "model '%s': invalid version '%.32s'", name, seg[i + 1]);
+            return;
+        }
+        i += 2;
     }
-    i += 2;
-  }
-  if (n == i) {
-    if (method_is(loop, ev, EVHTTP_REQ_GET))
-      handle_model_metadata(loop, ev, name, version);
-    return;
-  }
-  if (n != i + 1) {
-    send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
-    return;
-  }
-  const char *action = seg[i];
-  if (strcmp(action, "infer") == 0) {
-    if (method_is(loop, ev, EVHTTP_REQ_POST))
-      handle_infer(loop, ev, name, version);
-  } else if (strcmp(action, "ready") == 0) {
-    if (method_is(loop, ev, EVHTTP_REQ_GET))
-      handle_model_ready(loop, ev, name, version);
-  } else if (strcmp(action, "config") == 0) {
-    if (method_is(loop, ev, EVHTTP_REQ_GET))
-      handle_model_config(loop, ev, name, version);
-  } else if (strcmp(action, "stats") == 0) {
-    if (method_is(loop, ev, EVHTTP_REQ_GET))
-      handle_stats(loop, ev, name, version);
-  } else {
-    send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
-  }
+    if (n == i) {
+        if (method_is(loop, ev, EVHTTP_REQ_GET))
+            handle_model_metadata(loop, ev, name, version);
+        return;
+    }
+    if (n != i + 1) {
+        send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
+        return;
+    }
+    const char *action = seg[i];
+    if (strcmp(action, "infer") == 0) {
+        if (method_is(loop, ev, EVHTTP_REQ_POST))
+            handle_infer(loop, ev, name, version);
+    } else if (strcmp(action, "ready") == 0) {
+        if (method_is(loop, ev, EVHTTP_REQ_GET))
+            handle_model_ready(loop, ev, name, version);
+    } else if (strcmp(action, "config") == 0) {
+        if (method_is(loop, ev, EVHTTP_REQ_GET))
+            handle_model_config(loop, ev, name, version);
+    } else if (strcmp(action, "stats") == 0) {
+        if (method_is(loop, ev, EVHTTP_REQ_GET))
+            handle_stats(loop, ev, name, version);
+    } else {
+        send_errorf(loop, ev, 404, "no route for %s", evhttp_request_get_uri(ev));
+    }
 }
 
-static void on_request(struct evhttp_request *ev, void *arg) {
-  http_loop *loop = arg;
-  infd_server *s = loop->h->server;
-  char buf[HTTP_MAX_PATH];
-  char *seg[HTTP_MAX_SEGS];
-  int n = split_path(evhttp_request_get_uri(ev), buf, seg);
-  if (n < 1 || strcmp(seg[0], "v2") != 0) {
-    send_errorf(loop, ev, 404, "no route for %.200s",
-                evhttp_request_get_uri(ev));
-    return;
-  }
-  if (n == 1) {
-    if (method_is(loop, ev, EVHTTP_REQ_GET))
-      handle_server_metadata(loop, ev);
-    return;
-  }
-  if (strcmp(seg[1], "health") == 0 && n == 3 &&
-      (strcmp(seg[2], "live") == 0 || strcmp(seg[2], "ready") == 0)) {
-    if (!method_is(loop, ev, EVHTTP_REQ_GET))
-      return;
-    bool ok =
-        seg[2][0] == 'l' ? infd_server_is_live(s) : infd_server_is_ready(s);
-    if (ok)
-      send_empty(loop, ev, 200);
-    else
-      send_errorf(loop, ev, 503, "server is not %s", seg[2]);
-    return;
-  }
-  if (strcmp(seg[1], "models") == 0 && n >= 3) {
-    if (n == 3 && strcmp(seg[2], "stats") == 0) {
-      if (method_is(loop, ev, EVHTTP_REQ_GET))
-        handle_stats(loop, ev, NULL, -1);
-      return;
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+    http_loop *loop = arg;
+    infd_server *s = loop->h->server;
+    char buf[HTTP_MAX_PATH];
+    char *seg[HTTP_MAX_SEGS];
+    int n = split_path(evhttp_request_get_uri(ev), buf, seg);
+    if (n < 1 || strcmp(seg[0], "v2") != 0) {
+        send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
+        return;
     }
-    route_model(loop, ev, seg, n);
-    return;
-  }
-  if (strcmp(seg[1], "repository") == 0) {
-    if (n == 3 && strcmp(seg[2], "index") == 0) {
-      if (method_is(loop, ev, EVHTTP_REQ_POST))
-        handle_index(loop, ev);
-      return;
+    if (n == 1) {
+        if (method_is(loop, ev, EVHTTP_REQ_GET))
+            handle_server_metadata(loop, ev);
+        return;
     }
-    if (n == 5 && strcmp(seg[2], "models") == 0 &&
-        (strcmp(seg[4], "load") == 0 || strcmp(seg[4], "unload") == 0)) {
-      if (method_is(loop, ev, EVHTTP_REQ_POST))
-        handle_load(loop, ev, seg[3], strcmp(seg[4], "load") == 0);
-      return;
+    if (strcmp(seg[1], "health") == 0 && n == 3 &&
+        (strcmp(seg[2], "live") == 0 || strcmp(seg[2], "ready") == 0)) {
+        if (!method_is(loop, ev, EVHTTP_REQ_GET))
+            return;
+        bool ok = seg[2][0] == 'l' ? infd_server_is_live(s) : infd_server_is_ready(s);
+        if (ok)
+            send_empty(loop, ev, 200);
+        else
+            send_errorf(loop, ev, 503, "server is not %s", seg[2]);
+        return;
     }
-  }
-  send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
+    if (strcmp(seg[1], "models") == 0 && n >= 3) {
+        if (n == 3 && strcmp(seg[2], "stats") == 0) {
+            if (method_is(loop, ev, EVHTTP_REQ_GET))
+                handle_stats(loop, ev, NULL, -1);
+            return;
+        }
+        route_model(loop, ev, seg, n);
+        return;
+    }
+    if (strcmp(seg[1], "repository") == 0) {
+        if (n == 3 && strcmp(seg[2], "index") == 0) {
+            if (method_is(loop, ev, EVHTTP_REQ_POST))
+                handle_index(loop, ev);
+            return;
+        }
+        if (n == 5 && strcmp(seg[2], "models") == 0 &&
+            (strcmp(seg[4], "load") == 0 || strcmp(seg[4], "unload") == 0)) {
+            if (method_is(loop, ev, EVHTTP_REQ_POST))
+                handle_load(loop, ev, seg[3], strcmp(seg[4], "load") == 0);
+            return;
+        }
+    }
+    send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1436,266 +1450,268 @@ static void on_stop_timer(evutil_socket_t fd, short what, void *arg);
 
 /* Answers every queued completion; on stop, closes the listener and starts
  * waiting for in-flight work. */
-static void on_wake(evutil_socket_t fd, short what, void *arg) {
-  (void)fd;
-  (void)what;
-  http_loop *loop = arg;
-  pthread_mutex_lock(&loop->mu);
-  http_call *c = loop->done_head;
-  loop->done_head = loop->done_tail = NULL;
-  bool stop = loop->stop_requested;
-  pthread_mutex_unlock(&loop->mu);
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_loop *loop = arg;
+    pthread_mutex_lock(&loop->mu);
+    http_call *c = loop->done_head;
+    loop->done_head = loop->done_tail = NULL;
+    bool stop = loop->stop_requested;
+    pthread_mutex_unlock(&loop->mu);
 
-  while (c) {
-    http_call *next = c->next;
-    if (c->kind == CALL_INFER)
-      finish_infer(c);
-    else
-      finish_load(c);
-    loop->n_inflight--;
-    call_put(c);
-    c = next;
-  }
-  if (stop && !loop->closing) {
-    loop->closing = true;
-    if (loop->bound) {
-      evhttp_del_accept_socket(loop->http, loop->bound);
-      loop->bound = NULL;
+    while (c) {
+        http_call *next = c->next;
+        if (c->kind == CALL_INFER)
+            finish_infer(c);
+        else
+            finish_load(c);
+        loop->n_inflight--;
+        call_put(c);
+        c = next;
     }
-    struct timeval tv = {0, STOP_POLL_US};
-    event_add(loop->timer, &tv);
-  }
+    if (stop && !loop->closing) {
+        loop->closing = true;
+        if (loop->bound) {
+            evhttp_del_accept_socket(loop->http, loop->bound);
+            loop->bound = NULL;
+        }
+        struct timeval tv = { 0, STOP_POLL_US };
+        event_add(loop->timer, &tv);
+    }
 }
 
 /* Stop: leave the loop once nothing is in flight and every reply has been
  * written, or FLUSH_TIMEOUT_NS after the last completion for clients that
  * do not read (or whose reply libevent dropped with the connection). */
-static void on_stop_timer(evutil_socket_t fd, short what, void *arg) {
-  (void)fd;
-  (void)what;
-  http_loop *loop = arg;
-  uint64_t now = infd_clock_ns();
-  if (loop->n_inflight > 0) {
-    loop->idle_since_ns = 0;
-  } else {
-    if (!loop->idle_since_ns)
-      loop->idle_since_ns = now;
-    if (loop->n_unsent <= 0 || now - loop->idle_since_ns > FLUSH_TIMEOUT_NS) {
-      event_base_loopbreak(loop->base);
-      return;
+static void on_stop_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_loop *loop = arg;
+    uint64_t now = infd_clock_ns();
+    if (loop->n_inflight > 0) {
+        loop->idle_since_ns = 0;
+    } else {
+        if (!loop->idle_since_ns)
+            loop->idle_since_ns = now;
+        if (loop->n_unsent <= 0 || now - loop->idle_since_ns > FLUSH_TIMEOUT_NS) {
+            event_base_loopbreak(loop->base);
+            return;
+        }
     }
-  }
-  struct timeval tv = {0, STOP_POLL_US};
-  event_add(loop->timer, &tv);
+    struct timeval tv = { 0, STOP_POLL_US };
+    event_add(loop->timer, &tv);
 }
 
-static void *loop_main(void *arg) {
-  http_loop *loop = arg;
-  event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
-  return NULL;
+static void *loop_main(void *arg)
+{
+    http_loop *loop = arg;
+    event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    return NULL;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Start and stop                                                            */
 /* ------------------------------------------------------------------------- */
 
-void infd_http_options_init(infd_http_options *o) {
-  o->host = "0.0.0.0";
-  o->port = 8000;
-  o->max_body_bytes = (size_t)64 << 20;
-  o->n_threads = 1;
+void infd_http_options_init(infd_http_options *o)
+{
+    o->host = "0.0.0.0";
+    o->port = 8000;
+    o->max_body_bytes = (size_t)64 << 20;
+    o->n_threads = 1;
 }
 
-int infd_http_port(const infd_http *h) { return h->port; }
-
-static void loop_fini(http_loop *loop) {
-  /* evhttp_free closes the listener and every connection, and frees the
-   * requests still on them (none of ours: every call has completed). */
-  if (loop->http)
-    evhttp_free(loop->http);
-  if (loop->wake)
-    event_free(loop->wake);
-  if (loop->timer)
-    event_free(loop->timer);
-  if (loop->base)
-    event_base_free(loop->base);
-  while (loop->free_calls) {
-    http_call *c = loop->free_calls;
-    loop->free_calls = c->next;
-    call_free(c);
-  }
-  if (loop->mu_init)
-    pthread_mutex_destroy(&loop->mu);
-  infd_free(loop->jb.p);
+int infd_http_port(const infd_http *h)
+{
+    return h->port;
 }
 
-static void destroy(infd_http *h) {
-  if (!h)
-    return;
-  for (int i = 0; i < h->n_loops; i++) {
-    http_loop *loop = &h->loops[i];
-    if (!loop->thread_started)
-      continue;
-    pthread_mutex_lock(&loop->mu);
-    loop->stop_requested = true;
-    event_active(loop->wake, 0, 0);
-    pthread_mutex_unlock(&loop->mu);
-  }
-  for (int i = 0; i < h->n_loops; i++)
-    if (h->loops[i].thread_started)
-      pthread_join(h->loops[i].thread, NULL);
-  for (int i = 0; i < h->n_loops; i++)
-    loop_fini(&h->loops[i]);
-  infd_free(h->loops);
-  infd_free(h->host);
-  infd_free(h);
+static void loop_fini(http_loop *loop)
+{
+    /* evhttp_free closes the listener and every connection, and frees the
+     * requests still on them (none of ours: every call has completed). */
+    if (loop->http)
+        evhttp_free(loop->http);
+    if (loop->wake)
+        event_free(loop->wake);
+    if (loop->timer)
+        event_free(loop->timer);
+    if (loop->base)
+        event_base_free(loop->base);
+    while (loop->free_calls) {
+        http_call *c = loop->free_calls;
+        loop->free_calls = c->next;
+        call_free(c);
+    }
+    if (loop->mu_init)
+        pthread_mutex_destroy(&loop->mu);
+    infd_free(loop->jb.p);
+}
+
+static void destroy(infd_http *h)
+{
+    if (!h)
+        return;
+    for (int i = 0; i < h->n_loops; i++) {
+        http_loop *loop = &h->loops[i];
+        if (!loop->thread_started)
+            continue;
+        pthread_mutex_lock(&loop->mu);
+        loop->stop_requested = true;
+        event_active(loop->wake, 0, 0);
+        pthread_mutex_unlock(&loop->mu);
+    }
+    for (int i = 0; i < h->n_loops; i++)
+        if (h->loops[i].thread_started)
+            pthread_join(h->loops[i].thread, NULL);
+    for (int i = 0; i < h->n_loops; i++)
+        loop_fini(&h->loops[i]);
+    infd_free(h->loops);
+    infd_free(h->host);
+    infd_free(h);
 }
 
 /* Sets up loop `i`: base, evhttp, events, and a listener on `sa` (for i >
  * 0 on the port loop 0 got, sharing it with SO_REUSEPORT). */
-static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa,
-                             socklen_t sa_len, infd_error *err) {
-  http_loop *loop = &h->loops[i];
-  loop->h = h;
-  if (pthread_mutex_init(&loop->mu, NULL) != 0)
-    return infd_error_set(err, INFD_STATUS_INTERNAL, "http: mutex");
-  loop->mu_init = true;
-  loop->base = event_base_new();
-  loop->http = loop->base ? evhttp_new(loop->base) : NULL;
-  loop->wake = loop->http ? event_new(loop->base, -1, 0, on_wake, loop) : NULL;
-  loop->timer =
-      loop->wake ? evtimer_new(loop->base, on_stop_timer, loop) : NULL;
-  if (!loop->timer)
-    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
-                          "http: libevent HTTP server");
-  /* Every method reaches on_request, which answers 405 with an Allow
-   * header and a JSON error (libevent's own answer is an HTML page). */
-  evhttp_set_allowed_methods(
-      loop->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-                      EVHTTP_REQ_PATCH);
-  /* libevent refuses larger bodies itself, before buffering them, with 413
-   * (an HTML page): our own check in handle_infer only catches bodies
-   * libevent let through. Lingering close reads and drops the rest of an
-   * oversized body first, so the client gets the 413 instead of a reset
-   * connection while it is still sending. */
-  evhttp_set_max_body_size(loop->http, (ev_ssize_t)h->max_body_bytes);
-  evhttp_set_flags(loop->http, EVHTTP_SERVER_LINGERING_CLOSE);
-  evhttp_set_max_headers_size(loop->http, HTTP_MAX_HEADERS_BYTES);
-  evhttp_set_timeout(loop->http, HTTP_TIMEOUT_SECS);
-  evhttp_set_gencb(loop->http, on_request, loop);
+static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, socklen_t sa_len,
+                             infd_error *err)
+{
+    http_loop *loop = &h->loops[i];
+    loop->h = h;
+    if (pthread_mutex_init(&loop->mu, NULL) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "http: mutex");
+    loop->mu_init = true;
+    loop->base = event_base_new();
+    loop->http = loop->base ? evhttp_new(loop->base) : NULL;
+    loop->wake = loop->http ? event_new(loop->base, -1, 0, on_wake, loop) : NULL;
+    loop->timer = loop->wake ? evtimer_new(loop->base, on_stop_timer, loop) : NULL;
+    if (!loop->timer)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: libevent HTTP server");
+    /* Every method reaches on_request, which answers 405 with an Allow
+     * header and a JSON error (libevent's own answer is an HTML page). */
+    evhttp_set_allowed_methods(loop->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                               EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                               EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    /* libevent refuses larger bodies itself, before buffering them, with 413
+     * (an HTML page): our own check in handle_infer only catches bodies
+     * libevent let through. Lingering close reads and drops the rest of an
+     * oversized body first, so the client gets the 413 instead of a reset
+     * connection while it is still sending. */
+    evhttp_set_max_body_size(loop->http, (ev_ssize_t)h->max_body_bytes);
+    evhttp_set_flags(loop->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_max_headers_size(loop->http, HTTP_MAX_HEADERS_BYTES);
+    evhttp_set_timeout(loop->http, HTTP_TIMEOUT_SECS);
+    evhttp_set_gencb(loop->http, on_request, loop);
 
-  unsigned flags =
-      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
-  if (h->n_loops > 1)
-    flags |= LEV_OPT_REUSEABLE_PORT;
-  errno = 0;
-  struct evconnlistener *lev =
-      evconnlistener_new_bind(loop->base, NULL, NULL, flags, HTTP_BACKLOG,
-                              (struct sockaddr *)sa, (int)sa_len);
-  if (!lev)
-    return infd_error_set(err, INFD_STATUS_IO,
-                          "http: cannot listen on %s:%d: %s", h->host, h->port,
-                          errno ? strerror(errno) : "bind failed");
-  loop->bound = evhttp_bind_listener(loop->http, lev);
-  if (!loop->bound) {
-    evconnlistener_free(lev);
-    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: listener");
-  }
-  if (i == 0) {
-    struct sockaddr_storage got;
-    socklen_t len = sizeof(got);
-    if (getsockname(evconnlistener_get_fd(lev), (struct sockaddr *)&got,
-                    &len) != 0)
-      return infd_error_set(err, INFD_STATUS_IO, "http: getsockname: %s",
-                            strerror(errno));
-    int port = got.ss_family == AF_INET6
-                   ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
-                   : ntohs(((struct sockaddr_in *)&got)->sin_port);
-    h->port = port;
-    /* The other loops bind the same (possibly ephemeral) port. */
-    if (sa->ss_family == AF_INET6)
-      ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
-    else
-      ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
-  }
-  return INFD_STATUS_OK;
-}
-
-infd_status infd_http_start(infd_server *s, const infd_http_options *o,
-                            infd_http **out, infd_error *err) {
-  infd_http *h = NULL;
-  infd_status st = INFD_STATUS_OK;
-  struct addrinfo *ai = NULL;
-  *out = NULL;
-  if (o->port < 0 || o->port > 65535 || o->n_threads < 1 ||
-      o->max_body_bytes == 0 || o->max_body_bytes > (size_t)INT64_MAX) {
-    st = infd_error_set(
-        err, INFD_STATUS_INVALID_ARGUMENT,
-        "http: invalid options (port %d, %d threads, max body %zu bytes)",
-        o->port, o->n_threads, o->max_body_bytes);
-    goto out;
-  }
-  /* Process-wide and idempotent; before event_base_new, so that runtime
-   * workers can wake a loop with event_active. */
-  if (evthread_use_pthreads() != 0) {
-    st = infd_error_set(err, INFD_STATUS_INTERNAL,
-                        "http: libevent without pthreads");
-    goto out;
-  }
-  h = infd_calloc(1, sizeof(*h));
-  if (!h || !(h->host = infd_strdup(o->host ? o->host : "0.0.0.0")) ||
-      !(h->loops = infd_calloc((size_t)o->n_threads, sizeof(http_loop)))) {
-    st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: frontend");
-    goto out;
-  }
-  h->server = s;
-  h->port = o->port;
-  h->max_body_bytes = o->max_body_bytes;
-  h->n_loops = o->n_threads;
-
-  char port_s[16];
-  snprintf(port_s, sizeof(port_s), "%d", o->port);
-  struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                           .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-  int rc = getaddrinfo(h->host, port_s, &hints, &ai);
-  if (rc != 0 || !ai || ai->ai_addrlen > sizeof(struct sockaddr_storage)) {
-    st = infd_error_set(err, INFD_STATUS_IO, "http: cannot resolve '%s': %s",
-                        h->host, rc ? gai_strerror(rc) : "no address");
-    goto out;
-  }
-  struct sockaddr_storage sa;
-  memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
-  socklen_t sa_len = ai->ai_addrlen;
-  for (int i = 0; i < h->n_loops; i++)
-    if ((st = loop_init(h, i, &sa, sa_len, err)) != INFD_STATUS_OK)
-      goto out;
-
-  /* Loop threads start with every signal blocked: SIGTERM/SIGINT reach
-   * the thread that waits for them, and a SIGPIPE from writing to a
-   * vanished client stays pending instead of killing the process (the
-   * write fails with EPIPE and libevent closes the connection). */
-  for (int i = 0; i < h->n_loops; i++) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&h->loops[i].thread, NULL, loop_main, &h->loops[i]);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-      st = infd_error_set(err, INFD_STATUS_INTERNAL, "http: thread: %s",
-                          strerror(rc));
-      goto out;
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
+    if (h->n_loops > 1)
+        flags |= LEV_OPT_REUSEABLE_PORT;
+    errno = 0;
+    struct evconnlistener *lev = evconnlistener_new_bind(
+        loop->base, NULL, NULL, flags, HTTP_BACKLOG, (struct sockaddr *)sa, (int)sa_len);
+    if (!lev)
+        return infd_error_set(err, INFD_STATUS_IO, "http: cannot listen on %s:%d: %s", h->host,
+                              h->port, errno ? strerror(errno) : "bind failed");
+    loop->bound = evhttp_bind_listener(loop->http, lev);
+    if (!loop->bound) {
+        evconnlistener_free(lev);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: listener");
     }
-    h->loops[i].thread_started = true;
-  }
-  *out = h;
-  h = NULL;
-out:
-  if (ai)
-    freeaddrinfo(ai);
-  destroy(h);
-  return st;
+    if (i == 0) {
+        struct sockaddr_storage got;
+        socklen_t len = sizeof(got);
+        if (getsockname(evconnlistener_get_fd(lev), (struct sockaddr *)&got, &len) != 0)
+            return infd_error_set(err, INFD_STATUS_IO, "http: getsockname: %s", strerror(errno));
+        int port = got.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&got)->sin_port);
+        h->port = port;
+        /* The other loops bind the same (possibly ephemeral) port. */
+        if (sa->ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
+        else
+            ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
+    }
+    return INFD_STATUS_OK;
 }
 
-void infd_http_stop(infd_http *h) { destroy(h); }
+infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_http **out,
+                            infd_error *err)
+{
+    infd_http *h = NULL;
+    infd_status st = INFD_STATUS_OK;
+    struct addrinfo *ai = NULL;
+    *out = NULL;
+    if (o->port < 0 || o->port > 65535 || o->n_threads < 1 || o->max_body_bytes == 0 ||
+        o->max_body_bytes > (size_t)INT64_MAX) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "http: invalid options (port %d, %d threads, max body %zu bytes)",
+                            o->port, o->n_threads, o->max_body_bytes);
+        goto out;
+    }
+    /* Process-wide and idempotent; before event_base_new, so that runtime
+     * workers can wake a loop with event_active. */
+    if (evthread_use_pthreads() != 0) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "http: libevent without pthreads");
+        goto out;
+    }
+    h = infd_calloc(1, sizeof(*h));
+    if (!h || !(h->host = infd_strdup(o->host ? o->host : "0.0.0.0")) ||
+        !(h->loops = infd_calloc((size_t)o->n_threads, sizeof(http_loop)))) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: frontend");
+        goto out;
+    }
+    h->server = s;
+    h->port = o->port;
+    h->max_body_bytes = o->max_body_bytes;
+    h->n_loops = o->n_threads;
+
+    char port_s[16];
+    snprintf(port_s, sizeof(port_s), "%d", o->port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    int rc = getaddrinfo(h->host, port_s, &hints, &ai);
+    if (rc != 0 || !ai || ai->ai_addrlen > sizeof(struct sockaddr_storage)) {
+        st = infd_error_set(err, INFD_STATUS_IO, "http: cannot resolve '%s': %s", h->host,
+                            rc ? gai_strerror(rc) : "no address");
+        goto out;
+    }
+    struct sockaddr_storage sa;
+    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+    socklen_t sa_len = ai->ai_addrlen;
+    for (int i = 0; i < h->n_loops; i++)
+        if ((st = loop_init(h, i, &sa, sa_len, err)) != INFD_STATUS_OK)
+            goto out;
+
+    /* Loop threads start with every signal blocked: SIGTERM/SIGINT reach
+     * the thread that waits for them, and a SIGPIPE from writing to a
+     * vanished client stays pending instead of killing the process (the
+     * write fails with EPIPE and libevent closes the connection). */
+    for (int i = 0; i < h->n_loops; i++) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        rc = pthread_create(&h->loops[i].thread, NULL, loop_main, &h->loops[i]);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            st = infd_error_set(err, INFD_STATUS_INTERNAL, "http: thread: %s", strerror(rc));
+            goto out;
+        }
+        h->loops[i].thread_started = true;
+    }
+    *out = h;
+    h = NULL;
+out:
+    if (ai)
+        freeaddrinfo(ai);
+    destroy(h);
+    return st;
+}
+
+void infd_http_stop(infd_http *h)
+{
+    destroy(h);
+}

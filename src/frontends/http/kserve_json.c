@@ -933,8 +933,11 @@ static infd_status run_yajl(parser *p, const char *text, size_t n, size_t base)
     if (!p->h)
         return infd_error_set(p->err, INFD_STATUS_OUT_OF_MEMORY, "cannot allocate a JSON parser");
     yajl_status st = yajl_parse(p->h, (const unsigned char *)text, n);
-    if (st == yajl_status_ok)
+    bool at_end = false;
+    if (st == yajl_status_ok) {
         st = yajl_complete_parse(p->h);
+        at_end = true; /* a premature end: the error is at the last byte */
+    }
     if (st != yajl_status_ok && p->status == INFD_STATUS_OK) {
         /* A syntax error (a callback's error is already in p->err). */
         unsigned char *msg = yajl_get_error(p->h, 0, (const unsigned char *)text, n);
@@ -947,7 +950,7 @@ static infd_status run_yajl(parser *p, const char *text, size_t n, size_t base)
             yajl_free_error(p->h, msg);
         p->status = INFD_STATUS_INVALID_ARGUMENT;
         infd_error_set(p->err, p->status, "malformed JSON at byte %zu: %s",
-                       base + yajl_get_bytes_consumed(p->h), m);
+                       base + (at_end ? n : yajl_get_bytes_consumed(p->h)), m);
     }
     yajl_free(p->h);
     p->h = NULL;
