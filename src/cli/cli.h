@@ -19,6 +19,7 @@ enum {
 int infd_cli_run(int argc, char **argv);
 int infd_cli_bench(int argc, char **argv);
 int infd_cli_perf(int argc, char **argv);
+int infd_cli_serve(int argc, char **argv);
 
 /* Options shared by run and bench, filled by infd_cli_parse_common. */
 #define INFD_CLI_MAX_SHAPES 16

@@ -29,8 +29,10 @@ typedef struct command {
 
 static const command commands[] = {
     { "serve",
-      "serve --model-repository DIR [--http-port 8000 --grpc-port 8001 --metrics-port 8002]",
-      "serve a model repository over KServe v2 HTTP/gRPC, raw sockets and metrics", NULL, "#4" },
+      "serve [--model-repository models] [--http-port 8000 --metrics-port 8002] "
+      "[--model-control-mode none|poll|explicit] [--help]",
+      "serve a model repository over KServe v2 HTTP, raw sockets and Prometheus metrics",
+      infd_cli_serve, NULL },
     { "run",
       "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
       "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16]",
@@ -45,8 +47,7 @@ static const command commands[] = {
       "perf --model NAME (--url HOST:PORT | --unix PATH) [--protocol http|raw] [--binary] "
       "[--framed] [--concurrency-range 1:64:2] [--request-count N | --measurement-ms MS] "
       "[--batch-size N] [--input-data zero|random] [--csv FILE] (--help for more)",
-      "load-generate against a running server and report latency/throughput", infd_cli_perf,
-      NULL },
+      "load-generate against a running server and report latency/throughput", infd_cli_perf, NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
 };

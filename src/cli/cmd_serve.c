@@ -1,0 +1,223 @@
+/*
+ * cmd_serve.c - `infd serve`: a model repository behind the frontends.
+ *
+ * The server (runtime) loads the repository; the frontends (HTTP/KServe v2,
+ * Prometheus metrics, raw sockets) are started on top of the public API. The
+ * main thread then waits for SIGINT or SIGTERM with the signals blocked in
+ * every thread (sigwait), so no frontend or worker is interrupted by them;
+ * on a signal it drains (no new requests; queued and executing ones finish
+ * and their responses are written), stops the frontends and exits 0.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/log.h"
+#include "frontends/http/http.h"
+#include "frontends/metrics/metrics.h"
+#include "frontends/raw/raw.h"
+#include "infd/infd.h"
+
+#define MAX_LIST 64
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: infd serve [--model-repository DIR] [options]\n"
+                 "  --model-repository DIR      Triton-layout repository (default: models)\n"
+                 "  --model-control-mode MODE   none | poll | explicit (default none)\n"
+                 "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
+                 "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
+                 "  --exit-on-error             fail to start when a model fails to load\n"
+                 "  --host ADDR                 address for HTTP and metrics (default 0.0.0.0)\n"
+                 "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
+                 "  --grpc-port N               KServe v2 gRPC (default 8001; not built yet, #5)\n"
+                 "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
+                 "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
+                 "  --http-threads N            HTTP event-loop threads (default 1)\n"
+                 "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
+                 "'off': none)\n"
+                 "  --raw-tcp-port MODEL=PORT   raw protocol on a TCP port too (repeatable)\n"
+                 "  --raw-stats-every N         log raw latency stats every N requests (default "
+                 "1000)\n"
+                 "  --threads N                 engine threads per model instance (default: cores "
+                 "/ instances)\n"
+                 "  --log-level LEVEL           error | warn | info | debug (default info)\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int infd_cli_serve(int argc, char **argv)
+{
+    infd_server_options so;
+    infd_server_options_init(&so);
+    so.model_repository = "models";
+    infd_http_options ho;
+    infd_http_options_init(&ho);
+    infd_metrics_options mo;
+    infd_metrics_options_init(&mo);
+    infd_raw_options ro;
+    infd_raw_options_init(&ro);
+    const char *load[MAX_LIST], *tcp[MAX_LIST];
+    int n_load = 0, n_tcp = 0;
+    bool raw_off = false;
+    long grpc_port = 8001;
+    const char *host = NULL;
+    infd_error err;
+    infd_error_clear(&err);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return INFD_EXIT_OK;
+        }
+        if (strcmp(a, "--exit-on-error") == 0) {
+            so.exit_on_error = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "infd serve: %s needs a value (or is unknown)\n", a);
+            usage(stderr);
+            return INFD_EXIT_USAGE;
+        }
+        i++;
+        int bad = 0;
+        if (strcmp(a, "--model-repository") == 0 || strcmp(a, "--model-store") == 0) {
+            so.model_repository = v;
+        } else if (strcmp(a, "--model-control-mode") == 0) {
+            bad = infd_model_control_parse(v, &so.control_mode, &err) != INFD_STATUS_OK;
+        } else if (strcmp(a, "--load-model") == 0) {
+            bad = n_load == MAX_LIST;
+            if (!bad)
+                load[n_load++] = v;
+        } else if (strcmp(a, "--repository-poll-secs") == 0) {
+            bad = parse_int(v, 1, 86400, &n);
+            so.repository_poll_secs = (int)n;
+        } else if (strcmp(a, "--host") == 0) {
+            host = v;
+        } else if (strcmp(a, "--http-port") == 0) {
+            bad = parse_int(v, -1, 65535, &n);
+            ho.port = (int)n;
+        } else if (strcmp(a, "--grpc-port") == 0) {
+            bad = parse_int(v, -1, 65535, &grpc_port);
+        } else if (strcmp(a, "--metrics-port") == 0) {
+            bad = parse_int(v, -1, 65535, &n);
+            mo.port = (int)n;
+        } else if (strcmp(a, "--max-body-bytes") == 0) {
+            bad = parse_int(v, 1, 1L << 40, &n);
+            ho.max_body_bytes = (size_t)n;
+        } else if (strcmp(a, "--http-threads") == 0) {
+            bad = parse_int(v, 1, 64, &n);
+            ho.n_threads = (int)n;
+        } else if (strcmp(a, "--raw-socket-dir") == 0) {
+            raw_off = strcmp(v, "off") == 0;
+            ro.socket_dir = v;
+        } else if (strcmp(a, "--raw-tcp-port") == 0) {
+            bad = n_tcp == MAX_LIST;
+            if (!bad)
+                tcp[n_tcp++] = v;
+        } else if (strcmp(a, "--raw-stats-every") == 0) {
+            bad = parse_int(v, 0, 1L << 30, &n);
+            ro.stats_every = (int)n;
+        } else if (strcmp(a, "--threads") == 0) {
+            bad = parse_int(v, 1, 1024, &n);
+            so.n_threads = (int)n;
+        } else if (strcmp(a, "--log-level") == 0) {
+            infd_log_level level;
+            bad = infd_log_level_parse(v, &level, &err) != INFD_STATUS_OK;
+            if (!bad)
+                infd_log_set_level(level);
+        } else {
+            fprintf(stderr, "infd serve: unknown option %s\n", a);
+            usage(stderr);
+            return INFD_EXIT_USAGE;
+        }
+        if (bad) {
+            fprintf(stderr, "infd serve: bad value for %s: '%s'%s%s\n", a, v,
+                    err.msg[0] ? ": " : "", err.msg);
+            return INFD_EXIT_USAGE;
+        }
+    }
+    so.startup_models = load;
+    so.n_startup_models = n_load;
+    ro.tcp_ports = tcp;
+    ro.n_tcp_ports = n_tcp;
+    if (host) {
+        ho.host = host;
+        mo.host = host;
+    }
+
+    /* Block the stop signals before any thread starts, so every thread
+     * inherits the mask and only sigwait below sees them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = INFD_EXIT_FAILURE;
+    infd_server *server = NULL;
+    infd_http *http = NULL;
+    infd_metrics *metrics = NULL;
+    infd_raw *raw = NULL;
+    infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
+             so.model_repository);
+    if (infd_server_create(&so, &server, &err) != INFD_STATUS_OK) {
+        fprintf(stderr, "infd serve: %s\n", err.msg);
+        goto out;
+    }
+    if (grpc_port >= 0)
+        infd_log(INFD_LOG_LEVEL_INFO, "gRPC is not built yet (issue #5); --grpc-port %ld unused",
+                 grpc_port);
+    if (ho.port >= 0) {
+        if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd serve: HTTP: %s\n", err.msg);
+            goto out;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "HTTP listening on %s:%d", ho.host, infd_http_port(http));
+    }
+    if (mo.port >= 0) {
+        if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd serve: metrics: %s\n", err.msg);
+            goto out;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "metrics listening on %s:%d", mo.host,
+                 infd_metrics_port(metrics));
+    }
+    if (!raw_off) {
+        if (infd_raw_start(server, &ro, &raw, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd serve: raw sockets: %s\n", err.msg);
+            goto out;
+        }
+    }
+    infd_log(INFD_LOG_LEVEL_INFO, "ready; SIGTERM or Ctrl-C drains and stops");
+    int sig = 0;
+    sigwait(&stop, &sig);
+    infd_log(INFD_LOG_LEVEL_INFO, "%s: draining in-flight requests",
+             sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = INFD_EXIT_OK;
+out:
+    /* Drain first: responses of in-flight requests are still written by
+     * the frontends, which stop afterwards. */
+    infd_server_drain(server);
+    infd_raw_stop(raw);
+    infd_http_stop(http);
+    infd_metrics_stop(metrics);
+    infd_server_destroy(server);
+    if (rc == INFD_EXIT_OK)
+        infd_log(INFD_LOG_LEVEL_INFO, "stopped");
+    return rc;
+}

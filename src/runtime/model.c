@@ -1,0 +1,1002 @@
+/*
+ * model.c - one version of a served model: its config completed from the
+ * ONNX file, its plans (one per served batch size), its instances, and the
+ * model half of the public API (metadata, config, statistics).
+ *
+ * Config completion follows Triton's auto-complete for ONNX models: inputs
+ * and outputs missing from config.pbtxt are taken from the model; when the
+ * config names no inputs and every model input has a variable first dim,
+ * the model batches with max_batch_size 4 (Triton's default) and a default
+ * dynamic batcher. Declared entries are checked against the model (names,
+ * datatypes, dims) with errors naming the config file and the field.
+ *
+ * Plans have concrete shapes (docs/ARCHITECTURE.md), so a batching model is
+ * compiled once per served batch size: powers of two up to max_batch_size,
+ * max_batch_size itself and every preferred_batch_size. A batch runs on the
+ * smallest plan that holds it; the rows past the batch are padding whose
+ * results are dropped.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/common.h"
+#include "core/log.h"
+#include "onnx/loader.h"
+#include "runtime/runtime.h"
+
+/* Triton's default max_batch_size when auto-completing a batching model. */
+#define RT_DEFAULT_MAX_BATCH 4
+
+/* ------------------------------------------------------------------------- */
+/* Config files                                                              */
+/* ------------------------------------------------------------------------- */
+
+static void *pb_alloc(void *data, size_t n)
+{
+    INFD_UNUSED(data);
+    return infd_malloc(n ? n : 1);
+}
+
+static void pb_free(void *data, void *p)
+{
+    INFD_UNUSED(data);
+    infd_free(p);
+}
+
+static ProtobufCAllocator g_pb_allocator = { pb_alloc, pb_free, NULL };
+
+void rt_config_free(Inference__ModelConfig *c)
+{
+    if (c)
+        protobuf_c_message_free_unpacked(&c->base, &g_pb_allocator);
+}
+
+static infd_status read_file(const char *path, char **out, size_t *n, infd_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return infd_error_set(err, errno == ENOENT ? INFD_STATUS_NOT_FOUND : INFD_STATUS_IO,
+                              "%s: %s", path, strerror(errno));
+    infd_status st = INFD_STATUS_OK;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        st = infd_error_set(err, INFD_STATUS_IO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    long len = ftell(f);
+    if (len < 0 || len > (16L << 20)) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %ld bytes; a config file may hold at most 16 MiB", path, len);
+        goto out;
+    }
+    rewind(f);
+    buf = infd_malloc((size_t)len + 1);
+    if (!buf) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+        goto out;
+    }
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        st = infd_error_set(err, INFD_STATUS_IO, "%s: short read", path);
+        goto out;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *n = (size_t)len;
+    buf = NULL;
+out:
+    infd_free(buf);
+    fclose(f);
+    return st;
+}
+
+infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_error *err)
+{
+    *out = NULL;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/config.pbtxt", dir);
+    char *text = NULL;
+    size_t n = 0;
+    infd_status st = read_file(path, &text, &n, err);
+    if (st == INFD_STATUS_NOT_FOUND) {
+        /* No config: everything comes from the model. */
+        infd_error_clear(err);
+        Inference__ModelConfig *c = infd_malloc(sizeof(*c));
+        if (!c)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        inference__model_config__init(c);
+        *out = c;
+        return INFD_STATUS_OK;
+    }
+    if (st != INFD_STATUS_OK)
+        return st;
+    ProtobufCMessage *msg = NULL;
+    st = infd_pbtxt_parse(text, n, &inference__model_config__descriptor, path, &msg, err);
+    infd_free(text);
+    if (st != INFD_STATUS_OK)
+        return st;
+    *out = (Inference__ModelConfig *)msg;
+    return INFD_STATUS_OK;
+}
+
+/* A deep copy through the wire format, owned by g_pb_allocator. */
+static infd_status config_copy(const Inference__ModelConfig *src, Inference__ModelConfig **out,
+                               infd_error *err)
+{
+    size_t n = protobuf_c_message_get_packed_size(&src->base);
+    uint8_t *buf = infd_malloc(n ? n : 1);
+    if (!buf)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    protobuf_c_message_pack(&src->base, buf);
+    *out = inference__model_config__unpack(&g_pb_allocator, n, buf);
+    infd_free(buf);
+    if (!*out)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory copying a config");
+    return INFD_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Completion                                                                */
+/* ------------------------------------------------------------------------- */
+
+static const char *type_name(Inference__DataType t)
+{
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&inference__data_type__descriptor, (int)t);
+    return v ? v->name : "TYPE_?";
+}
+
+static Inference__DataType type_of(infd_dtype d)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "TYPE_%s", d == INFD_DTYPE_BYTES ? "STRING" : infd_dtype_name(d));
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value_by_name(&inference__data_type__descriptor, name);
+    return v ? (Inference__DataType)v->value : INFERENCE__DATA_TYPE__TYPE_INVALID;
+}
+
+static infd_dtype dtype_of(Inference__DataType t)
+{
+    if (t == INFERENCE__DATA_TYPE__TYPE_STRING)
+        return INFD_DTYPE_BYTES;
+    return infd_dtype_from_name(type_name(t));
+}
+
+static bool push_ptr(void ***arr, size_t *n, void *item)
+{
+    void **p = infd_realloc(*arr, (*n + 1) * sizeof(void *));
+    if (!p)
+        return false;
+    p[*n] = item;
+    *arr = p;
+    (*n)++;
+    return true;
+}
+
+static bool set_dims(int64_t **dst, size_t *n_dst, const int64_t *dims, int rank)
+{
+    int64_t *d = rank ? infd_malloc((size_t)rank * sizeof(int64_t)) : NULL;
+    if (rank && !d)
+        return false;
+    for (int i = 0; i < rank; i++)
+        d[i] = dims[i];
+    infd_free(*dst);
+    *dst = d;
+    *n_dst = (size_t)rank;
+    return true;
+}
+
+static bool set_string(char **dst, const char *s)
+{
+    char *c = infd_strdup(s);
+    if (!c)
+        return false;
+    if (*dst && *dst != protobuf_c_empty_string)
+        infd_free(*dst);
+    *dst = c;
+    return true;
+}
+
+static const infd_ir_value *graph_input(const infd_ir_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_inputs; i++)
+        if (strcmp(g->values[g->inputs[i]].name, name) == 0)
+            return &g->values[g->inputs[i]];
+    return NULL;
+}
+
+/* Checks (and completes) one declared input against the model. */
+static infd_status complete_input(infd_model *m, const char *cfile, size_t k,
+                                  Inference__ModelInput *ci, const infd_ir_value *v,
+                                  infd_model_io *io, infd_error *err)
+{
+    int lead = m->max_batch > 0 ? 1 : 0;
+    infd_dtype dt = v->dtype;
+    if (ci->data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
+        ci->data_type = type_of(dt);
+    else if (dtype_of(ci->data_type) != dt)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input[%zu] '%s': data_type %s, the model's input is %s", cfile,
+                              k, ci->name, type_name(ci->data_type), type_name(type_of(dt)));
+    if (dt == INFD_DTYPE_BYTES || infd_dtype_size(dt) == 0)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "input '%s': datatype %s is not served yet", ci->name,
+                              infd_dtype_name(dt));
+    if (ci->reshape || ci->is_shape_tensor)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "%s: input[%zu] '%s': reshape and is_shape_tensor are not supported",
+                              cfile, k, ci->name);
+    if (v->shape.rank < lead)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: max_batch_size %d but model input '%s' is a scalar", cfile,
+                              m->max_batch, ci->name);
+    if (lead && v->shape.rank > 0 && v->shape.dims[0].value >= 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: max_batch_size %d but model input '%s' has a fixed first dim "
+                              "%lld (set max_batch_size: 0 and give the full shape in dims)",
+                              cfile, m->max_batch, ci->name, (long long)v->shape.dims[0].value);
+    int rank = v->shape.rank >= 0 ? v->shape.rank - lead : (int)ci->n_dims;
+    if (ci->n_dims == 0 && rank > 0) {
+        int64_t dims[INFD_MAX_RANK];
+        for (int d = 0; d < rank; d++)
+            dims[d] = v->shape.dims[d + lead].value;
+        if (!set_dims(&ci->dims, &ci->n_dims, dims, rank))
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (v->shape.rank >= 0 && (int)ci->n_dims != rank)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input[%zu] '%s': dims has %zu entries, the model's input has "
+                              "%d%s",
+                              cfile, k, ci->name, ci->n_dims, rank,
+                              lead ? " after the batch dim" : "");
+    if (ci->n_dims > INFD_MAX_RANK - 1)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input[%zu] '%s': %zu dims, at most %d", cfile, k, ci->name,
+                              ci->n_dims, INFD_MAX_RANK - 1);
+    io->name = ci->name;
+    io->dtype = dt;
+    io->rank = (int32_t)ci->n_dims;
+    size_t row = infd_dtype_size(dt);
+    for (int d = 0; d < io->rank; d++) {
+        int64_t want = ci->dims[d];
+        int64_t have = v->shape.rank >= 0 ? v->shape.dims[d + lead].value : -1;
+        if (want < 0 && have >= 0)
+            want = ci->dims[d] = have;
+        if (want < 0)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                  "%s: input[%zu] '%s': dims[%d] is variable; infd serves fixed "
+                                  "shapes: give it a size in config.pbtxt",
+                                  cfile, k, ci->name, d);
+        if (have >= 0 && want != have)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input[%zu] '%s': dims[%d] is %lld, the model has %lld",
+                                  cfile, k, ci->name, d, (long long)want, (long long)have);
+        io->dims[d] = want;
+        row *= (size_t)want;
+    }
+    io->row_bytes = row;
+    return INFD_STATUS_OK;
+}
+
+static infd_status complete_inputs(infd_model *m, Inference__ModelConfig *c, const char *cfile,
+                                   const infd_ir_graph *g, infd_error *err)
+{
+    bool declared = c->n_input > 0;
+    if (g->n_inputs > INFD_MAX_MODEL_IO)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "the model has %d inputs, at most %d",
+                              g->n_inputs, INFD_MAX_MODEL_IO);
+    /* Batching: declared, or inferred when nothing about inputs is declared. */
+    if (c->max_batch_size < 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: max_batch_size is %d; it must be >= 0", cfile,
+                              c->max_batch_size);
+    if (c->max_batch_size > INFD_STATS_MAX_BATCH)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: max_batch_size %d exceeds infd's limit %d", cfile,
+                              c->max_batch_size, INFD_STATS_MAX_BATCH);
+    if (c->max_batch_size == 0 && !declared && g->n_inputs > 0) {
+        bool batchable = true;
+        for (int i = 0; i < g->n_inputs; i++) {
+            const infd_ir_value *v = &g->values[g->inputs[i]];
+            if (v->shape.rank < 1 || v->shape.dims[0].value >= 0)
+                batchable = false;
+        }
+        if (batchable) {
+            c->max_batch_size = RT_DEFAULT_MAX_BATCH;
+            if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE__NOT_SET) {
+                Inference__ModelDynamicBatching *db = infd_malloc(sizeof(*db));
+                if (!db)
+                    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+                inference__model_dynamic_batching__init(db);
+                c->dynamic_batching = db;
+                c->scheduling_choice_case =
+                    INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
+            }
+        }
+    }
+    m->max_batch = c->max_batch_size;
+    for (size_t k = 0; k < c->n_input; k++) {
+        const char *name = c->input[k]->name;
+        if (!graph_input(g, name))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input[%zu] '%s' is not an input of the model", cfile, k,
+                                  name);
+        for (size_t k2 = 0; k2 < k; k2++)
+            if (strcmp(c->input[k2]->name, name) == 0)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: input '%s' is declared twice", cfile, name);
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        const infd_ir_value *v = &g->values[g->inputs[i]];
+        bool found = false;
+        for (size_t k = 0; k < c->n_input && !found; k++)
+            found = strcmp(c->input[k]->name, v->name) == 0;
+        if (found)
+            continue;
+        if (declared)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: model input '%s' is missing from the config's inputs", cfile,
+                                  v->name);
+        Inference__ModelInput *ci = infd_malloc(sizeof(*ci));
+        if (!ci)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        inference__model_input__init(ci);
+        if (!push_ptr((void ***)&c->input, &c->n_input, ci)) {
+            infd_free(ci);
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        if (!set_string(&ci->name, v->name))
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    m->n_in = (int)c->n_input;
+    for (size_t k = 0; k < c->n_input; k++) {
+        infd_status st = complete_input(m, cfile, k, c->input[k], graph_input(g, c->input[k]->name),
+                                        &m->in[k], err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return INFD_STATUS_OK;
+}
+
+/* Outputs from the first plan's concrete shapes. */
+static infd_status complete_outputs(infd_model *m, Inference__ModelConfig *c, const char *cfile,
+                                    const infd_plan *plan, int64_t batch, infd_error *err)
+{
+    int lead = m->max_batch > 0 ? 1 : 0;
+    int n_plan = infd_plan_n_outputs(plan);
+    if (c->n_output == 0) {
+        if (n_plan > INFD_MAX_MODEL_IO)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                  "the model has %d outputs, at most %d", n_plan,
+                                  INFD_MAX_MODEL_IO);
+        for (int o = 0; o < n_plan; o++) {
+            infd_tensor_info ti;
+            infd_plan_output(plan, o, &ti);
+            Inference__ModelOutput *co = infd_malloc(sizeof(*co));
+            if (!co)
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            inference__model_output__init(co);
+            if (!push_ptr((void ***)&c->output, &c->n_output, co)) {
+                infd_free(co);
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            }
+            if (!set_string(&co->name, ti.name))
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    if (c->n_output > INFD_MAX_MODEL_IO)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "%s: %zu outputs, at most %d", cfile,
+                              c->n_output, INFD_MAX_MODEL_IO);
+    m->n_out = (int)c->n_output;
+    for (size_t k = 0; k < c->n_output; k++) {
+        Inference__ModelOutput *co = c->output[k];
+        infd_tensor_info ti = { 0 };
+        bool found = false;
+        for (int o = 0; o < n_plan && !found; o++) {
+            infd_plan_output(plan, o, &ti);
+            found = strcmp(ti.name, co->name) == 0;
+        }
+        if (!found)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: output[%zu] '%s' is not an output of the model", cfile, k,
+                                  co->name);
+        if (co->data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
+            co->data_type = type_of(ti.dtype);
+        else if (dtype_of(co->data_type) != ti.dtype)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: output[%zu] '%s': data_type %s, the model's output is %s",
+                                  cfile, k, co->name, type_name(co->data_type),
+                                  type_name(type_of(ti.dtype)));
+        if (co->reshape)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                  "%s: output[%zu] '%s': reshape is not supported", cfile, k,
+                                  co->name);
+        if (lead && (ti.shape.rank < 1 || ti.shape.dims[0] != batch))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: max_batch_size %d but model output '%s' does not have the "
+                                  "batch as its first dim",
+                                  cfile, m->max_batch, co->name);
+        int rank = ti.shape.rank - lead;
+        if (co->n_dims == 0 && rank > 0 &&
+            !set_dims(&co->dims, &co->n_dims, &ti.shape.dims[lead], rank))
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        if ((int)co->n_dims != rank)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: output[%zu] '%s': dims has %zu entries, the model's output "
+                                  "has %d",
+                                  cfile, k, co->name, co->n_dims, rank);
+        infd_model_io *io = &m->out[k];
+        io->name = co->name;
+        io->dtype = ti.dtype;
+        io->rank = rank;
+        size_t row = infd_dtype_size(ti.dtype);
+        for (int d = 0; d < rank; d++) {
+            int64_t have = ti.shape.dims[d + lead];
+            if (co->dims[d] >= 0 && co->dims[d] != have)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: output[%zu] '%s': dims[%d] is %lld, the model gives "
+                                      "%lld",
+                                      cfile, k, co->name, d, (long long)co->dims[d],
+                                      (long long)have);
+            co->dims[d] = have;
+            io->dims[d] = have;
+            row *= (size_t)have;
+        }
+        io->row_bytes = row;
+    }
+    return INFD_STATUS_OK;
+}
+
+/* Maps the model's inputs/outputs onto a plan's and checks the shapes. */
+static infd_status map_plan(infd_model *m, rt_plan *p, infd_error *err)
+{
+    int lead = m->max_batch > 0 ? 1 : 0;
+    for (int i = 0; i < m->n_in; i++) {
+        p->in_map[i] = -1;
+        for (int k = 0; k < infd_plan_n_inputs(p->plan); k++) {
+            infd_tensor_info ti;
+            infd_plan_input(p->plan, k, &ti);
+            if (strcmp(ti.name, m->in[i].name) == 0)
+                p->in_map[i] = k;
+        }
+        if (p->in_map[i] < 0)
+            return infd_error_set(err, INFD_STATUS_INTERNAL, "input '%s' missing from the plan",
+                                  m->in[i].name);
+    }
+    if (infd_plan_n_inputs(p->plan) != m->n_in)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "the plan has %d inputs, the model %d (bound inputs are not served)",
+                              infd_plan_n_inputs(p->plan), m->n_in);
+    for (int j = 0; j < m->n_out; j++) {
+        p->out_map[j] = -1;
+        for (int k = 0; k < infd_plan_n_outputs(p->plan); k++) {
+            infd_tensor_info ti;
+            infd_plan_output(p->plan, k, &ti);
+            if (strcmp(ti.name, m->out[j].name) != 0)
+                continue;
+            p->out_map[j] = k;
+            bool same =
+                ti.shape.rank == m->out[j].rank + lead && (!lead || ti.shape.dims[0] == p->batch);
+            for (int d = 0; same && d < m->out[j].rank; d++)
+                same = ti.shape.dims[d + lead] == m->out[j].dims[d];
+            if (!same)
+                return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                      "output '%s' changes shape with the batch size (at %lld) "
+                                      "beyond its first dim",
+                                      m->out[j].name, (long long)p->batch);
+        }
+        if (p->out_map[j] < 0)
+            return infd_error_set(err, INFD_STATUS_INTERNAL, "output '%s' missing from the plan",
+                                  m->out[j].name);
+    }
+    return INFD_STATUS_OK;
+}
+
+static infd_status build_plan(infd_model *m, int64_t batch, rt_plan *p, infd_error *err)
+{
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.n_threads = m->n_threads;
+    o.max_contexts = m->n_inst;
+    o.batch = batch;
+    infd_input_shape shapes[INFD_MAX_MODEL_IO];
+    int lead = m->max_batch > 0 ? 1 : 0;
+    for (int i = 0; i < m->n_in; i++) {
+        shapes[i].name = m->in[i].name;
+        shapes[i].shape.rank = m->in[i].rank + lead;
+        if (lead)
+            shapes[i].shape.dims[0] = batch;
+        for (int d = 0; d < m->in[i].rank; d++)
+            shapes[i].shape.dims[d + lead] = m->in[i].dims[d];
+    }
+    o.shapes = shapes;
+    o.n_shapes = m->n_in;
+    p->batch = batch;
+    return infd_plan_create(m->path, &o, &p->plan, err);
+}
+
+/* Batch sizes to compile: powers of two up to max, max, preferred sizes. */
+static int plan_sizes(const infd_model *m, int64_t *sizes)
+{
+    int n = 0;
+    if (m->max_batch <= 0) {
+        sizes[n++] = 1;
+        return n;
+    }
+    int64_t cand[64];
+    int nc = 0;
+    for (int64_t b = 1; b < m->max_batch && nc < 40; b *= 2)
+        cand[nc++] = b;
+    cand[nc++] = m->max_batch;
+    for (int k = 0; k < m->n_preferred && nc < 64; k++)
+        cand[nc++] = m->preferred[k];
+    for (int i = 0; i < nc; i++) { /* sort unique */
+        bool dup = false;
+        for (int j = 0; j < n; j++)
+            dup |= sizes[j] == cand[i];
+        if (!dup && n < RT_MAX_PLANS)
+            sizes[n++] = cand[i];
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) {
+            int64_t t = sizes[j];
+            sizes[j] = sizes[j - 1];
+            sizes[j - 1] = t;
+        }
+    return n;
+}
+
+static infd_status configure_queues(infd_model *m, const Inference__ModelConfig *c,
+                                    const char *cfile, infd_error *err)
+{
+    m->n_levels = 1;
+    m->default_level = 0;
+    if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "%s: sequence_batching is not supported yet", cfile);
+    const Inference__ModelDynamicBatching *db =
+        c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING
+            ? c->dynamic_batching
+            : NULL;
+    if (!db)
+        return INFD_STATUS_OK;
+    m->dynamic = m->max_batch > 0;
+    m->max_queue_delay_ns = db->max_queue_delay_microseconds * 1000u;
+    if (db->n_preferred_batch_size > INFD_STATS_MAX_BATCH)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: too many preferred_batch_size entries", cfile);
+    for (size_t k = 0; k < db->n_preferred_batch_size; k++) {
+        int32_t b = db->preferred_batch_size[k];
+        if (b < 1 || b > m->max_batch)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: dynamic_batching.preferred_batch_size[%zu] is %d; it must "
+                                  "be in 1..max_batch_size (%d)",
+                                  cfile, k, b, m->max_batch);
+        m->preferred[m->n_preferred++] = b;
+    }
+    if (db->priority_levels > RT_MAX_PRIORITY_LEVELS)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: dynamic_batching.priority_levels is %llu; infd allows at most "
+                              "%d",
+                              cfile, (unsigned long long)db->priority_levels,
+                              RT_MAX_PRIORITY_LEVELS);
+    if (db->priority_levels > 0) {
+        m->n_levels = (int)db->priority_levels;
+        if (db->default_priority_level < 1 || db->default_priority_level > db->priority_levels)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: dynamic_batching.default_priority_level %llu is outside "
+                                  "1..priority_levels (%llu)",
+                                  cfile, (unsigned long long)db->default_priority_level,
+                                  (unsigned long long)db->priority_levels);
+        m->default_level = (uint32_t)db->default_priority_level - 1;
+    }
+    for (int l = 0; l < m->n_levels; l++) {
+        const Inference__ModelQueuePolicy *qp = db->default_queue_policy;
+        for (size_t k = 0; k < db->n_priority_queue_policy; k++)
+            if (db->priority_queue_policy[k]->key == (uint64_t)l + 1)
+                qp = db->priority_queue_policy[k]->value;
+        if (!qp)
+            continue;
+        m->q[l].timeout_us = qp->default_timeout_microseconds;
+        m->q[l].max_queue_size = qp->max_queue_size;
+        m->q[l].allow_timeout_override = qp->allow_timeout_override;
+        m->q[l].delay_on_timeout =
+            qp->timeout_action == INFERENCE__MODEL_QUEUE_POLICY__TIMEOUT_ACTION__DELAY;
+    }
+    for (size_t k = 0; k < db->n_priority_queue_policy; k++) {
+        uint64_t key = db->priority_queue_policy[k]->key;
+        if (key < 1 || key > (uint64_t)m->n_levels)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: dynamic_batching.priority_queue_policy key %llu is outside "
+                                  "1..priority_levels (%d)",
+                                  cfile, (unsigned long long)key, m->n_levels);
+    }
+    return INFD_STATUS_OK;
+}
+
+static infd_status count_instances(infd_model *m, const Inference__ModelConfig *c,
+                                   const char *cfile, infd_error *err)
+{
+    int n = 0;
+    for (size_t k = 0; k < c->n_instance_group; k++) {
+        const Inference__ModelInstanceGroup *ig = c->instance_group[k];
+        if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU)
+            return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                                  "%s: instance_group[%zu] asks for KIND_GPU; the CUDA backend "
+                                  "does not serve models yet (issue #6)",
+                                  cfile, k);
+        if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                  "%s: instance_group[%zu]: KIND_MODEL is not supported", cfile, k);
+        int count = ig->count > 0 ? ig->count : 1;
+        if (ig->count < 0 || ig->count > 64 || n + count > 64)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: instance_group[%zu].count is %d; at most 64 instances per "
+                                  "model",
+                                  cfile, k, ig->count);
+        n += count;
+    }
+    m->n_inst = n > 0 ? n : 1;
+    return INFD_STATUS_OK;
+}
+
+static infd_status create_instances(infd_model *m, infd_error *err)
+{
+    m->inst = infd_calloc((size_t)m->n_inst, sizeof(rt_instance));
+    if (!m->inst)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    int64_t max_rows = m->plans[m->n_plans - 1].batch;
+    for (int k = 0; k < m->n_inst; k++) {
+        rt_instance *inst = &m->inst[k];
+        inst->model = m;
+        inst->index = k;
+        for (int p = 0; p < m->n_plans; p++) {
+            infd_status st = infd_context_create(m->plans[p].plan, &inst->ctxs[p], err);
+            if (st != INFD_STATUS_OK)
+                return st;
+        }
+        for (int i = 0; i < m->n_in; i++) {
+            size_t bytes = (size_t)max_rows * m->in[i].row_bytes;
+            inst->in_buf[i] = infd_aligned_alloc(INFD_ALIGNMENT, bytes ? bytes : 1);
+            if (!inst->in_buf[i])
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            memset(inst->in_buf[i], 0, bytes);
+        }
+        for (int j = 0; j < m->n_out; j++) {
+            size_t bytes = (size_t)max_rows * m->out[j].row_bytes;
+            inst->out_buf[j] = infd_aligned_alloc(INFD_ALIGNMENT, bytes ? bytes : 1);
+            if (!inst->out_buf[j])
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    return INFD_STATUS_OK;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+infd_status rt_model_load(infd_server *server, const char *name, int64_t version,
+                          const char *version_dir, const Inference__ModelConfig *config,
+                          const char *cfile, infd_model **out, infd_error *err)
+{
+    *out = NULL;
+    uint64_t t0 = infd_clock_ns();
+    infd_ir_graph *g = NULL;
+    infd_status st = INFD_STATUS_OK;
+    infd_model *m = infd_calloc(1, sizeof(*m));
+    if (!m)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    atomic_init(&m->refs, 1);
+    atomic_init(&m->state, INFD_MODEL_STATE_LOADING);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->work_cv, NULL);
+    pthread_cond_init(&m->drain_cv, NULL);
+    m->server = server;
+    m->version = version;
+    m->name = infd_strdup(name);
+    m->latency = infd_histogram_create();
+    if (!m->name || !m->latency) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    st = config_copy(config, &m->config, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    Inference__ModelConfig *c = m->config;
+    if (c->name[0] == '\0') {
+        if (!set_string(&c->name, name)) {
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            goto out;
+        }
+    } else if (strcmp(c->name, name) != 0) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: name is '%s' but the model folder is '%s'", cfile, c->name, name);
+        goto out;
+    }
+    bool onnx_platform = c->platform[0] == '\0' || strcmp(c->platform, "onnxruntime_onnx") == 0;
+    bool onnx_backend = c->backend[0] == '\0' || strcmp(c->backend, "onnxruntime") == 0 ||
+                        strcmp(c->backend, "infd") == 0;
+    if (!onnx_platform || !onnx_backend) {
+        st = infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                            "%s: platform '%s' / backend '%s': infd serves ONNX models "
+                            "(platform onnxruntime_onnx, backend onnxruntime)",
+                            cfile, c->platform, c->backend);
+        goto out;
+    }
+    if ((c->platform[0] == '\0' && !set_string(&c->platform, "onnxruntime_onnx")) ||
+        (c->backend[0] == '\0' && !set_string(&c->backend, "onnxruntime"))) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    const char *file = c->default_model_filename[0] ? c->default_model_filename : "model.onnx";
+    if (strchr(file, '/') || strcmp(file, "..") == 0) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: default_model_filename '%s' must be a file name", cfile, file);
+        goto out;
+    }
+    size_t plen = strlen(version_dir) + strlen(file) + 2;
+    m->path = infd_malloc(plen);
+    if (!m->path) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    snprintf(m->path, plen, "%s/%s", version_dir, file);
+    if (!file_exists(m->path)) {
+        st = infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: no model file", m->path);
+        goto out;
+    }
+    st = infd_onnx_load_file(m->path, &g, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    st = complete_inputs(m, c, cfile, g, err);
+    infd_ir_graph_destroy(g);
+    g = NULL;
+    if (st != INFD_STATUS_OK)
+        goto out;
+    st = count_instances(m, c, cfile, err);
+    if (st == INFD_STATUS_OK)
+        st = configure_queues(m, c, cfile, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    int threads = rt_server_threads(server);
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores > 0 ? cores : 1) / m->n_inst;
+    }
+    m->n_threads = threads > 0 ? threads : 1;
+    int64_t sizes[RT_MAX_PLANS];
+    int n_sizes = plan_sizes(m, sizes);
+    for (int p = 0; p < n_sizes; p++) {
+        st = build_plan(m, sizes[p], &m->plans[p], err);
+        if (st != INFD_STATUS_OK) {
+            infd_error_prefix(err, "%s (batch %lld)", m->path, (long long)sizes[p]);
+            goto out;
+        }
+        m->n_plans++;
+        if (p == 0) {
+            st = complete_outputs(m, c, cfile, m->plans[0].plan, sizes[0], err);
+            if (st != INFD_STATUS_OK)
+                goto out;
+        }
+        st = map_plan(m, &m->plans[p], err);
+        if (st != INFD_STATUS_OK)
+            goto out;
+    }
+    st = create_instances(m, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    st = rt_model_warmup(m, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    m->accepting = true;
+    st = rt_model_start_workers(m, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    atomic_store(&m->state, INFD_MODEL_STATE_READY);
+    infd_log(INFD_LOG_LEVEL_INFO,
+             "model '%s' version %lld READY: %d input(s), %d output(s), max_batch_size %d, %d "
+             "plan(s), %d instance(s) x %d thread(s), %s batching, loaded in %.0f ms",
+             m->name, (long long)version, m->n_in, m->n_out, m->max_batch, m->n_plans, m->n_inst,
+             m->n_threads, m->dynamic ? "dynamic" : "no", (double)(infd_clock_ns() - t0) / 1e6);
+    *out = m;
+    m = NULL;
+out:
+    infd_ir_graph_destroy(g);
+    if (m) {
+        rt_model_stop(m);
+        rt_model_free(m);
+    }
+    return st;
+}
+
+void rt_model_stop(infd_model *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->accepting = false;
+    while (m->pending > 0)
+        pthread_cond_wait(&m->drain_cv, &m->mu);
+    m->stop_workers = true;
+    pthread_cond_broadcast(&m->work_cv);
+    pthread_mutex_unlock(&m->mu);
+    for (int k = 0; m->inst && k < m->n_inst; k++)
+        if (m->inst[k].started) {
+            pthread_join(m->inst[k].thread, NULL);
+            m->inst[k].started = false;
+        }
+}
+
+void rt_model_free(infd_model *m)
+{
+    if (!m)
+        return;
+    for (int k = 0; m->inst && k < m->n_inst; k++) {
+        rt_instance *inst = &m->inst[k];
+        INFD_ASSERT(!inst->started);
+        for (int p = 0; p < m->n_plans; p++)
+            infd_context_destroy(inst->ctxs[p]);
+        for (int i = 0; i < INFD_MAX_MODEL_IO; i++) {
+            infd_free(inst->in_buf[i]);
+            infd_free(inst->out_buf[i]);
+        }
+    }
+    infd_free(m->inst);
+    for (int p = 0; p < m->n_plans; p++)
+        infd_plan_destroy(m->plans[p].plan);
+    rt_request_pool_free(m);
+    rt_config_free(m->config);
+    infd_histogram_destroy(m->latency);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->work_cv);
+    pthread_cond_destroy(&m->drain_cv);
+    infd_free(m->path);
+    infd_free(m->name);
+    infd_free(m);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Public model API                                                          */
+/* ------------------------------------------------------------------------- */
+
+void infd_model_retain(infd_model *model)
+{
+    atomic_fetch_add(&model->refs, 1);
+}
+
+void infd_model_release(infd_model *model)
+{
+    if (!model)
+        return;
+    int before = atomic_fetch_sub(&model->refs, 1);
+    INFD_ASSERT(before >= 1);
+    if (before == 1)
+        rt_model_free(model);
+}
+
+const char *infd_model_name(const infd_model *model)
+{
+    return model->name;
+}
+
+int64_t infd_model_version(const infd_model *model)
+{
+    return model->version;
+}
+
+const char *infd_model_platform(const infd_model *model)
+{
+    return model->config->platform;
+}
+
+int infd_model_max_batch_size(const infd_model *model)
+{
+    return model->max_batch;
+}
+
+bool infd_model_is_ready(const infd_model *model)
+{
+    return atomic_load(&((infd_model *)model)->state) == INFD_MODEL_STATE_READY;
+}
+
+int infd_model_n_inputs(const infd_model *model)
+{
+    return model->n_in;
+}
+
+int infd_model_n_outputs(const infd_model *model)
+{
+    return model->n_out;
+}
+
+infd_status infd_model_input(const infd_model *model, int i, infd_model_io *out)
+{
+    if (i < 0 || i >= model->n_in)
+        return INFD_STATUS_NOT_FOUND;
+    *out = model->in[i];
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_model_output(const infd_model *model, int i, infd_model_io *out)
+{
+    if (i < 0 || i >= model->n_out)
+        return INFD_STATUS_NOT_FOUND;
+    *out = model->out[i];
+    return INFD_STATUS_OK;
+}
+
+int infd_model_input_index(const infd_model *model, const char *name)
+{
+    for (int i = 0; name && i < model->n_in; i++)
+        if (strcmp(model->in[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int infd_model_output_index(const infd_model *model, const char *name)
+{
+    for (int j = 0; name && j < model->n_out; j++)
+        if (strcmp(model->out[j].name, name) == 0)
+            return j;
+    return -1;
+}
+
+infd_status infd_model_config_json(const infd_model *model, char **out, size_t *n, infd_error *err)
+{
+    return infd_pbjson_write(&model->config->base, out, n, err);
+}
+
+static const double g_latency_bounds_us[INFD_LATENCY_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,
+};
+
+const double *infd_latency_bucket_bounds_us(void)
+{
+    return g_latency_bounds_us;
+}
+
+#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+void infd_model_get_stats(const infd_model *model, infd_model_stats *out)
+{
+    infd_model *m = (infd_model *)model;
+    const infd_model_stats *s = &m->st;
+    memset(out, 0, sizeof(*out));
+    out->success_count = LOAD(s->success_count);
+    out->failure_count = LOAD(s->failure_count);
+    out->inference_count = LOAD(s->inference_count);
+    out->execution_count = LOAD(s->execution_count);
+    out->success_ns = LOAD(s->success_ns);
+    out->failure_ns = LOAD(s->failure_ns);
+    out->queue_ns = LOAD(s->queue_ns);
+    out->compute_input_ns = LOAD(s->compute_input_ns);
+    out->compute_infer_ns = LOAD(s->compute_infer_ns);
+    out->compute_output_ns = LOAD(s->compute_output_ns);
+    out->last_inference_ms = LOAD(s->last_inference_ms);
+    for (int b = 0; b <= INFD_STATS_MAX_BATCH; b++) {
+        out->batch_exec_count[b] = LOAD(s->batch_exec_count[b]);
+        out->batch_compute_ns[b] = LOAD(s->batch_compute_ns[b]);
+    }
+    pthread_mutex_lock(&m->mu);
+    out->queue_depth = m->depth;
+    out->pending_count = m->pending;
+    pthread_mutex_unlock(&m->mu);
+    uint64_t prev = 0;
+    for (int k = 0; k < INFD_LATENCY_BUCKETS; k++) {
+        uint64_t le = infd_histogram_count_le(m->latency, (uint64_t)(g_latency_bounds_us[k] * 1e3));
+        out->latency_buckets[k] = le - prev;
+        prev = le;
+    }
+    out->latency_buckets[INFD_LATENCY_BUCKETS] = infd_histogram_count(m->latency) - prev;
+    out->latency_p50_us = (double)infd_histogram_quantile(m->latency, 0.50) / 1e3;
+    out->latency_p90_us = (double)infd_histogram_quantile(m->latency, 0.90) / 1e3;
+    out->latency_p95_us = (double)infd_histogram_quantile(m->latency, 0.95) / 1e3;
+    out->latency_p99_us = (double)infd_histogram_quantile(m->latency, 0.99) / 1e3;
+}

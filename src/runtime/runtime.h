@@ -1,0 +1,158 @@
+/*
+ * runtime.h - the runtime's internal structures, shared by its files:
+ *   server.c     registry of models, repository scans, load/unload/poll
+ *   model.c      one model version: config completion, plans, instances
+ *   scheduler.c  requests, the per-model queue, dynamic batching, workers
+ *
+ * Ownership and threads:
+ *  - The server owns a registry of entries (one per model folder), guarded
+ *    by server->mu. An entry lists its versions; a loaded version is an
+ *    infd_model held by the registry (one reference) and by every handle
+ *    and request that acquired it.
+ *  - A model owns its plans (one per served batch size), its instances (one
+ *    worker thread and one engine context per plan each), its queue and its
+ *    request free list. model->mu guards the queue, the pending count and
+ *    the flags; the statistics are relaxed atomics.
+ *  - Worker threads are joined when the model is unloaded (model_stop), so
+ *    the final release (possibly from a completion callback on a worker
+ *    thread) only frees memory.
+ */
+#ifndef INFD_RUNTIME_RUNTIME_H
+#define INFD_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/histogram.h"
+#include "infd/engine.h"
+#include "model_config.pb-c.h"
+#include "runtime/pbjson.h"
+#include "runtime/pbtxt.h"
+
+/* Most priority levels a model may configure. */
+#define RT_MAX_PRIORITY_LEVELS 16
+/* Most plans (distinct batch sizes) per model. */
+#define RT_MAX_PLANS 16
+
+typedef struct rt_queue {
+    infd_request *head, *tail;
+    uint32_t n;              /* requests queued at this level */
+    uint64_t timeout_us;     /* default queue timeout of this level (0: none) */
+    uint32_t max_queue_size; /* 0: unbounded */
+    bool delay_on_timeout;   /* timeout_action DELAY: never expire */
+    bool allow_timeout_override;
+} rt_queue;
+
+typedef struct rt_instance {
+    infd_model *model;
+    int index;
+    pthread_t thread;
+    bool started;
+    infd_context *ctxs[RT_MAX_PLANS];          /* one per plan */
+    void *in_buf[INFD_MAX_MODEL_IO];           /* gathered inputs, largest plan */
+    void *out_buf[INFD_MAX_MODEL_IO];          /* plan outputs, largest plan */
+    infd_request *batch[INFD_STATS_MAX_BATCH]; /* requests of the running batch */
+} rt_instance;
+
+struct infd_request {
+    infd_request *next; /* queue or free-list link */
+    infd_model *model;
+    char id[128];
+    uint32_t priority; /* level index (0-based) once resolved */
+    uint64_t timeout_us;
+    int64_t rows; /* batch rows (1 when the model does not batch); 0: no input yet */
+    int n_inputs_set;
+    struct {
+        const void *data;
+        size_t nbytes;
+        bool set;
+    } in[INFD_MAX_MODEL_IO];
+    /* Requested outputs (model output indices); n_req 0: all. */
+    int n_req;
+    int req[INFD_MAX_MODEL_IO];
+    struct {
+        void *data;
+        size_t capacity;
+    } user_out[INFD_MAX_MODEL_IO]; /* by model output index */
+    /* Results: n_out tensors in the order of `out_index`. */
+    int n_out;
+    int out_index[INFD_MAX_MODEL_IO];
+    infd_tensor out[INFD_MAX_MODEL_IO];
+    void *own;        /* the request's own output memory (kept across reuse) */
+    size_t own_bytes; /* its capacity */
+    infd_infer_callback cb;
+    void *cb_user;
+    uint64_t t_submit_ns, deadline_ns, queue_ns, compute_ns;
+    bool in_flight;
+};
+
+typedef struct rt_plan {
+    int64_t batch; /* rows the plan runs (1 for a non-batching model) */
+    infd_plan *plan;
+    int out_map[INFD_MAX_MODEL_IO]; /* plan output index of model output j */
+    int in_map[INFD_MAX_MODEL_IO];  /* plan input index of model input i */
+} rt_plan;
+
+struct infd_model {
+    atomic_int refs;
+    infd_server *server;
+    char *name;
+    int64_t version;
+    char *path;                     /* the ONNX file */
+    Inference__ModelConfig *config; /* completed; owned */
+    int max_batch;                  /* 0: no batching */
+    int n_in, n_out;
+    infd_model_io in[INFD_MAX_MODEL_IO], out[INFD_MAX_MODEL_IO];
+    rt_plan plans[RT_MAX_PLANS]; /* ascending batch */
+    int n_plans;
+    rt_instance *inst;
+    int n_inst;
+    int n_threads;    /* engine threads per instance */
+    atomic_int state; /* infd_model_state */
+
+    /* Scheduling (config). */
+    bool dynamic; /* dynamic_batching present */
+    uint64_t max_queue_delay_ns;
+    int preferred[INFD_STATS_MAX_BATCH];
+    int n_preferred;
+    int n_levels;
+    uint32_t default_level; /* 0-based */
+
+    /* Guarded by mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* workers wait for requests */
+    pthread_cond_t drain_cv; /* drain waits for pending == 0 */
+    rt_queue q[RT_MAX_PRIORITY_LEVELS];
+    uint64_t depth;   /* queued requests */
+    uint64_t pending; /* accepted, not completed */
+    bool accepting;   /* false once unloading or draining */
+    bool stop_workers;
+    infd_request *free_list;
+
+    /* Statistics (relaxed atomics). */
+    infd_model_stats st;
+    infd_histogram *latency; /* ns, submit -> completion */
+};
+
+/* model.c */
+infd_status rt_model_load(infd_server *server, const char *name, int64_t version,
+                          const char *version_dir, const Inference__ModelConfig *config,
+                          const char *config_file, infd_model **out, infd_error *err);
+/* Stops accepting, waits for pending requests, joins the workers. */
+void rt_model_stop(infd_model *m);
+void rt_model_free(infd_model *m);
+int rt_server_threads(const infd_server *server);
+/* Reads "<dir>/config.pbtxt" if it exists (else an empty config). */
+infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_error *err);
+void rt_config_free(Inference__ModelConfig *c);
+
+/* scheduler.c */
+infd_status rt_model_start_workers(infd_model *m, infd_error *err);
+void rt_request_pool_free(infd_model *m);
+/* Runs the model once per plan with zero (or config warmup) inputs. */
+infd_status rt_model_warmup(infd_model *m, infd_error *err);
+
+/* server.c */
+bool rt_server_is_draining(const infd_server *server);
+
+#endif /* INFD_RUNTIME_RUNTIME_H */

@@ -1,0 +1,562 @@
+/*
+ * Unit tests for the runtime through the public server API: repository
+ * loading and config completion, synchronous and asynchronous inference,
+ * dynamic batching, queue timeouts and limits, explicit load/unload, broken
+ * models beside good ones, and allocation-free steady-state inference.
+ *
+ * The test writes its own repositories under /tmp with a Triton `simple`
+ * style model (OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, inputs
+ * [batch, 16] FP32) built with protobuf-c.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "infd/infd.h"
+#include "onnx.pb-c.h"
+#include "test.h"
+
+static char g_root[256];
+
+static void rm_rf(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", path);
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    ASSERT_TRUE(fwrite(data, 1, n, f) == n);
+    fclose(f);
+}
+
+static Onnx__ValueInfoProto *value_info(const char *name, bool batch)
+{
+    static Onnx__TensorShapeProto__Dimension dims[8][2];
+    static Onnx__TensorShapeProto__Dimension *dimp[8][2];
+    static Onnx__TensorShapeProto shapes[8];
+    static Onnx__TypeProto__Tensor tensors[8];
+    static Onnx__TypeProto types[8];
+    static Onnx__ValueInfoProto infos[8];
+    static int n;
+    int k = n++ % 8;
+    onnx__tensor_shape_proto__dimension__init(&dims[k][0]);
+    onnx__tensor_shape_proto__dimension__init(&dims[k][1]);
+    if (batch) {
+        dims[k][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+        dims[k][0].dim_param = "batch";
+    } else {
+        dims[k][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dims[k][0].dim_value = 2;
+    }
+    dims[k][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dims[k][1].dim_value = 16;
+    dimp[k][0] = &dims[k][0];
+    dimp[k][1] = &dims[k][1];
+    onnx__tensor_shape_proto__init(&shapes[k]);
+    shapes[k].n_dim = 2;
+    shapes[k].dim = dimp[k];
+    onnx__type_proto__tensor__init(&tensors[k]);
+    tensors[k].has_elem_type = 1;
+    tensors[k].elem_type = 1; /* FLOAT */
+    tensors[k].shape = &shapes[k];
+    onnx__type_proto__init(&types[k]);
+    types[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    types[k].tensor_type = &tensors[k];
+    onnx__value_info_proto__init(&infos[k]);
+    infos[k].name = (char *)name;
+    infos[k].type = &types[k];
+    return &infos[k];
+}
+
+/* Writes <repo>/<name>/1/model.onnx (+ config.pbtxt when `config`). */
+static void add_model(const char *repo, const char *name, bool batch, const char *config)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", repo, name);
+    mkdir(repo, 0755);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/1", repo, name);
+    mkdir(path, 0755);
+
+    char *add_in[] = { "INPUT0", "INPUT1" }, *add_out[] = { "OUTPUT0" }, *sub_out[] = { "OUTPUT1" };
+    Onnx__NodeProto add, sub;
+    onnx__node_proto__init(&add);
+    onnx__node_proto__init(&sub);
+    add.op_type = "Add";
+    add.name = "add";
+    add.n_input = 2;
+    add.input = add_in;
+    add.n_output = 1;
+    add.output = add_out;
+    sub = add;
+    sub.op_type = "Sub";
+    sub.name = "sub";
+    sub.output = sub_out;
+    Onnx__NodeProto *nodes[] = { &add, &sub };
+    Onnx__ValueInfoProto *ins[] = { value_info("INPUT0", batch), value_info("INPUT1", batch) };
+    Onnx__ValueInfoProto *outs[] = { value_info("OUTPUT0", batch), value_info("OUTPUT1", batch) };
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.name = "add_sub";
+    g.n_node = 2;
+    g.node = nodes;
+    g.n_input = 2;
+    g.input = ins;
+    g.n_output = 2;
+    g.output = outs;
+    Onnx__OperatorSetIdProto opset;
+    onnx__operator_set_id_proto__init(&opset);
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = 13;
+    Onnx__OperatorSetIdProto *opsets[] = { &opset };
+    Onnx__ModelProto mp;
+    onnx__model_proto__init(&mp);
+    mp.has_ir_version = 1;
+    mp.ir_version = 7;
+    mp.n_opset_import = 1;
+    mp.opset_import = opsets;
+    mp.graph = &g;
+    size_t n = onnx__model_proto__get_packed_size(&mp);
+    uint8_t *buf = malloc(n);
+    onnx__model_proto__pack(&mp, buf);
+    snprintf(path, sizeof(path), "%s/%s/1/model.onnx", repo, name);
+    write_file(path, buf, n);
+    free(buf);
+    if (config) {
+        snprintf(path, sizeof(path), "%s/%s/config.pbtxt", repo, name);
+        write_file(path, config, strlen(config));
+    }
+}
+
+static const char *new_repo(const char *tag)
+{
+    static char repo[300];
+    if (!g_root[0]) {
+        snprintf(g_root, sizeof(g_root), "/tmp/infd-test-server-%d", (int)getpid());
+        infd_log_set_level(INFD_LOG_LEVEL_WARN);
+    }
+    snprintf(repo, sizeof(repo), "%s/%s", g_root, tag);
+    rm_rf(repo);
+    mkdir(g_root, 0755);
+    mkdir(repo, 0755);
+    return repo;
+}
+
+static infd_server *start(const char *repo, infd_model_control mode, const char *const *load,
+                          int n_load)
+{
+    /* Failing to start is reported by the caller's first assertion on
+     * the NULL server. */
+    infd_server_options o;
+    infd_server_options_init(&o);
+    o.model_repository = repo;
+    o.control_mode = mode;
+    o.startup_models = load;
+    o.n_startup_models = n_load;
+    o.n_threads = 1;
+    infd_server *s = NULL;
+    infd_error err = { 0 };
+    if (infd_server_create(&o, &s, &err) != INFD_STATUS_OK)
+        printf("    infd_server_create: %s\n", err.msg);
+    return s;
+}
+
+/* One add_sub inference of `rows` rows; checks both outputs. */
+/* Checks inside helpers that return a status (the ASSERT_ macros return
+ * void): print and report INTERNAL. */
+#define CHECK_TRUE(c)                                                        \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            printf("    %s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            return INFD_STATUS_INTERNAL;                                     \
+        }                                                                    \
+    } while (0)
+#define CHECK_ST(a, b) CHECK_TRUE((a) == (b))
+#define CHECK_EQ(a, b) CHECK_TRUE((a) == (b))
+
+static infd_status infer_add_sub(infd_server *s, const char *name, int rows, float base,
+                                 infd_error *err)
+{
+    infd_model *m = NULL;
+    infd_status st = infd_server_model_acquire(s, name, -1, &m, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    float a[8 * 16], b[8 * 16];
+    for (int i = 0; i < rows * 16; i++) {
+        a[i] = base + (float)i;
+        b[i] = (float)(i % 5);
+    }
+    int64_t shape[2] = { rows, 16 };
+    infd_request *r = NULL;
+    CHECK_ST(infd_request_create(m, &r, err), INFD_STATUS_OK);
+    CHECK_ST(infd_request_add_input(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, a,
+                                    sizeof(float) * 16 * (size_t)rows, err),
+             INFD_STATUS_OK);
+    CHECK_ST(infd_request_add_input(r, "INPUT1", INFD_DTYPE_FP32, shape, 2, b,
+                                    sizeof(float) * 16 * (size_t)rows, err),
+             INFD_STATUS_OK);
+    st = infd_infer(r, err);
+    if (st == INFD_STATUS_OK) {
+        CHECK_EQ(infd_request_n_outputs(r), 2);
+        const char *on = NULL;
+        infd_tensor t0, t1;
+        CHECK_ST(infd_request_output(r, 0, &on, &t0), INFD_STATUS_OK);
+        CHECK_TRUE(strcmp(on, "OUTPUT0") == 0);
+        CHECK_ST(infd_request_output(r, 1, &on, &t1), INFD_STATUS_OK);
+        CHECK_EQ(t0.shape.dims[0], rows);
+        for (int i = 0; i < rows * 16; i++) {
+            CHECK_TRUE(((float *)t0.data)[i] == a[i] + b[i]);
+            CHECK_TRUE(((float *)t1.data)[i] == a[i] - b[i]);
+        }
+    }
+    infd_request_destroy(r);
+    infd_model_release(m);
+    return st;
+}
+
+static void test_autocomplete_and_infer(void)
+{
+    const char *repo = new_repo("auto");
+    add_model(repo, "add_sub", true, NULL);
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    ASSERT_TRUE(infd_server_is_ready(s));
+    infd_error err = { 0 };
+    ASSERT_STATUS(infer_add_sub(s, "add_sub", 1, 1.0f, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "add_sub", 3, 2.0f, &err), INFD_STATUS_OK);
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(infd_model_max_batch_size(m), 4); /* Triton's default */
+    ASSERT_EQ_INT(infd_model_n_inputs(m), 2);
+    infd_model_io io;
+    ASSERT_STATUS(infd_model_output(m, 1, &io), INFD_STATUS_OK);
+    ASSERT_STR_EQ(io.name, "OUTPUT1");
+    ASSERT_EQ_INT(io.rank, 1);
+    ASSERT_EQ_I64(io.dims[0], 16);
+    /* A batch above max_batch_size is refused with the limit named. */
+    infd_request *r = NULL;
+    float buf[5 * 16] = { 0 };
+    int64_t shape[2] = { 5, 16 };
+    ASSERT_STATUS(infd_request_create(m, &r, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(
+        infd_request_add_input(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, buf, sizeof(buf), &err),
+        INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "1..4");
+    shape[0] = 1;
+    ASSERT_STATUS(infd_request_add_input(r, "INPUT0", INFD_DTYPE_FP16, shape, 2, buf, 64, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "FP16");
+    ASSERT_STATUS(infd_request_add_input(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, buf, 64, &err),
+                  INFD_STATUS_OK);
+    /* INPUT1 missing. */
+    ASSERT_STATUS(infd_infer(r, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "INPUT1");
+    infd_request_destroy(r);
+    char *json = NULL;
+    size_t n = 0;
+    ASSERT_STATUS(infd_model_config_json(m, &json, &n, &err), INFD_STATUS_OK);
+    ASSERT_STR_HAS(json, "\"max_batch_size\":4");
+    ASSERT_STR_HAS(json, "dynamic_batching");
+    ASSERT_STR_HAS(json, "TYPE_FP32");
+    infd_free(json);
+    infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    ASSERT_EQ_U64(st.success_count, 2);
+    ASSERT_EQ_U64(st.inference_count, 4);
+    ASSERT_GE_U64(st.failure_count, 1);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
+typedef struct async_ctx {
+    pthread_mutex_t mu;
+    int done, ok, timed_out;
+} async_ctx;
+
+static void on_done(void *user, infd_request *req, infd_status status, const char *message)
+{
+    (void)req;
+    (void)message;
+    async_ctx *c = user;
+    pthread_mutex_lock(&c->mu);
+    c->done++;
+    c->ok += status == INFD_STATUS_OK;
+    c->timed_out += status == INFD_STATUS_DEADLINE_EXCEEDED;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void wait_done(async_ctx *c, int n)
+{
+    for (int i = 0; i < 20000; i++) {
+        pthread_mutex_lock(&c->mu);
+        int d = c->done;
+        pthread_mutex_unlock(&c->mu);
+        if (d >= n)
+            return;
+        infd_clock_sleep_us(1000);
+    }
+    ASSERT_TRUE(!"requests did not complete");
+}
+
+static void test_dynamic_batching_forms_batches(void)
+{
+    const char *repo = new_repo("batch");
+    add_model(repo, "add_sub", true,
+              "max_batch_size: 8\n"
+              "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    async_ctx c = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    infd_request *reqs[8];
+    static float data[8][2][16];
+    int64_t shape[2] = { 1, 16 };
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < 16; i++) {
+            data[k][0][i] = (float)(k * 100 + i);
+            data[k][1][i] = 1.0f;
+        }
+        ASSERT_STATUS(infd_request_create(m, &reqs[k], &err), INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_input(reqs[k], "INPUT0", INFD_DTYPE_FP32, shape, 2,
+                                             data[k][0], 64, &err),
+                      INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_input(reqs[k], "INPUT1", INFD_DTYPE_FP32, shape, 2,
+                                             data[k][1], 64, &err),
+                      INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_output(reqs[k], "OUTPUT1", &err), INFD_STATUS_OK);
+    }
+    for (int k = 0; k < 8; k++)
+        ASSERT_STATUS(infd_infer_async(reqs[k], on_done, &c, &err), INFD_STATUS_OK);
+    wait_done(&c, 8);
+    ASSERT_EQ_INT(c.ok, 8);
+    for (int k = 0; k < 8; k++) {
+        /* Only OUTPUT1 was asked for; rows scattered back to their request. */
+        ASSERT_EQ_INT(infd_request_n_outputs(reqs[k]), 1);
+        infd_tensor t;
+        const char *on;
+        ASSERT_STATUS(infd_request_output(reqs[k], 0, &on, &t), INFD_STATUS_OK);
+        ASSERT_STR_EQ(on, "OUTPUT1");
+        for (int i = 0; i < 16; i++)
+            ASSERT_TRUE(((float *)t.data)[i] == (float)(k * 100 + i) - 1.0f);
+        infd_request_destroy(reqs[k]);
+    }
+    infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    ASSERT_EQ_U64(st.success_count, 8);
+    ASSERT_EQ_U64(st.inference_count, 8);
+    /* All 8 were queued well within the 200 ms delay: one full batch. */
+    ASSERT_EQ_U64(st.batch_exec_count[8], 1);
+    ASSERT_EQ_U64(st.execution_count, 1);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
+static void test_queue_timeout_and_limit(void)
+{
+    const char *repo = new_repo("queue");
+    add_model(repo, "add_sub", true,
+              "max_batch_size: 8\n"
+              "dynamic_batching {\n"
+              "  max_queue_delay_microseconds: 300000\n"
+              "  default_queue_policy { default_timeout_microseconds: 1000 max_queue_size: 2 }\n"
+              "}\n");
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    async_ctx c = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    static float zeros[16];
+    int64_t shape[2] = { 1, 16 };
+    infd_request *reqs[3];
+    for (int k = 0; k < 3; k++) {
+        ASSERT_STATUS(infd_request_create(m, &reqs[k], &err), INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(reqs[k], "INPUT0", INFD_DTYPE_FP32, shape, 2, zeros, 64, &err),
+            INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(reqs[k], "INPUT1", INFD_DTYPE_FP32, shape, 2, zeros, 64, &err),
+            INFD_STATUS_OK);
+    }
+    ASSERT_STATUS(infd_infer_async(reqs[0], on_done, &c, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_infer_async(reqs[1], on_done, &c, &err), INFD_STATUS_OK);
+    /* The third finds the queue full. */
+    ASSERT_STATUS(infd_infer_async(reqs[2], on_done, &c, &err), INFD_STATUS_RESOURCE_EXHAUSTED);
+    ASSERT_STR_HAS(err.msg, "max_queue_size 2");
+    /* The batcher waits 300 ms for more rows; the 1 ms timeout passes first. */
+    wait_done(&c, 2);
+    ASSERT_EQ_INT(c.timed_out, 2);
+    for (int k = 0; k < 3; k++)
+        infd_request_destroy(reqs[k]);
+    infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    ASSERT_EQ_U64(st.execution_count, 0);
+    ASSERT_EQ_U64(st.failure_count, 3);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
+static void test_broken_model_beside_good_one(void)
+{
+    const char *repo = new_repo("broken");
+    add_model(repo, "good", true, NULL);
+    add_model(repo, "bad_config", true, "max_batch_size: 8\ninput [ { name: \"NOPE\" } ]\n");
+    add_model(repo, "fixed_batch", false, "max_batch_size: 4\n");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/garbage/1", repo);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/garbage", repo);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/garbage/1", repo);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/garbage/1/model.onnx", repo);
+    write_file(path, "not a model", 11);
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    ASSERT_STATUS(infer_add_sub(s, "good", 2, 0.0f, &err), INFD_STATUS_OK);
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "bad_config", -1, &m, &err),
+                  INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_HAS(err.msg, "NOPE");
+    ASSERT_STATUS(infd_server_model_acquire(s, "fixed_batch", -1, &m, &err),
+                  INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_HAS(err.msg, "fixed first dim");
+    ASSERT_STATUS(infd_server_model_acquire(s, "garbage", -1, &m, &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STATUS(infd_server_model_acquire(s, "nothing", -1, &m, &err), INFD_STATUS_NOT_FOUND);
+    infd_repository_entry *rows = NULL;
+    int n = 0;
+    ASSERT_STATUS(infd_server_repository_index(s, false, &rows, &n, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(n, 4);
+    ASSERT_STR_EQ(rows[0].name, "bad_config");
+    ASSERT_EQ_INT(rows[0].state, INFD_MODEL_STATE_UNAVAILABLE);
+    ASSERT_STR_HAS(rows[0].reason, "config.pbtxt");
+    ASSERT_STR_EQ(rows[3].name, "good");
+    ASSERT_EQ_INT(rows[3].state, INFD_MODEL_STATE_READY);
+    ASSERT_EQ_I64(rows[3].version, 1);
+    infd_free(rows);
+    ASSERT_STATUS(infd_server_repository_index(s, true, &rows, &n, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(n, 1);
+    infd_free(rows);
+    /* Load/unload need explicit mode. */
+    ASSERT_STATUS(infd_server_unload_model(s, "good", &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_HAS(err.msg, "explicit");
+    infd_server_destroy(s);
+}
+
+static void test_explicit_load_unload(void)
+{
+    const char *repo = new_repo("explicit");
+    add_model(repo, "a", true, NULL);
+    add_model(repo, "b", true, NULL);
+    const char *load[] = { "a" };
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_EXPLICIT, load, 1);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STATUS(infd_server_load_model(s, "b", &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_OK);
+    /* A handle held across the unload stays valid; new requests are refused. */
+    infd_model *held = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "b", -1, &held, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_server_unload_model(s, "b", &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_HAS(err.msg, "unloaded");
+    ASSERT_TRUE(!infd_model_is_ready(held));
+    ASSERT_STR_EQ(infd_model_name(held), "b");
+    infd_request *r = NULL;
+    ASSERT_STATUS(infd_request_create(held, &r, &err), INFD_STATUS_OK);
+    float z[16] = { 0 };
+    int64_t shape[2] = { 1, 16 };
+    ASSERT_STATUS(infd_request_add_input(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, z, 64, &err),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_add_input(r, "INPUT1", INFD_DTYPE_FP32, shape, 2, z, 64, &err),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_infer(r, &err), INFD_STATUS_UNAVAILABLE);
+    infd_request_destroy(r);
+    infd_model_release(held);
+    ASSERT_STATUS(infd_server_load_model(s, "nothing", &err), INFD_STATUS_NOT_FOUND);
+    ASSERT_STATUS(infd_server_load_model(s, "../etc", &err), INFD_STATUS_INVALID_ARGUMENT);
+    /* Reload while serving. */
+    ASSERT_STATUS(infd_server_load_model(s, "a", &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "a", 2, 0.0f, &err), INFD_STATUS_OK);
+    infd_server_destroy(s);
+}
+
+static void test_steady_state_allocates_nothing(void)
+{
+    const char *repo = new_repo("alloc");
+    add_model(repo, "add_sub", true, "max_batch_size: 8\ndynamic_batching { }\n");
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    for (int i = 0; i < 5; i++)
+        ASSERT_STATUS(infer_add_sub(s, "add_sub", 1 + i % 4, 0.0f, &err), INFD_STATUS_OK);
+    infd_alloc_stats a = infd_alloc_get_stats();
+    for (int i = 0; i < 200; i++)
+        ASSERT_STATUS(infer_add_sub(s, "add_sub", 1 + i % 4, 0.0f, &err), INFD_STATUS_OK);
+    infd_alloc_stats b = infd_alloc_get_stats();
+    ASSERT_EQ_U64(b.n_allocs - a.n_allocs, 0);
+    infd_server_destroy(s);
+}
+
+static void test_drain_completes_in_flight(void)
+{
+    const char *repo = new_repo("drain");
+    add_model(repo, "add_sub", true,
+              "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 100000 }\n");
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    async_ctx c = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    static float zeros[16];
+    int64_t shape[2] = { 1, 16 };
+    infd_request *reqs[4];
+    for (int k = 0; k < 4; k++) {
+        ASSERT_STATUS(infd_request_create(m, &reqs[k], &err), INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(reqs[k], "INPUT0", INFD_DTYPE_FP32, shape, 2, zeros, 64, &err),
+            INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(reqs[k], "INPUT1", INFD_DTYPE_FP32, shape, 2, zeros, 64, &err),
+            INFD_STATUS_OK);
+    }
+    for (int k = 0; k < 3; k++)
+        ASSERT_STATUS(infd_infer_async(reqs[k], on_done, &c, &err), INFD_STATUS_OK);
+    infd_server_drain(s); /* returns once the three completed */
+    ASSERT_EQ_INT(c.done, 3);
+    ASSERT_EQ_INT(c.ok, 3);
+    ASSERT_FALSE(infd_server_is_live(s));
+    ASSERT_STATUS(infd_infer_async(reqs[3], on_done, &c, &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_HAS(err.msg, "shutting down");
+    for (int k = 0; k < 4; k++)
+        infd_request_destroy(reqs[k]);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
+static void test_cleanup(void)
+{
+    rm_rf(g_root);
+}
+
+TEST_MAIN(test_autocomplete_and_infer, test_dynamic_batching_forms_batches,
+          test_queue_timeout_and_limit, test_broken_model_beside_good_one,
+          test_explicit_load_unload, test_steady_state_allocates_nothing,
+          test_drain_completes_in_flight, test_cleanup)
