@@ -25,6 +25,7 @@ typedef struct json_out {
     char *p;
     size_t len, cap;
     int oom;
+    unsigned flags; /* infd_pbjson_flags */
     /* Where generation failed, for the message. */
     const ProtobufCMessageDescriptor *bad_desc;
     const ProtobufCFieldDescriptor *bad_field;
@@ -122,13 +123,17 @@ static yajl_gen_status gen_value(yajl_gen g, const ProtobufCFieldDescriptor *fd,
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
-        /* 64-bit integers are strings in protobuf's JSON: a double holds
-         * only 53 bits. */
+        /* 64-bit integers are strings in protobuf's JSON (a double holds
+         * only 53 bits); Triton turns them back into numbers. */
         snprintf(num, sizeof(num), "%" PRId64, *(const int64_t *)p);
+        if (!as_key && (o->flags & INFD_PBJSON_INT64_AS_NUMBER))
+            return yajl_gen_number(g, num, strlen(num));
         return gen_cstr(g, num);
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
         snprintf(num, sizeof(num), "%" PRIu64, *(const uint64_t *)p);
+        if (!as_key && (o->flags & INFD_PBJSON_INT64_AS_NUMBER))
+            return yajl_gen_number(g, num, strlen(num));
         return gen_cstr(g, num);
     case PROTOBUF_C_TYPE_FLOAT:
         return gen_real(g, *(const float *)p, 1);
@@ -264,10 +269,17 @@ static yajl_gen_status gen_message(yajl_gen g, const ProtobufCMessage *m, json_o
 
 infd_status infd_pbjson_write(const ProtobufCMessage *msg, char **out, size_t *n, infd_error *err)
 {
+    return infd_pbjson_write_flags(msg, INFD_PBJSON_DEFAULT, out, n, err);
+}
+
+infd_status infd_pbjson_write_flags(const ProtobufCMessage *msg, unsigned flags, char **out,
+                                    size_t *n, infd_error *err)
+{
     json_out o;
     yajl_gen g = NULL;
     infd_status st = INFD_STATUS_OK;
     memset(&o, 0, sizeof(o));
+    o.flags = flags;
     if (out)
         *out = NULL;
     if (!msg || !out)

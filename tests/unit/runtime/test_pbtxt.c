@@ -343,6 +343,38 @@ static void test_full_config(void)
     infd_pbtxt_free(&c->base);
 }
 
+/* Triton's config endpoint form: 64-bit integers as numbers, map keys as
+ * strings. */
+static void test_json_int64_as_number(void)
+{
+    Inference__ModelConfig *c = parse_cfg(k_full, NULL);
+    ASSERT_TRUE(c != NULL);
+    char *json = NULL;
+    size_t n = 0;
+    ASSERT_STATUS(infd_pbjson_write_flags(&c->base, INFD_PBJSON_INT64_AS_NUMBER, &json, &n, NULL),
+                  INFD_STATUS_OK);
+    ASSERT_EQ_U64(n, strlen(json));
+    ASSERT_STR_HAS(json, "\"version_policy\":{\"specific\":{\"versions\":[1,3]}}");
+    ASSERT_STR_HAS(json, "\"dims\":[-1,3]");
+    ASSERT_STR_HAS(json, "\"max_queue_delay_microseconds\":100,");
+    ASSERT_STR_HAS(json, "\"priority_levels\":2,\"default_priority_level\":1,");
+    ASSERT_STR_HAS(json, "\"priority_queue_policy\":{\"1\":{\"timeout_action\":\"DELAY\","
+                         "\"default_timeout_microseconds\":1000,");
+    ASSERT_STR_HAS(json, "\"inputs\":{\"x\":{\"data_type\":\"TYPE_FP32\",\"dims\":[1,3],");
+    ASSERT_FALSE(strchr(json, '\n') != NULL);
+    infd_free(json);
+    infd_pbtxt_free(&c->base);
+
+    c = parse_cfg("sequence_batching { max_sequence_idle_microseconds: 18446744073709551615 }",
+                  NULL);
+    ASSERT_TRUE(c != NULL);
+    ASSERT_STATUS(infd_pbjson_write_flags(&c->base, INFD_PBJSON_INT64_AS_NUMBER, &json, NULL, NULL),
+                  INFD_STATUS_OK);
+    ASSERT_STR_HAS(json, "\"max_sequence_idle_microseconds\":18446744073709551615,");
+    infd_free(json);
+    infd_pbtxt_free(&c->base);
+}
+
 static void test_version_policy_latest_and_all(void)
 {
     Inference__ModelConfig *c = parse_cfg("version_policy: { latest: { num_versions: 2 } }", NULL);
@@ -885,6 +917,6 @@ static void test_fault_injection(void)
     infd_pbtxt_free(m);
 }
 
-TEST_MAIN(test_simple, test_densenet, test_full_config, test_version_policy_latest_and_all,
-          test_grammar, test_errors, test_depth_limit, test_proto2, test_round_trips,
-          test_real_format, test_hostile_text, test_fault_injection)
+TEST_MAIN(test_simple, test_densenet, test_full_config, test_json_int64_as_number,
+          test_version_policy_latest_and_all, test_grammar, test_errors, test_depth_limit,
+          test_proto2, test_round_trips, test_real_format, test_hostile_text, test_fault_injection)
