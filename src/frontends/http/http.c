@@ -948,25 +948,35 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
 {
     infd_model *m = c->model;
     kserve_request *r = &c->kreq;
-    int n_io = infd_model_n_outputs(m);
+    /* The response lists outputs in request order (model order when the
+     * request names none); the chunk is carved in the same order so that
+     * it can follow the JSON header as it is. */
+    int order[INFD_MAX_MODEL_IO];
+    int n_order = 0;
+    if (r->n_outputs > 0) {
+        for (int j = 0; j < r->n_outputs; j++) {
+            int i = infd_model_output_index(m, r->outputs[j].name);
+            if (i >= 0)
+                order[n_order++] = i;
+        }
+    } else {
+        for (int i = 0; i < infd_model_n_outputs(m) && i < INFD_MAX_MODEL_IO; i++)
+            order[n_order++] = i;
+    }
     size_t sizes[INFD_MAX_MODEL_IO];
     int idx[INFD_MAX_MODEL_IO];
     size_t total = 0;
     int k = 0;
-    for (int i = 0; i < n_io && i < INFD_MAX_MODEL_IO; i++) {
+    for (int j = 0; j < n_order; j++) {
         infd_model_io io;
-        if (infd_model_output(m, i, &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES)
-            continue;
-        bool wanted = r->n_outputs == 0;
-        for (int j = 0; j < r->n_outputs && !wanted; j++)
-            wanted = strcmp(r->outputs[j].name, io.name) == 0;
-        if (!wanted || !output_is_binary(r, io.name))
+        if (infd_model_output(m, order[j], &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES ||
+            !output_is_binary(r, io.name))
             continue;
         size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
         if (sz == 0)
             continue;
         sizes[k] = sz;
-        idx[k++] = i;
+        idx[k++] = order[j];
         total += sz;
     }
     if (k == 0)
@@ -1288,6 +1298,7 @@ static void finish_infer(http_call *c)
     snprintf(len, sizeof(len), "%zu", b->n);
     evhttp_add_header(evhttp_request_get_output_headers(ev), "Inference-Header-Content-Length",
                       len);
+    INFD_LOG_TRACE("http: %d binary output(s), %s", n_binary, zero_copy ? "zero-copy" : "copied");
     if (zero_copy) {
         evbuffer_add_buffer(out, c->bin);
     } else {
