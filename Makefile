@@ -10,8 +10,8 @@ SHELL := /bin/bash
 PYTHON := /usr/bin/python3
 BUILD_DIR = build/$(PRESET)
 INFD = $(BUILD_DIR)/infd
-# Exit status of an infd command that is not built yet (src/cli/main.c).
-NOT_BUILT := 3
+# Extra options for `make serve`, e.g. SERVE_ARGS="--http-port 9000".
+SERVE_ARGS ?=
 
 # Seconds of fuzzing: `make fuzz` runs the full 5 minutes, `make test` a short
 # run with a fixed seed, so CI's result does not depend on luck.
@@ -30,13 +30,7 @@ build:
 	cmake --build --preset $(PRESET)
 
 serve: setup build
-	@$(INFD) serve --model-repository models; rc=$$?; \
-	if [ $$rc -eq $(NOT_BUILT) ]; then \
-	    echo "make serve: the server is not built yet (issue #4); here is the build instead:"; \
-	    $(INFD) --version; \
-	else \
-	    exit $$rc; \
-	fi
+	@$(INFD) serve --model-repository models $(SERVE_ARGS)
 
 test: setup
 	@echo "== format check"
