@@ -528,8 +528,8 @@ static int int_token_value(const token *t, uint64_t *out)
     return 1;
 }
 
-/* Consumes an optional '-' and the number after it; the token that made
- * the value is left in *num for messages. */
+/* Consumes an optional '-' before a number ('-' is a token of its own, as in
+ * protobuf's tokenizer); *neg says whether there was one. */
 static infd_status take_sign(parser *ps, int *neg)
 {
     *neg = 0;
