@@ -176,6 +176,11 @@ def test_server_metadata_and_health(srv):
         assert requests.get(srv.url + path, timeout=TIMEOUT).status_code == 200
     code, body, _ = curl(srv.url + "/v2")
     assert code == 200 and json.loads(body)["name"] == "infd"
+    # HEAD: headers only, and the keep-alive connection stays in step.
+    with requests.Session() as s:
+        r = s.head(srv.url + "/v2/models/add_sub", timeout=TIMEOUT)
+        assert r.status_code == 200 and r.content == b""
+        assert s.get(srv.url + "/v2", timeout=TIMEOUT).json()["name"] == "infd"
     code, _, _ = curl(srv.url + "/v2/health/ready")
     assert code == 200
 

@@ -301,6 +301,12 @@ static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
                        const char *content_type)
 {
     struct evkeyvalq *hdrs = evhttp_request_get_output_headers(ev);
+    /* libevent 2.1 would write the body of a HEAD reply (without its
+     * Content-Length), desynchronising a keep-alive connection. */
+    if (evhttp_request_get_command(ev) == EVHTTP_REQ_HEAD) {
+        struct evbuffer *out = evhttp_request_get_output_buffer(ev);
+        evbuffer_drain(out, evbuffer_get_length(out));
+    }
     if (content_type)
         evhttp_add_header(hdrs, "Content-Type", content_type);
     /* A request whose client left has no connection: libevent frees it in
