@@ -36,24 +36,10 @@
 /* Config files                                                              */
 /* ------------------------------------------------------------------------- */
 
-static void *pb_alloc(void *data, size_t n)
-{
-    INFD_UNUSED(data);
-    return infd_malloc(n ? n : 1);
-}
-
-static void pb_free(void *data, void *p)
-{
-    INFD_UNUSED(data);
-    infd_free(p);
-}
-
-static ProtobufCAllocator g_pb_allocator = { pb_alloc, pb_free, NULL };
-
 void rt_config_free(Inference__ModelConfig *c)
 {
     if (c)
-        protobuf_c_message_free_unpacked(&c->base, &g_pb_allocator);
+        infd_pbtxt_free(&c->base);
 }
 
 static infd_status read_file(const char *path, char **out, size_t *n, infd_error *err)
@@ -125,7 +111,7 @@ infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_e
     return INFD_STATUS_OK;
 }
 
-/* A deep copy through the wire format, owned by g_pb_allocator. */
+/* A deep copy through the wire format, owned by infd_pbtxt_allocator(). */
 static infd_status config_copy(const Inference__ModelConfig *src, Inference__ModelConfig **out,
                                infd_error *err)
 {
@@ -134,7 +120,7 @@ static infd_status config_copy(const Inference__ModelConfig *src, Inference__Mod
     if (!buf)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     protobuf_c_message_pack(&src->base, buf);
-    *out = inference__model_config__unpack(&g_pb_allocator, n, buf);
+    *out = inference__model_config__unpack(infd_pbtxt_allocator(), n, buf);
     infd_free(buf);
     if (!*out)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory copying a config");
@@ -950,7 +936,7 @@ int infd_model_output_index(const infd_model *model, const char *name)
 
 infd_status infd_model_config_json(const infd_model *model, char **out, size_t *n, infd_error *err)
 {
-    return infd_pbjson_write(&model->config->base, out, n, err);
+    return infd_pbjson_write_flags(&model->config->base, INFD_PBJSON_INT64_AS_NUMBER, out, n, err);
 }
 
 static const double g_latency_bounds_us[INFD_LATENCY_BUCKETS] = {
