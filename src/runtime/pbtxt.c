@@ -919,7 +919,7 @@ static infd_status parse_string(parser *ps, const ProtobufCFieldDescriptor *fd, 
         return fail_oom(ps);
     size_t n = 0;
     while (ps->tok.kind == TOK_STRING) {
-        size_t k;
+        size_t k = 0;
         if ((st = decode_string(ps, &ps->tok, buf + n, &k)) != INFD_STATUS_OK)
             goto out;
         n += k;
