@@ -86,7 +86,9 @@
 
 /* ---- frontend constants ------------------------------------------------- */
 
-#define RESCAN_MS     500 /* how often the READY set is compared with the listeners */
+#ifndef RESCAN_MS     /* the unit test, which includes this file, sets it */
+#define RESCAN_MS 500 /* how often the READY set is compared with the listeners */
+#endif
 #define MAX_EVENTS    64
 #define SCRATCH_BYTES 65536 /* discarding the data of a rejected framed request */
 #define SLOT_ALIGN    64
@@ -1574,8 +1576,8 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
         infd_error_set(err, st, "raw: epoll/eventfd/timerfd: %s", strerror(errno));
         goto out;
     }
-    struct itimerspec its = { .it_interval = { 0, RESCAN_MS * 1000000L },
-                              .it_value = { 0, RESCAN_MS * 1000000L } };
+    struct timespec period = { RESCAN_MS / 1000, (RESCAN_MS % 1000) * 1000000L };
+    struct itimerspec its = { .it_interval = period, .it_value = period };
     if (timerfd_settime(r->timer.fd, 0, &its, NULL) != 0) {
         infd_error_set(err, st, "raw: timerfd_settime: %s", strerror(errno));
         goto out;
