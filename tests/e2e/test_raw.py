@@ -343,3 +343,30 @@ def test_sockets_follow_load_and_unload(serve, models):
     srv.stop()
     assert not path.exists()
     assert not (srv.raw_dir / "add_sub.framed.sock").exists()
+
+
+def test_framed_mutations_never_break_the_server(serve, models):
+    """Valid requests with random bytes changed in the header and descriptors:
+    each is answered, rejected or cut off, and the server keeps serving."""
+    srv = serve(models)
+    path = wait_socket(srv.raw_dir / "add_sub.framed.sock")
+    a = np.ones((2, 16), np.float32)
+    good = RawClient.encode({"INPUT0": a, "INPUT1": a}, outputs=["OUTPUT0"])
+    rng = np.random.default_rng(1234)
+    for _ in range(300):
+        req = bytearray(good)
+        for _ in range(rng.integers(1, 4)):
+            pos = int(rng.integers(0, 32 + 76))  # header and descriptors
+            req[pos] = int(rng.integers(0, 256))
+        with RawClient.unix(path) as c:
+            c.sock.sendall(bytes(req))
+            c.sock.shutdown(socket.SHUT_WR)  # the server sees EOF after these bytes
+            try:
+                while c.sock.recv(65536):
+                    pass
+            except ConnectionResetError:  # closed with some of our bytes unread
+                pass
+    with RawClient.unix(path) as c:
+        status, msg, out = c.framed({"INPUT0": a, "INPUT1": a})
+        assert status == "OK", msg
+        np.testing.assert_array_equal(out["OUTPUT0"], 2 * a)
