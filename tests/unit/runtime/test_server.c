@@ -551,6 +551,55 @@ static void test_drain_completes_in_flight(void)
     infd_server_destroy(s);
 }
 
+typedef struct stress_arg {
+    infd_server *s;
+    int id;
+    int failures;
+} stress_arg;
+
+static void *stress_main(void *p)
+{
+    stress_arg *a = p;
+    infd_error err = { 0 };
+    for (int i = 0; i < 150; i++)
+        if (infer_add_sub(a->s, "add_sub", 1 + (i + a->id) % 8, (float)(a->id * 1000 + i), &err) !=
+            INFD_STATUS_OK)
+            a->failures++;
+    return NULL;
+}
+
+/* Four client threads against two instances: every row comes back to the
+ * request it belongs to (run under the tsan preset for races). */
+static void test_concurrent_clients_two_instances(void)
+{
+    const char *repo = new_repo("stress");
+    add_model(repo, "add_sub", true,
+              "max_batch_size: 8\n"
+              "dynamic_batching { max_queue_delay_microseconds: 100 preferred_batch_size: [ 4 ] }\n"
+              "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    pthread_t t[4];
+    stress_arg args[4];
+    for (int k = 0; k < 4; k++) {
+        args[k] = (stress_arg){ .s = s, .id = k };
+        ASSERT_TRUE(pthread_create(&t[k], NULL, stress_main, &args[k]) == 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(t[k], NULL);
+        ASSERT_EQ_INT(args[k].failures, 0);
+    }
+    infd_model *m = NULL;
+    infd_error err = { 0 };
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    ASSERT_EQ_U64(st.success_count, 600);
+    ASSERT_LE_U64(st.execution_count, 600);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
 static void test_cleanup(void)
 {
     rm_rf(g_root);
@@ -559,4 +608,4 @@ static void test_cleanup(void)
 TEST_MAIN(test_autocomplete_and_infer, test_dynamic_batching_forms_batches,
           test_queue_timeout_and_limit, test_broken_model_beside_good_one,
           test_explicit_load_unload, test_steady_state_allocates_nothing,
-          test_drain_completes_in_flight, test_cleanup)
+          test_drain_completes_in_flight, test_concurrent_clients_two_instances, test_cleanup)
