@@ -55,8 +55,9 @@ e2e: build
 # libFuzzer under ASan+UBSan (clang), seeded with small generated models:
 # fuzz_onnx_loader (the loader alone) and fuzz_plan (load, infer, fold,
 # fuse, compile, run), and with Triton configs: fuzz_pbtxt (config.pbtxt
-# parser and writers); FUZZ_SECONDS each; corpora grow in build/fuzz/.
-FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_pbtxt
+# parser and writers), and with KServe requests: fuzz_kserve_json (the HTTP
+# inference-header decoder); FUZZ_SECONDS each; corpora grow in build/fuzz/.
+FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_pbtxt fuzz_kserve_json
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -65,6 +66,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p build/fuzz/corpus-$$t; \
 	    seeds=build/fuzz/seeds; [ $$t = fuzz_pbtxt ] && seeds=build/fuzz/seeds-pbtxt; \
+	    [ $$t = fuzz_kserve_json ] && seeds=tests/fuzz/seeds-kserve; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
