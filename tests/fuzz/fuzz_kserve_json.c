@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static kserve_request req;
-    infd_error err = {0};
+    infd_error err = { 0 };
     if (kserve_request_parse(&req, (const char *)data, size, &err) == INFD_STATUS_OK) {
         /* Touch every decoded byte so a bad length shows up under ASan. */
         volatile uint8_t sink = 0;
