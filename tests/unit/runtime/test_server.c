@@ -600,6 +600,37 @@ static void test_concurrent_clients_two_instances(void)
     infd_server_destroy(s);
 }
 
+/* Poll mode's rescan (called directly rather than waiting for the timer):
+ * a new folder loads, a changed config reloads, a removed folder unloads. */
+static void test_poll_rescan(void)
+{
+    const char *repo = new_repo("poll");
+    add_model(repo, "a", true, NULL);
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_POLL, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_NOT_FOUND);
+    add_model(repo, "b", true, NULL);
+    ASSERT_STATUS(infd_server_poll_repository(s, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_OK);
+    /* A changed config is picked up: max_batch_size 4 -> 2. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/b/config.pbtxt", repo);
+    write_file(path, "max_batch_size: 2\n", 18);
+    ASSERT_STATUS(infd_server_poll_repository(s, &err), INFD_STATUS_OK);
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "b", -1, &m, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(infd_model_max_batch_size(m), 2);
+    infd_model_release(m);
+    snprintf(path, sizeof(path), "%s/a", repo);
+    rm_rf(path);
+    ASSERT_STATUS(infd_server_poll_repository(s, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_UNAVAILABLE);
+    ASSERT_STATUS(infer_add_sub(s, "b", 2, 0.0f, &err), INFD_STATUS_OK);
+    infd_server_destroy(s);
+}
+
 static void test_cleanup(void)
 {
     rm_rf(g_root);
@@ -608,4 +639,5 @@ static void test_cleanup(void)
 TEST_MAIN(test_autocomplete_and_infer, test_dynamic_batching_forms_batches,
           test_queue_timeout_and_limit, test_broken_model_beside_good_one,
           test_explicit_load_unload, test_steady_state_allocates_nothing,
-          test_drain_completes_in_flight, test_concurrent_clients_two_instances, test_cleanup)
+          test_drain_completes_in_flight, test_concurrent_clients_two_instances, test_poll_rescan,
+          test_cleanup)
