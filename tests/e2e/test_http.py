@@ -634,6 +634,29 @@ def test_client_disconnects_mid_request(srv):
 # -- servers of their own -----------------------------------------------------------
 
 
+def test_multiple_event_loops(serve, tmp_path):
+    """--http-threads 3: loops share the port; every connection is served,
+    batches still form across them, and the server stops cleanly."""
+    models = tmp_path / "models"
+    model_repo.add_sub(models, dynamic_batching={"max_queue_delay_microseconds": 50000})
+    s = serve(models, "--http-threads", "3")
+
+    def client(i):
+        with requests.Session() as sess:  # a connection per client
+            a = np.full((1, 16), i, np.float32)
+            for _ in range(3):
+                r = sess.post(s.url + "/v2/models/add_sub/versions/1/infer",
+                              json=add_sub_body(a, a), timeout=TIMEOUT)
+                assert r.status_code == 200, r.text
+                assert r.json()["outputs"][0]["data"] == (2 * a).flatten().tolist()
+
+    with concurrent.futures.ThreadPoolExecutor(12) as ex:
+        list(ex.map(client, range(12)))
+    st = requests.get(s.url + "/v2/models/add_sub/stats", timeout=TIMEOUT).json()
+    assert st["model_stats"][0]["inference_count"] == 36
+    assert s.stop() == 0, s.log_tail()
+
+
 def test_oversized_body_413(serve, tmp_path):
     models = tmp_path / "models"
     model_repo.add_sub(models)
