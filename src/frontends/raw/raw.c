@@ -900,6 +900,13 @@ static void write_done(infd_raw *r, raw_conn *c)
     infd_request_destroy(c->req);
     c->req = NULL;
     if (c->close_after_send) {
+        /* Closing with unread bytes makes the kernel reset the connection,
+         * and over TCP a reset can discard the error answer before the
+         * client reads it: read what has arrived (bounded) first. */
+        for (int i = 0; i < 16; i++) {
+            if (recv(c->h.fd, r->scratch, SCRATCH_BYTES, MSG_DONTWAIT) <= 0)
+                break;
+        }
         conn_close(r, c);
         return;
     }
