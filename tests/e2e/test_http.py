@@ -679,6 +679,31 @@ def test_oversized_body_413(serve, tmp_path):
     assert_alive(s)
 
 
+def test_queue_full_503_and_timeout_504(serve, tmp_path):
+    """A full queue (max_queue_size) answers 503 as Triton does; a request
+    whose queue timeout passes answers 504; the server keeps serving."""
+    models = tmp_path / "models"
+    model_repo.add_sub(models, dynamic_batching={
+        "max_queue_delay_microseconds": 1000000,
+        "default_queue_policy": {"max_queue_size": 2, "allow_timeout_override": True}})
+    s = serve(models)
+    a = np.ones((1, 16), np.float32)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        rs = list(ex.map(lambda i: requests.post(s.url + "/v2/models/add_sub/infer",
+                                                 json=add_sub_body(a, a), timeout=TIMEOUT),
+                         range(8)))
+    codes = sorted(r.status_code for r in rs)
+    assert 200 in codes and 503 in codes, [(r.status_code, r.text) for r in rs]
+    assert set(codes) <= {200, 503}, codes
+    for r in rs:
+        if r.status_code == 503:
+            assert "queue" in r.json()["error"], r.text
+    r = requests.post(s.url + "/v2/models/add_sub/infer", timeout=TIMEOUT,
+                      json=add_sub_body(a, a, parameters={"timeout": 1000}))
+    assert r.status_code == 504, r.text
+    assert_alive(s)
+
+
 def test_load_unload_while_serving(serve, tmp_path):
     models = tmp_path / "models"
     model_repo.add_sub(models)
