@@ -289,9 +289,23 @@ static int http_code(infd_status st)
     }
 }
 
+/* A reply is "unsent" from evhttp_send_reply until libevent has written it
+ * (on_complete) or dropped it with its connection (the close callback, set
+ * only while a reply is pending: libevent answers one request at a time per
+ * connection, so exactly one of the two fires). infd_http_stop waits for
+ * the count to reach zero. */
 static void on_reply_written(struct evhttp_request *ev, void *arg)
 {
-    (void)ev;
+    http_loop *loop = arg;
+    struct evhttp_connection *conn = evhttp_request_get_connection(ev);
+    if (conn)
+        evhttp_connection_set_closecb(conn, NULL, NULL);
+    loop->n_unsent--;
+}
+
+static void on_reply_dropped(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
     http_loop *loop = arg;
     loop->n_unsent--;
 }
@@ -311,9 +325,11 @@ static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
         evhttp_add_header(hdrs, "Content-Type", content_type);
     /* A request whose client left has no connection: libevent frees it in
      * send_reply without writing or calling on_complete. */
-    if (evhttp_request_get_connection(ev)) {
+    struct evhttp_connection *conn = evhttp_request_get_connection(ev);
+    if (conn) {
         loop->n_unsent++;
         evhttp_request_set_on_complete_cb(ev, on_reply_written, loop);
+        evhttp_connection_set_closecb(conn, on_reply_dropped, loop);
     }
     evhttp_send_reply(ev, code, NULL, NULL);
 }
@@ -1500,8 +1516,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Stop: leave the loop once nothing is in flight and every reply has been
- * written, or FLUSH_TIMEOUT_NS after the last completion for clients that
- * do not read (or whose reply libevent dropped with the connection). */
+ * written or dropped, or FLUSH_TIMEOUT_NS after the last completion for
+ * clients that do not read. */
 static void on_stop_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
