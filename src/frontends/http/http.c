@@ -381,9 +381,11 @@ static void send_status(http_loop *loop, struct evhttp_request *ev, const infd_e
     send_error(loop, ev, http_code(err->code), err->msg[0] ? err->msg : infd_status_str(err->code));
 }
 
+/* An empty body (health, ready, load/unload). The type is set so that
+ * libevent does not label it text/html. */
 static void send_empty(http_loop *loop, struct evhttp_request *ev, int code)
 {
-    send_reply(loop, ev, code, NULL);
+    send_reply(loop, ev, code, "text/plain");
 }
 
 /* ------------------------------------------------------------------------- */
