@@ -11,6 +11,7 @@ import pytest
 import requests
 
 import repo as model_repo
+from serving import free_port
 from test_raw import wait_for
 
 COLUMNS = ["Concurrency", "Batch Size", "Inferences/Second", "Requests", "Errors", "Window ms",
@@ -46,13 +47,18 @@ def success_count(srv, model):
     return sum(int(s["inference_stats"]["success"]["count"]) for s in r.json()["model_stats"])
 
 
-@pytest.mark.parametrize("mode", ["json", "binary", "raw-framed", "raw-headerless"])
+@pytest.mark.parametrize("mode", ["json", "binary", "raw-framed", "raw-headerless", "raw-tcp"])
 def test_perf_counts_add_up(serve, models, infd_bin, tmp_path, mode):
-    srv = serve(models)
-    model = "ident" if mode == "raw-headerless" else "add_sub"
+    tcp_port = free_port()
+    srv = serve(models, "--raw-tcp-port", f"ident={tcp_port}")
+    model = "ident" if mode in ("raw-headerless", "raw-tcp") else "add_sub"
     hostport = f"127.0.0.1:{srv.http_port}"
     if mode in ("json", "binary"):
         target = ["--url", hostport] + (["--binary"] if mode == "binary" else [])
+    elif mode == "raw-tcp":
+        wait_for((srv.raw_dir / "ident.sock").exists, "the raw sockets")
+        target = ["--protocol", "raw", "--url", f"127.0.0.1:{tcp_port}", "--metadata-url",
+                  hostport]
     else:
         sock = srv.raw_dir / (f"{model}.framed.sock" if mode == "raw-framed" else f"{model}.sock")
         wait_for(sock.exists, str(sock))
