@@ -47,6 +47,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1650,6 +1652,11 @@ static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, s
     if (!lev)
         return infd_error_set(err, INFD_STATUS_IO, "http: cannot listen on %s:%d: %s", h->host,
                               h->port, errno ? strerror(errno) : "bind failed");
+    /* Accepted sockets inherit TCP_NODELAY from the listener (Linux): the
+     * tail of a reply larger than a segment is not held back by Nagle until
+     * the client's (possibly delayed) ACK, as Triton also disables it. */
+    int one = 1;
+    setsockopt(evconnlistener_get_fd(lev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     loop->bound = evhttp_bind_listener(loop->http, lev);
     if (!loop->bound) {
         evconnlistener_free(lev);
