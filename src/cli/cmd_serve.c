@@ -24,26 +24,29 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: infd serve [--model-repository DIR] [options]\n"
-                 "  --model-repository DIR      Triton-layout repository (default: models)\n"
-                 "  --model-control-mode MODE   none | poll | explicit (default none)\n"
-                 "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
-                 "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
-                 "  --exit-on-error             fail to start when a model fails to load\n"
-                 "  --host ADDR                 address for HTTP and metrics (default 0.0.0.0)\n"
-                 "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
-                 "  --grpc-port N               KServe v2 gRPC (default 8001; not built yet, #5)\n"
-                 "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
-                 "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
-                 "  --http-threads N            HTTP event-loop threads (default 1)\n"
-                 "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
-                 "'off': none)\n"
-                 "  --raw-tcp-port MODEL=PORT   raw protocol on a TCP port too (repeatable)\n"
-                 "  --raw-stats-every N         log raw latency stats every N requests (default "
-                 "1000)\n"
-                 "  --threads N                 engine threads per model instance (default: cores "
-                 "/ instances)\n"
-                 "  --log-level LEVEL           error | warn | info | debug (default info)\n");
+    fprintf(out,
+            "usage: infd serve [--model-repository DIR] [options]\n"
+            "  --model-repository DIR      Triton-layout repository (default: models)\n"
+            "  --model-control-mode MODE   none | poll | explicit (default none)\n"
+            "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
+            "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
+            "  --exit-on-error             fail to start when a model fails to load\n"
+            "  --host ADDR                 address for HTTP, metrics and raw TCP (default 0.0.0.0\n"
+            "                              for HTTP and metrics, 127.0.0.1 for raw TCP)\n"
+            "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
+            "  --grpc-port N               KServe v2 gRPC (default 8001; not built yet, #5)\n"
+            "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
+            "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
+            "  --http-threads N            HTTP event-loop threads (default 1)\n"
+            "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
+            "'off': none)\n"
+            "  --raw-tcp-port MODEL=PORT[:framed]\n"
+            "                              raw protocol on a TCP port too (repeatable)\n"
+            "  --raw-stats-every N         log raw latency stats every N requests (default "
+            "1000)\n"
+            "  --threads N                 engine threads per model instance (default: cores "
+            "/ instances)\n"
+            "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -157,6 +160,7 @@ int infd_cli_serve(int argc, char **argv)
     if (host) {
         ho.host = host;
         mo.host = host;
+        ro.tcp_host = host;
     }
 
     /* Block the stop signals before any thread starts, so every thread
