@@ -99,9 +99,8 @@ typedef struct http_call {
     infd_request *req;
     kserve_request kreq;
     struct evbuffer *bin;                /* binary outputs, reserved before submit */
-    int n_bin;                           /* outputs that write into `bin` */
-    int bin_out[INFD_MAX_MODEL_IO];      /* their model output indices... */
-    uint8_t *bin_ptr[INFD_MAX_MODEL_IO]; /* ...and where they go */
+    int n_bin;                           /* outputs that write into `bin`... */
+    uint8_t *bin_ptr[INFD_MAX_MODEL_IO]; /* ...there, in response order */
 
     /* CALL_LOAD / CALL_UNLOAD */
     char name[KSERVE_NAME_BYTES];
@@ -1023,14 +1022,14 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
         infd_status st = infd_request_set_output_buffer(c->req, io.name, p, sizes[j], err);
         if (st != INFD_STATUS_OK)
             return st;
-        c->bin_out[c->n_bin] = idx[j];
         c->bin_ptr[c->n_bin++] = p;
         p += sizes[j];
     }
     return INFD_STATUS_OK;
 }
 
-/* Decodes and submits; on error answers and returns false. */
+/* POST .../infer: decodes the body, builds the request and submits it; the
+ * reply is written by finish_infer, or here at once on an error. */
 static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char *name,
                          int64_t version)
 {
