@@ -89,8 +89,10 @@ class Server:
     # -- state -----------------------------------------------------------------
 
     def log(self) -> str:
-        """Everything the server wrote so far (stdout and stderr interleaved)."""
-        self._logf.flush()
+        """Everything the server wrote so far (stdout and stderr interleaved);
+        readable after stop() too, until the fixture's teardown."""
+        if not self._logf.closed:
+            self._logf.flush()
         return self.log_path.read_text(errors="replace")
 
     def log_tail(self, n=LOG_TAIL_CHARS) -> str:
