@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -266,6 +267,20 @@ def test_metrics_follow_model_versions(serve, tmp_path):
     fams = scrape(srv)
     assert not [s for s in fams["infd_inference_request_success"]["samples"]
                 if s[1]["model"] == "ident"]
+
+
+def test_metrics_port_in_use(serve, add_sub_repo):
+    """A metrics port that cannot be bound stops the server with a message
+    naming the address and the reason."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        srv = serve(add_sub_repo, "--metrics-port", port, wait_ready=False)
+        rc = srv.wait()
+    assert rc != 0, srv.log()
+    srv.expected_returncode = rc
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in srv.log(), srv.log()
 
 
 # -- Prometheus -------------------------------------------------------------------
