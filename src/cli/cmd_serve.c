@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "core/log.h"
@@ -47,6 +48,17 @@ static void usage(FILE *out)
             "  --threads N                 engine threads per model instance (default: cores "
             "/ instances)\n"
             "  --log-level LEVEL           error | warn | info | debug (default info)\n");
+}
+
+/* "infd serve: WHAT: MESSAGE", without repeating WHAT when the message
+ * already starts with it (frontend errors often name themselves). */
+static void report(const char *what, const char *msg)
+{
+    size_t n = strlen(what);
+    if (strncasecmp(msg, what, n) == 0 && msg[n] == ':')
+        fprintf(stderr, "infd serve: %s\n", msg);
+    else
+        fprintf(stderr, "infd serve: %s: %s\n", what, msg);
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -188,14 +200,14 @@ int infd_cli_serve(int argc, char **argv)
                  grpc_port);
     if (ho.port >= 0) {
         if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
-            fprintf(stderr, "infd serve: HTTP: %s\n", err.msg);
+            report("http", err.msg);
             goto out;
         }
         infd_log(INFD_LOG_LEVEL_INFO, "HTTP listening on %s:%d", ho.host, infd_http_port(http));
     }
     if (mo.port >= 0) {
         if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
-            fprintf(stderr, "infd serve: metrics: %s\n", err.msg);
+            report("metrics", err.msg);
             goto out;
         }
         infd_log(INFD_LOG_LEVEL_INFO, "metrics listening on %s:%d", mo.host,
@@ -203,7 +215,7 @@ int infd_cli_serve(int argc, char **argv)
     }
     if (!raw_off) {
         if (infd_raw_start(server, &ro, &raw, &err) != INFD_STATUS_OK) {
-            fprintf(stderr, "infd serve: raw sockets: %s\n", err.msg);
+            report("raw", err.msg);
             goto out;
         }
     }
