@@ -799,7 +799,7 @@ static bool index_ready_flag(struct evhttp_request *ev, bool *ready, char *msg, 
         size_t e = strlen(ebuf);
         while (e && (ebuf[e - 1] == '\n' || ebuf[e - 1] == ' '))
             ebuf[--e] = '\0';
-        snprintf(msg, n, "malformed JSON: %s", ebuf);
+        snprintf(msg, n, "malformed JSON: %.200s", ebuf);
         return false;
     }
     bool ok = true;
