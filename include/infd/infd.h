@@ -488,6 +488,13 @@ INFD_API int infd_model_output_index(const infd_model *model, const char *name);
 INFD_API infd_status infd_model_config_json(const infd_model *model, char **out, size_t *n,
                                             infd_error *err);
 
+/* The same complete config as a serialized protobuf `inference.ModelConfig`
+ * (proto/model_config.proto, Triton's field numbers), for protocols that
+ * carry it as a message (gRPC's ModelConfigResponse). `*out` holds `*n`
+ * bytes; free it with infd_free. OUT_OF_MEMORY is the only error. */
+INFD_API infd_status infd_model_config_pb(const infd_model *model, void **out, size_t *n,
+                                          infd_error *err);
+
 /* Latency histogram bucket upper bounds for infd_model_stats, in
  * microseconds (Prometheus "le"; the last bucket is +Inf). */
 #define INFD_LATENCY_BUCKETS 14

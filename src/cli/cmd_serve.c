@@ -2,11 +2,12 @@
  * cmd_serve.c - `infd serve`: a model repository behind the frontends.
  *
  * The server (runtime) loads the repository; the frontends (HTTP/KServe v2,
- * Prometheus metrics, raw sockets) are started on top of the public API. The
- * main thread then waits for SIGINT or SIGTERM with the signals blocked in
- * every thread (sigwait), so no frontend or worker is interrupted by them;
- * on a signal it drains (no new requests; queued and executing ones finish
- * and their responses are written), stops the frontends and exits 0.
+ * gRPC/KServe v2, Prometheus metrics, raw sockets) are started on top of the
+ * public API. The main thread then waits for SIGINT or SIGTERM with the
+ * signals blocked in every thread (sigwait), so no frontend or worker is
+ * interrupted by them; on a signal it drains (no new requests; queued and
+ * executing ones finish and their responses are written), stops the
+ * frontends and exits 0.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "core/log.h"
+#include "frontends/grpc/grpc.h"
 #include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
@@ -32,13 +34,15 @@ static void usage(FILE *out)
             "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
             "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
             "  --exit-on-error             fail to start when a model fails to load\n"
-            "  --host ADDR                 address for HTTP, metrics and raw TCP (default 0.0.0.0\n"
-            "                              for HTTP and metrics, 127.0.0.1 for raw TCP)\n"
+            "  --host ADDR                 address for HTTP, gRPC, metrics and raw TCP (default\n"
+            "                              0.0.0.0, 127.0.0.1 for raw TCP)\n"
             "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
-            "  --grpc-port N               KServe v2 gRPC (default 8001; not built yet, #5)\n"
+            "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
             "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
             "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
             "  --http-threads N            HTTP event-loop threads (default 1)\n"
+            "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
+            "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
             "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
             "'off': none)\n"
             "  --raw-tcp-port MODEL=PORT[:framed]\n"
@@ -82,10 +86,11 @@ int infd_cli_serve(int argc, char **argv)
     infd_metrics_options_init(&mo);
     infd_raw_options ro;
     infd_raw_options_init(&ro);
+    infd_grpc_options go;
+    infd_grpc_options_init(&go);
     const char *load[MAX_LIST], *tcp[MAX_LIST];
     int n_load = 0, n_tcp = 0;
     bool raw_off = false;
-    long grpc_port = 8001;
     const char *host = NULL;
     infd_error err;
     infd_error_clear(&err);
@@ -126,7 +131,14 @@ int infd_cli_serve(int argc, char **argv)
             bad = parse_int(v, -1, 65535, &n);
             ho.port = (int)n;
         } else if (strcmp(a, "--grpc-port") == 0) {
-            bad = parse_int(v, -1, 65535, &grpc_port);
+            bad = parse_int(v, -1, 65535, &n);
+            go.port = (int)n;
+        } else if (strcmp(a, "--grpc-max-message-bytes") == 0) {
+            bad = parse_int(v, 1, INT32_MAX, &n);
+            go.max_message_bytes = (size_t)n;
+        } else if (strcmp(a, "--grpc-threads") == 0) {
+            bad = parse_int(v, 1, 64, &n);
+            go.n_threads = (int)n;
         } else if (strcmp(a, "--metrics-port") == 0) {
             bad = parse_int(v, -1, 65535, &n);
             mo.port = (int)n;
@@ -172,6 +184,7 @@ int infd_cli_serve(int argc, char **argv)
     if (host) {
         ho.host = host;
         mo.host = host;
+        go.host = host;
         ro.tcp_host = host;
     }
 
@@ -187,6 +200,7 @@ int infd_cli_serve(int argc, char **argv)
     int rc = INFD_EXIT_FAILURE;
     infd_server *server = NULL;
     infd_http *http = NULL;
+    infd_grpc *grpc = NULL;
     infd_metrics *metrics = NULL;
     infd_raw *raw = NULL;
     infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
@@ -195,9 +209,13 @@ int infd_cli_serve(int argc, char **argv)
         fprintf(stderr, "infd serve: %s\n", err.msg);
         goto out;
     }
-    if (grpc_port >= 0)
-        infd_log(INFD_LOG_LEVEL_INFO, "gRPC is not built yet (issue #5); --grpc-port %ld unused",
-                 grpc_port);
+    if (go.port >= 0) {
+        if (infd_grpc_start(server, &go, &grpc, &err) != INFD_STATUS_OK) {
+            report("grpc", err.msg);
+            goto out;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "gRPC listening on %s:%d", go.host, infd_grpc_port(grpc));
+    }
     if (ho.port >= 0) {
         if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
             report("http", err.msg);
@@ -231,6 +249,7 @@ out:
     infd_server_drain(server);
     infd_raw_stop(raw);
     infd_http_stop(http);
+    infd_grpc_stop(grpc);
     infd_metrics_stop(metrics);
     infd_server_destroy(server);
     if (rc == INFD_EXIT_OK)

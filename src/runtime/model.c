@@ -939,6 +939,23 @@ infd_status infd_model_config_json(const infd_model *model, char **out, size_t *
     return infd_pbjson_write_flags(&model->config->base, INFD_PBJSON_INT64_AS_NUMBER, out, n, err);
 }
 
+infd_status infd_model_config_pb(const infd_model *model, void **out, size_t *n, infd_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    size_t len = protobuf_c_message_get_packed_size(&model->config->base);
+    /* One byte more so an empty config is not a zero-size allocation. */
+    uint8_t *buf = infd_malloc(len + 1);
+    if (!buf)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                              "model '%s': out of memory packing its config (%zu bytes)",
+                              model->name, len);
+    protobuf_c_message_pack(&model->config->base, buf);
+    *out = buf;
+    *n = len;
+    return INFD_STATUS_OK;
+}
+
 static const double g_latency_bounds_us[INFD_LATENCY_BUCKETS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,
 };
