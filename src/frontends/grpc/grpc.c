@@ -182,6 +182,10 @@ struct gcall {
     /* Load / unload. */
     pthread_t thread;
     char name[NAME_BYTES];
+    /* A reference taken for the T_FINAL batch by a thread that answers the
+     * call (load/unload): that thread may not drop references itself, as
+     * the last one recycles the call on its queue thread. */
+    bool final_ref_held;
 
     /* Streams; guarded by mu. */
     pthread_mutex_t mu;
@@ -400,6 +404,7 @@ static gcall *call_get(gloop *loop)
     c->recv = NULL;
     c->reply = NULL;
     c->unary = NULL;
+    c->final_ref_held = false;
     c->cancelled = 0;
     c->has_status_details = false;
     c->q_head = c->q_tail = c->writing = NULL;
@@ -463,7 +468,10 @@ static void call_unref(gcall *c)
  * cancelled so that it still ends. */
 static bool start_batch(gcall *c, const grpc_op *ops, size_t n, gtag *tag)
 {
-    call_ref(c);
+    if (tag == &c->t_final && c->final_ref_held)
+        c->final_ref_held = false;
+    else
+        call_ref(c);
     grpc_call_error e = grpc_call_start_batch(c->call, ops, n, tag, NULL);
     if (e == GRPC_CALL_OK)
         return true;
@@ -913,6 +921,8 @@ static void rpc_load(gcall *c, grpc_slice s)
         goto out;
     }
     snprintf(c->name, sizeof(c->name), "%s", rq->model_name);
+    call_ref(c);
+    c->final_ref_held = true; /* the thread's T_FINAL batch keeps it */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -1910,12 +1920,16 @@ int infd_grpc_port(const infd_grpc *g)
 }
 
 /* Waits until the server's shutdown tag has been seen, at most until
- * `deadline_ns` (0: no limit); true when it was. */
-static bool wait_shutdown(infd_grpc *g, uint64_t deadline_ns)
+ * `deadline_ns` (0: no limit); true when it was. With `or_idle`, also
+ * returns (false) once no call is open: what is left then are idle client
+ * connections, which gRPC waits for and nothing needs. */
+static bool wait_shutdown(infd_grpc *g, uint64_t deadline_ns, bool or_idle)
 {
     pthread_mutex_lock(&g->mu);
     while (!g->shutdown_done) {
         if (deadline_ns && infd_clock_ns() >= deadline_ns)
+            break;
+        if (or_idle && atomic_load(&g->n_calls) == 0)
             break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -1960,13 +1974,17 @@ static void destroy(infd_grpc *g)
         grpc_server_shutdown_and_notify(g->srv, g->loops[0].cq, &g->shutdown_tag);
         if (!g->loops[0].thread_started)
             poll_until_shutdown(g);
-        else if (!wait_shutdown(g, infd_clock_ns() + STOP_GRACE_NS)) {
-            INFD_LOG_INFO("grpc: cancelling %d open call(s)", atomic_load(&g->n_calls));
+        else if (!wait_shutdown(g, infd_clock_ns() + STOP_GRACE_NS, true)) {
+            int n = atomic_load(&g->n_calls);
+            if (n > 0)
+                INFD_LOG_INFO("grpc: cancelling %d open call(s)", n);
             grpc_server_cancel_all_calls(g->srv);
-            wait_shutdown(g, 0);
+            wait_shutdown(g, 0, false);
         }
-        /* Streams' last batches may still be completing. */
-        while (atomic_load(&g->n_calls) > 0)
+        /* Streams' last batches may still be completing. Bounded: a call
+         * whose batch failed to start (logged) is never recycled. */
+        uint64_t until = infd_clock_ns() + STOP_GRACE_NS;
+        while (atomic_load(&g->n_calls) > 0 && infd_clock_ns() < until)
             infd_clock_sleep_us(1000);
     }
     if (g->srv)
