@@ -331,11 +331,13 @@ static void test_stop_with_connections_in_every_state(void)
     ASSERT_TRUE(send_all(fpartial, req, n - 5));
     infd_server_drain(s);
     infd_raw_stop(raw);
-    /* Every connection sees the end. */
+    /* Every connection sees the end: EOF, or a reset when the frontend
+     * closed it before reading bytes the client had already sent (the
+     * stop may overtake the epoll thread's read). */
     char c;
-    ASSERT_TRUE(recv(idle, &c, 1, 0) == 0);
-    ASSERT_TRUE(recv(partial, &c, 1, 0) == 0);
-    ASSERT_TRUE(recv(fpartial, &c, 1, 0) == 0);
+    ASSERT_TRUE(recv(idle, &c, 1, 0) <= 0);
+    ASSERT_TRUE(recv(partial, &c, 1, 0) <= 0);
+    ASSERT_TRUE(recv(fpartial, &c, 1, 0) <= 0);
     close(idle);
     close(partial);
     close(waiting);
