@@ -629,8 +629,12 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         r->queue_ns = t0 - r->t_submit_ns;
         ADD(m->st.queue_ns, r->queue_ns);
     }
-    /* Inputs: a lone request that fills the plan is passed through. */
+    /* Inputs: a lone request that fills the plan is passed through when
+     * its memory is aligned (kernels may use aligned vector loads; binary
+     * HTTP bodies put tensors at any offset), otherwise copied. */
     bool direct_in = n == 1 && rows == p->batch;
+    for (int i = 0; direct_in && i < m->n_in; i++)
+        direct_in = ((uintptr_t)inst->batch[0]->in[i].data % INFD_ALIGNMENT) == 0;
     for (int i = 0; i < m->n_in; i++) {
         const infd_model_io *io = &m->in[i];
         infd_tensor *t = &ins[p->in_map[i]];
@@ -654,8 +658,11 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         }
         t->data = inst->in_buf[i];
     }
-    /* Outputs: straight into a lone request's memory when it takes them all. */
+    /* Outputs: straight into a lone request's memory when it takes them
+     * all and that memory is aligned. */
     bool direct_out = n == 1 && rows == p->batch && wants_all_outputs(inst->batch[0]);
+    for (int k = 0; direct_out && k < inst->batch[0]->n_out; k++)
+        direct_out = ((uintptr_t)inst->batch[0]->out[k].data % INFD_ALIGNMENT) == 0;
     for (int j = 0; j < m->n_out; j++) {
         infd_tensor *t = &outs[p->out_map[j]];
         memset(t, 0, sizeof(*t));
