@@ -17,6 +17,7 @@ import importlib
 import json
 import pathlib
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -159,6 +160,14 @@ def assert_alive(pb, server):
     a = np.ones((1, 16), np.float32)
     r = st.ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(a, a)), timeout=TIMEOUT)
     assert np.array_equal(outputs_of(r)["OUTPUT0"], 2 * a)
+
+
+def queue_depth(server, model):
+    """Requests waiting in `model`'s queue, from the metrics endpoint."""
+    text = requests.get(server.metrics_url, timeout=TIMEOUT).text
+    m = re.search(r'^infd_inference_queue_depth\{[^}]*model="%s"[^}]*\} (\S+)$' % model, text,
+                  re.M)
+    return float(m.group(1)) if m else 0.0
 
 
 def wait_until(what, fn, timeout=TIMEOUT):
@@ -564,6 +573,57 @@ def test_stream_interactive(pb, srv):
         assert np.array_equal(outputs_of(r.infer_response)["OUTPUT0"], 2 * a)
     q.put(None)
     assert list(it) == []
+
+
+def test_grpc_and_http_batch_together(pb, srv):
+    """gRPC and HTTP requests for one model meet in one batch: 4 + 4 rows
+    fill add_sub_slow's max_batch_size 8, which runs them at once."""
+    st = stub(pb, srv)
+
+    def executions():
+        r = st.ModelStatistics(pb.svc.ModelStatisticsRequest(name="add_sub_slow"),
+                               timeout=TIMEOUT)
+        return r.model_stats[0].execution_count
+
+    before = executions()
+    xs = [np.full((1, 16), i, np.float32) for i in range(8)]
+    futs = [st.ModelInfer.future(infer_request(pb, "add_sub_slow", add_sub_inputs(x, x)),
+                                 timeout=TIMEOUT) for x in xs[:4]]
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        http = list(ex.map(lambda x: http_binary_infer(srv, "add_sub_slow",
+                                                       add_sub_inputs(x, x)), xs[4:]))
+    for x, f in zip(xs[:4], futs):
+        assert np.array_equal(outputs_of(f.result())["OUTPUT0"], 2 * x)
+    for x, h in zip(xs[4:], http):
+        assert np.frombuffer(h["OUTPUT0"][1], np.float32).tolist() == (2 * x).ravel().tolist()
+    assert executions() == before + 1
+
+
+def test_clients_cancel_with_requests_in_flight(pb, srv):
+    """A stream and a unary call cancelled while their requests wait in the
+    queue: the requests still complete inside the server, their answers go
+    nowhere, and the server carries on."""
+    st = stub(pb, srv)
+    a = np.ones((1, 16), np.float32)
+
+    def successes():
+        r = st.ModelStatistics(pb.svc.ModelStatisticsRequest(name="add_sub_slow"),
+                               timeout=TIMEOUT)
+        return r.model_stats[0].inference_stats.success.count
+
+    before = successes()
+    q = queue.Queue()
+    call = st.ModelStreamInfer(iter(q.get, None), timeout=TIMEOUT)
+    for i in range(5):
+        q.put(infer_request(pb, "add_sub_slow", add_sub_inputs(a, a), rid=str(i)))
+    fut = st.ModelInfer.future(infer_request(pb, "add_sub_slow", add_sub_inputs(a, a)),
+                               timeout=TIMEOUT)
+    wait_until("the requests to be queued", lambda: queue_depth(srv, "add_sub_slow") >= 6)
+    call.cancel()
+    fut.cancel()
+    q.put(None)
+    wait_until("the cancelled requests to complete", lambda: successes() >= before + 6)
+    assert_alive(pb, srv)
 
 
 def test_many_concurrent_streams(pb, srv):
