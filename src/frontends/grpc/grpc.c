@@ -1077,78 +1077,86 @@ static void infer_put(gloop *loop, ginfer *g)
     loop->n_free_infers++;
 }
 
+/* Steps over one field of a protobuf message at *q: its tag, and for a
+ * length-delimited field its payload. False when the field is malformed. */
+static bool next_field(const uint8_t **q, const uint8_t *end, uint64_t *tag,
+                       const uint8_t **payload, size_t *payload_n)
+{
+    uint64_t len = 0;
+    if (!get_varint(q, end, tag))
+        return false;
+    switch (*tag & 7) {
+    case 0:
+        return get_varint(q, end, &len);
+    case 1:
+        if (end - *q < 8)
+            return false;
+        *q += 8;
+        return true;
+    case 2:
+        if (!get_varint(q, end, &len) || len > (uint64_t)(end - *q))
+            return false;
+        *payload = *q;
+        *payload_n = (size_t)len;
+        *q += len;
+        return true;
+    case 5:
+        if (end - *q < 4)
+            return false;
+        *q += 4;
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Splits a ModelInferRequest's wire form: the raw_input_contents (field 7)
  * are returned as views into `p`, every other field is copied (in order)
- * into `rest`, which protobuf-c then unpacks without touching tensor
- * bytes. `*rest` is `p` itself when there are no raw contents. */
+ * into `rest` in the arena, which protobuf-c then unpacks without touching
+ * tensor bytes. `*rest` is `p` itself when there are no raw contents. */
 static infd_status split_raw(infd_arena *a, const uint8_t *p, size_t n, const uint8_t **rest,
                              size_t *rest_n, const uint8_t **raw, size_t *raw_n, int *n_raw,
                              infd_error *err)
 {
-    const uint8_t *end = p + n, *q = p;
-    uint8_t *w = NULL, *w0 = NULL;
+    const uint8_t *end = p + n, *q = p, *payload = NULL;
+    size_t payload_n = 0, raw_total = 0;
+    uint64_t tag;
     *n_raw = 0;
     *rest = p;
     *rest_n = n;
+    /* Pass 1: find the raw contents (and check the framing). */
     while (q < end) {
         const uint8_t *field = q;
-        uint64_t tag, len = 0;
-        if (!get_varint(&q, end, &tag))
-            goto bad;
-        switch (tag & 7) {
-        case 0:
-            if (!get_varint(&q, end, &len))
-                goto bad;
-            break;
-        case 1:
-            if (end - q < 8)
-                goto bad;
-            q += 8;
-            break;
-        case 2:
-            if (!get_varint(&q, end, &len) || len > (uint64_t)(end - q))
-                goto bad;
-            if ((tag >> 3) == 7) {
-                if (*n_raw == MAX_RAW)
-                    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                          "more than %d raw_input_contents", MAX_RAW);
-                if (!w) {
-                    /* The first raw field: copy what came before it. */
-                    w0 = w = infd_arena_alloc(a, n, 0);
-                    if (!w)
-                        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
-                                              "out of memory decoding the request");
-                    memcpy(w, p, (size_t)(field - p));
-                    w += field - p;
-                }
-                raw[*n_raw] = q;
-                raw_n[(*n_raw)++] = (size_t)len;
-                q += len;
-                continue;
-            }
-            q += len;
-            break;
-        case 5:
-            if (end - q < 4)
-                goto bad;
-            q += 4;
-            break;
-        default:
-            goto bad;
-        }
-        if (w) {
+        if (!next_field(&q, end, &tag, &payload, &payload_n))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "malformed ModelInferRequest at byte %zu of %zu",
+                                  (size_t)(field - p), n);
+        if (tag != ((7 << 3) | 2))
+            continue;
+        if (*n_raw == MAX_RAW)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "more than %d raw_input_contents", MAX_RAW);
+        raw[*n_raw] = payload;
+        raw_n[(*n_raw)++] = payload_n;
+        raw_total += (size_t)(q - field);
+    }
+    if (*n_raw == 0)
+        return INFD_STATUS_OK;
+    /* Pass 2: copy the other fields, which are small. */
+    uint8_t *w = infd_arena_alloc(a, n - raw_total + 1, 0);
+    if (!w)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory decoding the request");
+    *rest = w;
+    for (q = p; q < end;) {
+        const uint8_t *field = q;
+        next_field(&q, end, &tag, &payload, &payload_n);
+        if (tag != ((7 << 3) | 2)) {
             memcpy(w, field, (size_t)(q - field));
             w += q - field;
         }
     }
-    if (w) {
-        *rest = w0;
-        *rest_n = (size_t)(w - w0);
-    }
+    *rest_n = (size_t)(w - *rest);
     return INFD_STATUS_OK;
-bad:
-    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                          "malformed ModelInferRequest at byte %zu of %zu", (size_t)(q - p), n);
 }
 
 /* An integer request parameter ("priority", "timeout"); false when absent. */
