@@ -15,10 +15,16 @@
  * libevent's evhttp client (keep-alive connections, the request body lent to
  * it without a copy), the raw protocol with nonblocking sockets. A single
  * loop keeps the generator's own cost low and steady, so that on a small
- * machine it leaves the cores to the server (as wrk does).
+ * machine it leaves the cores to the server (as wrk does). gRPC (the KServe
+ * v2 ModelInfer, or ModelStreamInfer with --streaming: one stream per
+ * connection, one request in flight on each) runs on the gRPC core C API
+ * instead: one channel (HTTP/2 multiplexes the calls), one completion
+ * queue polled by the same single thread, the phase timer checked between
+ * events.
  *
  * Inputs come from the model metadata (GET /v2/models/NAME over HTTP, also
- * usable with --metadata-url for the raw protocol) or, for the raw protocol,
+ * usable with --metadata-url for the raw protocol; the ModelMetadata RPC for
+ * gRPC) or, for the raw protocol,
  * from --shape/--dtype (one input). Request bodies are built once per run;
  * every request sends the same bytes.
  */
@@ -40,6 +46,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
 #include <yajl/yajl_tree.h>
 
 #include "cli/cli.h"
@@ -47,6 +60,7 @@
 #include "core/clock.h"
 #include "core/common.h"
 #include "core/histogram.h"
+#include "grpc_service.pb-c.h"
 #include "infd/infd.h"
 
 #define PERF_MAX_IO          INFD_MAX_MODEL_IO
@@ -54,7 +68,7 @@
 #define PERF_TIMEOUT_S       60 /* a request unanswered this long counts as an error */
 #define RAW_HEADER_BYTES     32
 
-typedef enum perf_protocol { PROTO_HTTP, PROTO_RAW } perf_protocol;
+typedef enum perf_protocol { PROTO_HTTP, PROTO_RAW, PROTO_GRPC } perf_protocol;
 typedef enum perf_phase { PH_WARMUP, PH_MEASURE, PH_DRAIN } perf_phase;
 
 typedef struct perf_tensor {
@@ -75,6 +89,7 @@ typedef struct perf_options {
     int meta_port; /* 0: no metadata over HTTP */
     const char *model;
     bool binary, framed, random_data;
+    bool streaming; /* gRPC: ModelStreamInfer instead of ModelInfer */
     int c_start, c_end, c_step;
     int64_t request_count; /* 0: time window */
     int measurement_ms, warmup_ms;
@@ -86,8 +101,16 @@ typedef struct perf_options {
 } perf_options;
 
 typedef struct perf perf;
+typedef struct perf_conn perf_conn;
 
-typedef struct perf_conn {
+/* gRPC completion-queue tags: what finished on which connection. */
+typedef enum perf_gop { G_UNARY, G_WRITE, G_READ, G_CLOSE } perf_gop;
+typedef struct perf_gtag {
+    perf_conn *c;
+    perf_gop op;
+} perf_gtag;
+
+struct perf_conn {
     perf *p;
     bool busy;
     uint64_t t0_ns;
@@ -102,7 +125,19 @@ typedef struct perf_conn {
     int stage; /* framed: 0 header, 1 rest */
     uint8_t *rbuf;
     size_t rcap;
-} perf_conn;
+    /* gRPC: the call (unary: one per request; streaming: the connection's
+     * stream, kept across requests) and what its batches fill in. */
+    grpc_call *call;
+    grpc_byte_buffer *send_bb, *recv_bb;
+    grpc_metadata_array md_in, md_trail;
+    grpc_status_code status;
+    grpc_slice details;
+    int g_pending;  /* batches of the current request still in flight */
+    bool g_failed;  /* one of them failed */
+    bool g_opened;  /* streaming: initial metadata sent and asked for */
+    bool g_closing; /* streaming: close batch started */
+    perf_gtag t_unary, t_write, t_read, t_close;
+};
 
 typedef struct step_result {
     int concurrency;
@@ -128,6 +163,13 @@ struct perf {
     char json_len_text[32];
     size_t answer_bytes; /* raw headerless */
     struct addrinfo *raw_addr;
+    /* gRPC: the channel, its queue, the method, the request message. */
+    grpc_channel *chan;
+    grpc_completion_queue *cq;
+    grpc_slice method;
+    grpc_slice gmsg;
+    bool grpc_inited;
+    uint64_t timer_at_ns; /* gRPC: when on_timer is due, 0: not armed */
 
     /* The running step. */
     perf_conn *conns;
@@ -245,21 +287,30 @@ static int parse_range(const char *s, int *a, int *b, int *c)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: infd perf --model NAME (--url HOST:PORT | --unix PATH) [options]\n"
-               "  --protocol http|raw          default http (raw when --unix is given)\n"
-               "  --binary                     HTTP: binary tensor data extension (default JSON)\n"
+    fprintf(f, "usage: infd perf --model NAME (--url HOST:PORT | --unix PATH) "
+               "[options]\n"
+               "  --protocol http|raw|grpc     default http (raw when --unix is given)\n"
+               "  --streaming                  gRPC: ModelStreamInfer, one stream per "
+               "connection\n"
+               "  --binary                     HTTP: binary tensor data extension "
+               "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
-               "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E (default 1:1:1)\n"
+               "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E "
+               "(default 1:1:1)\n"
                "  --request-count N            measure N answered requests per step\n"
-               "  --measurement-ms MS          or measure for MS milliseconds (default 2000)\n"
-               "  --warmup-ms MS               requests before each measurement (default 200)\n"
+               "  --measurement-ms MS          or measure for MS milliseconds (default "
+               "2000)\n"
+               "  --warmup-ms MS               requests before each measurement "
+               "(default 200)\n"
                "  --batch-size N               rows per request (default 1)\n"
                "  --input-data zero|random     default random\n"
                "  --csv FILE                   also write the results as CSV\n"
                "  --metadata-url HOST:PORT     raw: where to GET the model metadata\n"
-               "  --shape D0,D1,.. --dtype DT  raw without metadata: the input's full shape\n"
+               "  --shape D0,D1,.. --dtype DT  raw without metadata: the input's full "
+               "shape\n"
                "  --input-name NAME            raw framed without metadata\n"
-               "  --output-bytes N             raw headerless without metadata: answer size\n");
+               "  --output-bytes N             raw headerless without metadata: answer "
+               "size\n");
 }
 
 /* ---- HTTP: metadata ----------------------------------------------------- */
@@ -407,7 +458,8 @@ static int inputs_from_options(perf *p)
     snprintf(x->name, sizeof(x->name), "%s", o->input_name ? o->input_name : "");
     p->n_inputs = 1;
     if (!o->framed && o->output_bytes <= 0) {
-        fprintf(stderr, "infd perf: raw headerless without --metadata-url needs --output-bytes\n");
+        fprintf(stderr, "infd perf: raw headerless without --metadata-url needs "
+                        "--output-bytes\n");
         return -1;
     }
     if (o->framed && !o->input_name) {
@@ -654,6 +706,7 @@ static void begin_measure(perf *p)
     if (p->o.request_count == 0) {
         struct timeval tv = { p->o.measurement_ms / 1000, (p->o.measurement_ms % 1000) * 1000 };
         evtimer_add(p->timer, &tv);
+        p->timer_at_ns = p->t_measure_ns + (uint64_t)p->o.measurement_ms * 1000000u;
     }
 }
 
@@ -969,6 +1022,450 @@ static void issue_raw(perf_conn *c)
     }
 }
 
+/* ---- gRPC requests ------------------------------------------------------ */
+
+/* Connects the channel (lazily: the first call dials) and its queue. */
+static int grpc_open(perf *p)
+{
+    grpc_init();
+    p->grpc_inited = true;
+    char target[300];
+    snprintf(target, sizeof(target), strchr(p->o.host, ':') ? "[%s]:%d" : "%s:%d", p->o.host,
+             p->o.port);
+    grpc_arg args[2];
+    memset(args, 0, sizeof(args));
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = -1;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[1].value.integer = -1;
+    grpc_channel_args ch = { 2, args };
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    p->chan = grpc_channel_create(target, creds, &ch);
+    grpc_channel_credentials_release(creds);
+    p->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!p->chan || !p->cq) {
+        fprintf(stderr, "infd perf: cannot create a gRPC channel to %s\n", target);
+        return -1;
+    }
+    p->method = grpc_slice_from_static_string(
+        p->o.streaming ? "/inference.GRPCInferenceService/ModelStreamInfer"
+                       : "/inference.GRPCInferenceService/ModelInfer");
+    return 0;
+}
+
+static void grpc_close(perf *p)
+{
+    if (p->cq) {
+        grpc_completion_queue_shutdown(p->cq);
+        while (grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(p->cq);
+        p->cq = NULL;
+    }
+    if (p->chan)
+        grpc_channel_destroy(p->chan);
+    p->chan = NULL;
+    grpc_slice_unref(p->gmsg);
+    p->gmsg = grpc_empty_slice();
+    if (p->grpc_inited)
+        grpc_shutdown();
+    p->grpc_inited = false;
+}
+
+/* One unary call on the perf channel, waited for: `req` packed, the reply
+ * unpacked with `d`. NULL (after a message) on failure. */
+static ProtobufCMessage *grpc_unary(perf *p, const char *method, const ProtobufCMessage *req,
+                                    const ProtobufCMessageDescriptor *d)
+{
+    size_t n = protobuf_c_message_get_packed_size(req);
+    grpc_slice s = grpc_slice_malloc(n);
+    protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(s));
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&s, 1), *recv = NULL;
+    grpc_slice_unref(s);
+    grpc_metadata_array md_in, md_trail;
+    grpc_metadata_array_init(&md_in);
+    grpc_metadata_array_init(&md_trail);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                   gpr_time_from_seconds(PERF_TIMEOUT_S, GPR_TIMESPAN));
+    grpc_call *call =
+        grpc_channel_create_call(p->chan, NULL, GRPC_PROPAGATE_DEFAULTS, p->cq,
+                                 grpc_slice_from_static_string(method), NULL, dl, NULL);
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &md_trail;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    ProtobufCMessage *m = NULL;
+    if (!call || grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
+        fprintf(stderr, "infd perf: gRPC %s: cannot start the call\n", method);
+    } else {
+        grpc_event ev;
+        do
+            ev = grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        while (ev.type != GRPC_OP_COMPLETE || ev.tag != call);
+        if (status != GRPC_STATUS_OK || !recv) {
+            char *msg = grpc_slice_to_c_string(details);
+            fprintf(stderr, "infd perf: gRPC %s at %s:%d: status %d%s%s\n", method, p->o.host,
+                    p->o.port, (int)status, msg && *msg ? ": " : "", msg ? msg : "");
+            gpr_free(msg);
+        } else {
+            grpc_byte_buffer_reader r;
+            if (grpc_byte_buffer_reader_init(&r, recv)) {
+                grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+                m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(all),
+                                              GRPC_SLICE_START_PTR(all));
+                grpc_slice_unref(all);
+                grpc_byte_buffer_reader_destroy(&r);
+            }
+            if (!m)
+                fprintf(stderr, "infd perf: gRPC %s: malformed reply\n", method);
+        }
+    }
+    if (call)
+        grpc_call_unref(call);
+    grpc_byte_buffer_destroy(send);
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    grpc_metadata_array_destroy(&md_in);
+    grpc_metadata_array_destroy(&md_trail);
+    grpc_slice_unref(details);
+    return m;
+}
+
+/* The model's inputs and outputs from the ModelMetadata RPC. */
+static int grpc_fetch_metadata(perf *p)
+{
+    Inference__ModelMetadataRequest rq = INFERENCE__MODEL_METADATA_REQUEST__INIT;
+    rq.name = (char *)p->o.model;
+    Inference__ModelMetadataResponse *md = (Inference__ModelMetadataResponse *)grpc_unary(
+        p, "/inference.GRPCInferenceService/ModelMetadata", &rq.base,
+        &inference__model_metadata_response__descriptor);
+    if (!md)
+        return -1;
+    int rc = -1;
+    for (int k = 0; k < 2; k++) {
+        size_t n = k == 0 ? md->n_inputs : md->n_outputs;
+        Inference__ModelMetadataResponse__TensorMetadata **ts = k == 0 ? md->inputs : md->outputs;
+        if (n == 0 || n > PERF_MAX_IO) {
+            fprintf(stderr, "infd perf: model metadata: %s missing or too many\n",
+                    k == 0 ? "inputs" : "outputs");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            perf_tensor *x = k == 0 ? &p->in[i] : &p->out[i];
+            if (strlen(ts[i]->name) >= sizeof(x->name) || ts[i]->n_shape > INFD_MAX_RANK + 1) {
+                fprintf(stderr, "infd perf: model metadata: tensor %zu malformed\n", i);
+                goto out;
+            }
+            snprintf(x->name, sizeof(x->name), "%s", ts[i]->name);
+            x->dtype = infd_dtype_from_name(ts[i]->datatype);
+            if (x->dtype == INFD_DTYPE_INVALID || x->dtype == INFD_DTYPE_BYTES) {
+                fprintf(stderr, "infd perf: '%s': datatype %s is not supported by perf\n", x->name,
+                        ts[i]->datatype);
+                goto out;
+            }
+            x->rank = (int)ts[i]->n_shape;
+            for (int d = 0; d < x->rank; d++) {
+                x->shape[d] = ts[i]->shape[d];
+                if (x->shape[d] == -1 && d == 0) {
+                    x->shape[d] = p->o.batch;
+                    if (k == 0)
+                        p->model_batches = true;
+                } else if (x->shape[d] < 0) {
+                    fprintf(stderr, "infd perf: '%s': dim %d is variable (not supported)\n",
+                            x->name, d);
+                    goto out;
+                }
+            }
+        }
+        if (k == 0)
+            p->n_inputs = (int)n;
+        else
+            p->n_outputs = (int)n;
+    }
+    if (!p->model_batches && p->o.batch != 1) {
+        fprintf(stderr, "infd perf: model '%s' does not batch: --batch-size must be 1\n",
+                p->o.model);
+        goto out;
+    }
+    rc = 0;
+out:
+    protobuf_c_message_free_unpacked(&md->base, NULL);
+    return rc;
+}
+
+/* The ModelInferRequest, packed once: every input raw (as Triton's clients
+ * send them). Each call wraps the same slice, without a copy. */
+static int build_grpc_request(perf *p)
+{
+    Inference__ModelInferRequest r = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    Inference__ModelInferRequest__InferInputTensor t[PERF_MAX_IO], *pt[PERF_MAX_IO];
+    ProtobufCBinaryData raw[PERF_MAX_IO];
+    r.model_name = (char *)p->o.model;
+    for (int i = 0; i < p->n_inputs; i++) {
+        inference__model_infer_request__infer_input_tensor__init(&t[i]);
+        t[i].name = p->in[i].name;
+        t[i].datatype = (char *)infd_dtype_name(p->in[i].dtype);
+        t[i].n_shape = (size_t)p->in[i].rank;
+        t[i].shape = p->in[i].shape;
+        pt[i] = &t[i];
+        raw[i].data = p->in[i].data;
+        raw[i].len = p->in[i].nbytes;
+    }
+    r.n_inputs = (size_t)p->n_inputs;
+    r.inputs = pt;
+    r.n_raw_input_contents = (size_t)p->n_inputs;
+    r.raw_input_contents = raw;
+    size_t n = protobuf_c_message_get_packed_size(&r.base);
+    p->gmsg = grpc_slice_malloc(n);
+    protobuf_c_message_pack(&r.base, GRPC_SLICE_START_PTR(p->gmsg));
+    return 0;
+}
+
+static void grpc_call_done(perf_conn *c)
+{
+    if (c->call)
+        grpc_call_unref(c->call);
+    c->call = NULL;
+    grpc_metadata_array_destroy(&c->md_in);
+    grpc_metadata_array_destroy(&c->md_trail);
+    grpc_slice_unref(c->details);
+    c->details = grpc_empty_slice();
+}
+
+/* A streaming answer is an error when it carries error_message (field 1,
+ * first on the wire when set). */
+static bool stream_answer_ok(perf *p, grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    grpc_slice *first = NULL;
+    bool ok = true;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return false;
+    if (grpc_byte_buffer_reader_peek(&r, &first) && GRPC_SLICE_LENGTH(*first) >= 2 &&
+        GRPC_SLICE_START_PTR(*first)[0] == ((1 << 3) | 2)) {
+        const uint8_t *q = GRPC_SLICE_START_PTR(*first);
+        size_t len = q[1] & 0x7f, avail = GRPC_SLICE_LENGTH(*first) - 2;
+        note_error(p, "stream: %.*s", (int)(len < avail ? len : avail), (const char *)q + 2);
+        ok = false;
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    return ok;
+}
+
+/* One completed batch of connection `t->c`. */
+static void grpc_on_event(perf_gtag *t, bool success)
+{
+    perf_conn *c = t->c;
+    perf *p = c->p;
+    if (t->op == G_CLOSE) {
+        grpc_call_done(c);
+        return;
+    }
+    if (!success)
+        c->g_failed = true;
+    if (t->op == G_WRITE) {
+        grpc_byte_buffer_destroy(c->send_bb);
+        c->send_bb = NULL;
+    }
+    if (--c->g_pending > 0)
+        return;
+    bool ok = !c->g_failed;
+    if (t->op == G_UNARY) {
+        if (c->status != GRPC_STATUS_OK || !c->recv_bb) {
+            char *msg = grpc_slice_to_c_string(c->details);
+            note_error(p, "gRPC status %d: %s", (int)c->status, msg ? msg : "");
+            gpr_free(msg);
+            ok = false;
+        }
+        grpc_byte_buffer_destroy(c->send_bb);
+        c->send_bb = NULL;
+        grpc_call_done(c);
+    } else if (!c->recv_bb) {
+        note_error(p, "gRPC stream ended");
+        ok = false;
+    } else if (ok) {
+        ok = stream_answer_ok(p, c->recv_bb);
+    }
+    if (c->recv_bb)
+        grpc_byte_buffer_destroy(c->recv_bb);
+    c->recv_bb = NULL;
+    if (!ok && c->call && !c->g_closing) {
+        /* A broken stream: close it; the next request opens a new one. */
+        grpc_call_cancel(c->call, NULL);
+        grpc_op op;
+        memset(&op, 0, sizeof(op));
+        op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+        op.data.recv_status_on_client.trailing_metadata = &c->md_trail;
+        op.data.recv_status_on_client.status = &c->status;
+        op.data.recv_status_on_client.status_details = &c->details;
+        c->g_closing = true;
+        if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK)
+            grpc_call_done(c);
+    }
+    if (!ok)
+        infd_clock_sleep_us(1000); /* do not spin against a failing server */
+    complete(c, ok);
+}
+
+static void issue_grpc(perf_conn *c)
+{
+    perf *p = c->p;
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    c->t_unary = (perf_gtag){ c, G_UNARY };
+    c->t_write = (perf_gtag){ c, G_WRITE };
+    c->t_read = (perf_gtag){ c, G_READ };
+    c->t_close = (perf_gtag){ c, G_CLOSE };
+    c->g_failed = false;
+    c->send_bb = grpc_raw_byte_buffer_create(&p->gmsg, 1);
+    if (!c->call || c->g_closing) {
+        if (c->g_closing) {
+            /* The broken stream is still closing: fail this one too. */
+            grpc_byte_buffer_destroy(c->send_bb);
+            c->send_bb = NULL;
+            complete(c, false);
+            return;
+        }
+        gpr_timespec dl = p->o.streaming
+                              ? gpr_inf_future(GPR_CLOCK_REALTIME)
+                              : gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                             gpr_time_from_seconds(PERF_TIMEOUT_S, GPR_TIMESPAN));
+        c->call = grpc_channel_create_call(p->chan, NULL, GRPC_PROPAGATE_DEFAULTS, p->cq, p->method,
+                                           NULL, dl, NULL);
+        grpc_metadata_array_init(&c->md_in);
+        grpc_metadata_array_init(&c->md_trail);
+        c->details = grpc_empty_slice();
+        c->g_opened = false;
+    }
+    if (!p->o.streaming) {
+        ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[1].op = GRPC_OP_SEND_MESSAGE;
+        ops[1].data.send_message.send_message = c->send_bb;
+        ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+        ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->md_in;
+        ops[4].op = GRPC_OP_RECV_MESSAGE;
+        ops[4].data.recv_message.recv_message = &c->recv_bb;
+        ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+        ops[5].data.recv_status_on_client.trailing_metadata = &c->md_trail;
+        ops[5].data.recv_status_on_client.status = &c->status;
+        ops[5].data.recv_status_on_client.status_details = &c->details;
+        c->g_pending = 1;
+        if (grpc_call_start_batch(c->call, ops, 6, &c->t_unary, NULL) != GRPC_CALL_OK) {
+            note_error(p, "gRPC: cannot start a call");
+            grpc_byte_buffer_destroy(c->send_bb);
+            c->send_bb = NULL;
+            grpc_call_done(c);
+            infd_clock_sleep_us(1000);
+            complete(c, false);
+        }
+        return;
+    }
+    /* Streaming: a write batch and a read batch per request. */
+    size_t nw = 0, nr = 0;
+    grpc_op *w = ops, *r = ops + 3;
+    if (!c->g_opened) {
+        w[nw++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        r[nr].op = GRPC_OP_RECV_INITIAL_METADATA;
+        r[nr++].data.recv_initial_metadata.recv_initial_metadata = &c->md_in;
+        c->g_opened = true;
+    }
+    w[nw].op = GRPC_OP_SEND_MESSAGE;
+    w[nw++].data.send_message.send_message = c->send_bb;
+    r[nr].op = GRPC_OP_RECV_MESSAGE;
+    r[nr++].data.recv_message.recv_message = &c->recv_bb;
+    c->g_pending = 2;
+    if (grpc_call_start_batch(c->call, w, nw, &c->t_write, NULL) != GRPC_CALL_OK ||
+        grpc_call_start_batch(c->call, r, nr, &c->t_read, NULL) != GRPC_CALL_OK) {
+        /* Only on misuse, which the pending count rules out. */
+        fprintf(stderr, "infd perf: gRPC stream: cannot start a batch\n");
+        abort();
+    }
+}
+
+/* Ends every connection's stream (half-close, then the status) and waits
+ * for them. */
+static void grpc_close_streams(perf *p)
+{
+    int n_closing = 0;
+    for (int i = 0; i < p->n_conns; i++) {
+        perf_conn *c = &p->conns[i];
+        if (!c->call || c->g_closing) {
+            n_closing += c->g_closing;
+            continue;
+        }
+        grpc_op ops[2];
+        memset(ops, 0, sizeof(ops));
+        ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        ops[1].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+        ops[1].data.recv_status_on_client.trailing_metadata = &c->md_trail;
+        ops[1].data.recv_status_on_client.status = &c->status;
+        ops[1].data.recv_status_on_client.status_details = &c->details;
+        c->g_closing = true;
+        if (grpc_call_start_batch(c->call, ops, 2, &c->t_close, NULL) == GRPC_CALL_OK)
+            n_closing++;
+        else
+            grpc_call_done(c);
+    }
+    while (n_closing > 0) {
+        grpc_event ev =
+            grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            break;
+        perf_gtag *t = ev.tag;
+        if (t->op == G_CLOSE) {
+            grpc_call_done(t->c);
+            t->c->g_closing = false;
+            n_closing--;
+        }
+    }
+}
+
+/* The step's loop for gRPC: completions from the queue, the phase timer
+ * checked between them (at least every 10 ms). */
+static void grpc_dispatch(perf *p)
+{
+    while (p->phase != PH_DRAIN || p->n_busy > 0) {
+        uint64_t now = infd_clock_ns();
+        if (p->timer_at_ns && now >= p->timer_at_ns) {
+            p->timer_at_ns = 0;
+            on_timer(-1, 0, p);
+            continue;
+        }
+        uint64_t wait_ns = 10 * 1000 * 1000;
+        if (p->timer_at_ns && p->timer_at_ns - now < wait_ns)
+            wait_ns = p->timer_at_ns - now;
+        gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                       gpr_time_from_nanos((int64_t)wait_ns, GPR_TIMESPAN));
+        grpc_event ev = grpc_completion_queue_next(p->cq, dl, NULL);
+        if (ev.type == GRPC_OP_COMPLETE) {
+            perf_gtag *t = ev.tag;
+            if (t->op == G_CLOSE) {
+                grpc_call_done(t->c);
+                t->c->g_closing = false;
+            } else {
+                grpc_on_event(t, ev.success != 0);
+            }
+        }
+    }
+    p->timer_at_ns = 0;
+}
+
 static void issue(perf_conn *c)
 {
     perf *p = c->p;
@@ -977,12 +1474,16 @@ static void issue(perf_conn *c)
     c->t0_ns = infd_clock_ns();
     if (p->o.protocol == PROTO_HTTP)
         issue_http(c);
+    else if (p->o.protocol == PROTO_GRPC)
+        issue_grpc(c);
     else
         issue_raw(c);
 }
 
 static void close_conns(perf *p)
 {
+    if (p->o.protocol == PROTO_GRPC)
+        grpc_close_streams(p);
     for (int i = 0; i < p->n_conns; i++) {
         perf_conn *c = &p->conns[i];
         if (c->evcon)
@@ -1013,6 +1514,7 @@ static int run_step(perf *p, int concurrency, step_result *r)
         p->phase = PH_WARMUP;
         struct timeval tv = { p->o.warmup_ms / 1000, (p->o.warmup_ms % 1000) * 1000 };
         evtimer_add(p->timer, &tv);
+        p->timer_at_ns = infd_clock_ns() + (uint64_t)p->o.warmup_ms * 1000000u;
     } else {
         begin_measure(p);
     }
@@ -1020,7 +1522,9 @@ static int run_step(perf *p, int concurrency, step_result *r)
      * complete(); the phase bounds that. */
     for (int i = 0; i < concurrency && p->phase != PH_DRAIN; i++)
         issue(&p->conns[i]);
-    if (p->phase != PH_DRAIN || p->n_busy > 0)
+    if (p->o.protocol == PROTO_GRPC)
+        grpc_dispatch(p);
+    else if (p->phase != PH_DRAIN || p->n_busy > 0)
         event_base_dispatch(p->base);
     evtimer_del(p->timer);
     close_conns(p);
@@ -1059,8 +1563,10 @@ static int write_csv(const char *path, const perf *p, const step_result *rs, int
         return -1;
     }
     /* perf_analyzer's column names where they exist; latencies in usec. */
-    fprintf(f, "Concurrency,Batch Size,Inferences/Second,Requests,Errors,Window ms,Avg latency,"
-               "p50 latency,p90 latency,p95 latency,p99 latency,Total Requests,Total Errors\n");
+    fprintf(f, "Concurrency,Batch Size,Inferences/Second,Requests,Errors,Window "
+               "ms,Avg latency,"
+               "p50 latency,p90 latency,p95 latency,p99 latency,Total "
+               "Requests,Total Errors\n");
     for (int i = 0; i < n; i++) {
         const step_result *r = &rs[i];
         fprintf(f,
@@ -1109,6 +1615,9 @@ static int parse_options(perf_options *o, int argc, char **argv)
             takes = false;
         } else if (strcmp(a, "--framed") == 0) {
             o->framed = true;
+            takes = false;
+        } else if (strcmp(a, "--streaming") == 0) {
+            o->streaming = true;
             takes = false;
         } else if (!v) {
             fprintf(stderr, "infd perf: %s: unknown option or missing value\n", a);
@@ -1178,9 +1687,19 @@ static int parse_options(perf_options *o, int argc, char **argv)
     o->protocol = o->unix_path ? PROTO_RAW : PROTO_HTTP;
     if (proto && strcmp(proto, "raw") == 0)
         o->protocol = PROTO_RAW;
+    else if (proto && strcmp(proto, "grpc") == 0)
+        o->protocol = PROTO_GRPC;
     else if (proto && strcmp(proto, "http") != 0) {
-        fprintf(stderr, "infd perf: --protocol needs http or raw%s\n",
-                strcmp(proto, "grpc") == 0 ? " (gRPC arrives with issue #5)" : "");
+        fprintf(stderr, "infd perf: --protocol needs http, raw or grpc\n");
+        return -1;
+    }
+    if (o->streaming && o->protocol != PROTO_GRPC) {
+        fprintf(stderr, "infd perf: --streaming is a gRPC option\n");
+        return -1;
+    }
+    if (o->protocol == PROTO_GRPC && (o->unix_path || o->framed || o->binary || meta)) {
+        fprintf(stderr, "infd perf: --unix, --framed, --binary and --metadata-url are not "
+                        "gRPC options\n");
         return -1;
     }
     if (o->protocol == PROTO_HTTP && (o->unix_path || o->framed)) {
@@ -1200,7 +1719,9 @@ static int parse_options(perf_options *o, int argc, char **argv)
         fprintf(stderr, "infd perf: --url needs HOST:PORT, not '%s'\n", url);
         return -1;
     }
-    if (o->protocol == PROTO_HTTP) {
+    if (o->protocol == PROTO_GRPC) {
+        /* Metadata comes over gRPC (ModelMetadata). */
+    } else if (o->protocol == PROTO_HTTP) {
         snprintf(o->meta_host, sizeof(o->meta_host), "%s", o->host);
         o->meta_port = o->port;
     } else if (meta &&
@@ -1236,11 +1757,20 @@ int infd_cli_perf(int argc, char **argv)
         fprintf(stderr, "infd perf: out of memory\n");
         goto out;
     }
-    if (o->meta_port ? fetch_metadata(p) != 0 : inputs_from_options(p) != 0)
+    if (o->protocol == PROTO_GRPC) {
+        if (grpc_open(p) != 0 || grpc_fetch_metadata(p) != 0)
+            goto out;
+    } else if (o->meta_port ? fetch_metadata(p) != 0 : inputs_from_options(p) != 0) {
         goto out;
+    }
     if (make_inputs(p) != 0)
         goto out;
-    if (o->protocol == PROTO_HTTP) {
+    if (o->protocol == PROTO_GRPC) {
+        if (build_grpc_request(p) != 0) {
+            fprintf(stderr, "infd perf: out of memory building the request\n");
+            goto out;
+        }
+    } else if (o->protocol == PROTO_HTTP) {
         if (build_http_body(p) != 0) {
             fprintf(stderr, "infd perf: out of memory building the request\n");
             goto out;
@@ -1272,9 +1802,12 @@ int infd_cli_perf(int argc, char **argv)
     else
         snprintf(where, sizeof(where), "%s:%d", o->host, o->port);
     printf("*** infd perf: model '%s', %s (%s) at %s, batch %d, %s data\n", o->model,
-           o->protocol == PROTO_HTTP ? "http" : "raw",
-           o->protocol == PROTO_HTTP ? (o->binary ? "binary" : "JSON")
-                                     : (o->framed ? "framed" : "headerless"),
+           o->protocol == PROTO_HTTP   ? "http"
+           : o->protocol == PROTO_GRPC ? "grpc"
+                                       : "raw",
+           o->protocol == PROTO_GRPC   ? (o->streaming ? "streaming" : "unary")
+           : o->protocol == PROTO_HTTP ? (o->binary ? "binary" : "JSON")
+                                       : (o->framed ? "framed" : "headerless"),
            where, o->batch, o->random_data ? "random" : "zero");
     if (o->request_count)
         printf("*** measurement: %" PRId64 " requests per step after %d ms of warmup\n",
@@ -1305,6 +1838,7 @@ int infd_cli_perf(int argc, char **argv)
     }
     rc = INFD_EXIT_OK;
 out:
+    grpc_close(p);
     if (p->raw_addr)
         freeaddrinfo(p->raw_addr);
     for (int i = 0; i < PERF_MAX_IO; i++)

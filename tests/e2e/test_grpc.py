@@ -13,6 +13,7 @@ timing.
 """
 
 import concurrent.futures
+import csv
 import importlib
 import json
 import pathlib
@@ -785,3 +786,63 @@ def test_sigterm_with_open_stream(pb, serve, tmp_path):
     q.put(None)
     t.join(timeout=TIMEOUT)
     assert ended.is_set()
+
+
+# -- infd perf --protocol grpc ---------------------------------------------------------
+
+
+def run_perf(infd_bin, *args):
+    return subprocess.run([str(infd_bin), "perf", *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def perf_rows(stdout):
+    """(concurrency, requests, errors) of each table row."""
+    table = [ln.split() for ln in stdout.splitlines() if ln.strip()[:1].isdigit()]
+    return [(int(t[0]), int(t[1]), int(t[2])) for t in table]
+
+
+@pytest.mark.parametrize("mode", ["unary", "streaming"])
+def test_perf_grpc_counts_add_up(pb, serve, infd_bin, tmp_path, mode):
+    models = tmp_path / "models"
+    model_repo.add_sub(models, dynamic_batching={"max_queue_delay_microseconds": 200})
+    s = serve(models)
+    st = stub(pb, s)
+
+    def successes():
+        r = st.ModelStatistics(pb.svc.ModelStatisticsRequest(name="add_sub"), timeout=TIMEOUT)
+        return r.model_stats[0].inference_stats.success.count
+
+    before = successes()
+    out = tmp_path / "perf.csv"
+    r = run_perf(infd_bin, "--protocol", "grpc", *(["--streaming"] if mode == "streaming" else []),
+                 "--url", f"127.0.0.1:{s.grpc_port}", "--model", "add_sub", "--batch-size", 2,
+                 "--concurrency-range", "1:3:2", "--request-count", 100, "--warmup-ms", 50,
+                 "--csv", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"grpc ({mode})" in r.stdout, r.stdout
+    assert perf_rows(r.stdout) == [(1, 100, 0), (3, 100, 0)], r.stdout
+    rows = list(csv.DictReader(open(out, newline="")))
+    total = sum(int(row["Total Requests"]) for row in rows)
+    assert all(int(row["Total Errors"]) == 0 for row in rows), rows
+    # Every request perf sent, warmup included, reached the server and succeeded.
+    assert successes() - before == total
+
+
+def test_perf_grpc_errors(pb, serve, infd_bin, tmp_path):
+    models = tmp_path / "models"
+    model_repo.add_sub(models, max_batch_size=0)
+    s = serve(models)
+    url = f"127.0.0.1:{s.grpc_port}"
+    # An unknown model fails at the ModelMetadata call.
+    r = run_perf(infd_bin, "--protocol", "grpc", "--url", url, "--model", "nope",
+                 "--request-count", 5)
+    assert r.returncode == 1 and "nope" in r.stderr, r.stderr
+    # A batch the model does not take, and options of other protocols.
+    r = run_perf(infd_bin, "--protocol", "grpc", "--url", url, "--model", "add_sub",
+                 "--batch-size", 2)
+    assert r.returncode == 1 and "does not batch" in r.stderr, r.stderr
+    r = run_perf(infd_bin, "--protocol", "grpc", "--url", url, "--model", "add_sub", "--binary")
+    assert r.returncode == 2
+    r = run_perf(infd_bin, "--streaming", "--url", url, "--model", "add_sub")
+    assert r.returncode == 2
