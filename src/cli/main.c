@@ -44,9 +44,9 @@ static const command commands[] = {
     { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
       "compile and tune a model into a plan file", NULL, "#6" },
     { "perf",
-      "perf --model NAME (--url HOST:PORT | --unix PATH) [--protocol http|raw|grpc] [--streaming] "
-      "[--binary] "
-      "[--framed] [--concurrency-range 1:64:2] [--request-count N | --measurement-ms MS] "
+      "perf --model NAME (--url HOST:PORT | --unix PATH) [--protocol http|raw|grpc] "
+      "[--streaming] [--binary] [--framed] [--concurrency-range 1:64:2] "
+      "[--request-count N | --measurement-ms MS] "
       "[--batch-size N] [--input-data zero|random] [--csv FILE] (--help for more)",
       "load-generate against a running server and report latency/throughput", infd_cli_perf, NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
