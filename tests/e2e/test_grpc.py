@@ -541,6 +541,25 @@ def test_stream_100_interleaved(pb, srv):
             assert np.array_equal(out[name], x), (rid, name)
 
 
+def test_stream_burst(pb, srv):
+    """1000 requests sent as fast as the client can: past STREAM_MAX_PENDING
+    (256) in flight the server pauses reading the stream and resumes as
+    responses go out; every request is answered once."""
+    st = stub(pb, srv)
+    reqs = []
+    for i in range(1000):
+        a = np.full((1, 16), i, np.float32)
+        reqs.append(infer_request(pb, "add_sub_batch", add_sub_inputs(a, a), rid=str(i)))
+    seen = set()
+    for resp in st.ModelStreamInfer(iter(reqs), timeout=TIMEOUT):
+        assert resp.error_message == "", resp.error_message
+        i = int(resp.infer_response.id)
+        assert i not in seen
+        seen.add(i)
+        assert outputs_of(resp.infer_response)["OUTPUT0"][0, 0] == 2 * i
+    assert seen == set(range(1000))
+
+
 def test_stream_errors_keep_the_stream(pb, srv):
     st = stub(pb, srv)
     a = np.ones((1, 16), np.float32)

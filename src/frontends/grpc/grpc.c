@@ -83,6 +83,11 @@
 /* infd_grpc_stop: how long calls may finish before they are cancelled. */
 #define STOP_GRACE_NS (3ull * 1000 * 1000 * 1000)
 #define NAME_BYTES    128
+/* A stream stops reading requests while this many of its requests are
+ * running or waiting to be written (a client that sends without reading
+ * cannot make the server buffer without bound); HTTP/2 flow control then
+ * holds the client back. */
+#define STREAM_MAX_PENDING 256
 /* Most raw_input_contents entries a request may carry. */
 #define MAX_RAW INFD_MAX_MODEL_IO
 
@@ -194,7 +199,9 @@ struct gcall {
     bool md_sent;            /* initial metadata went with the first write */
     bool half_closed;        /* the client finished sending */
     bool status_sent;
-    int n_inflight; /* inferences submitted, response not yet queued */
+    bool recv_paused; /* STREAM_MAX_PENDING reached: no RECV_MESSAGE out */
+    int n_inflight;   /* inferences submitted, response not yet queued */
+    int n_queued;     /* responses in q_head..q_tail */
 };
 
 struct gloop {
@@ -220,6 +227,7 @@ struct infd_grpc {
     bool grpc_inited;
     atomic_bool stopping;
     atomic_int n_calls; /* calls taken from the server and not yet recycled */
+    atomic_int n_loads; /* load/unload threads running */
     gtag shutdown_tag;
     pthread_mutex_t mu; /* guards shutdown_done */
     pthread_cond_t cv;
@@ -408,8 +416,8 @@ static gcall *call_get(gloop *loop)
     c->cancelled = 0;
     c->has_status_details = false;
     c->q_head = c->q_tail = c->writing = NULL;
-    c->md_sent = c->half_closed = c->status_sent = false;
-    c->n_inflight = 0;
+    c->md_sent = c->half_closed = c->status_sent = c->recv_paused = false;
+    c->n_inflight = c->n_queued = 0;
     atomic_store(&c->refs, 0);
     grpc_call_details_init(&c->details);
     grpc_metadata_array_init(&c->md);
@@ -888,7 +896,9 @@ out:
 static void *load_main(void *arg)
 {
     gcall *c = arg;
-    infd_server *s = c->loop->g->server;
+    /* Read before answering: the answer's completion may recycle `c`. */
+    infd_grpc *g = c->loop->g;
+    infd_server *s = g->server;
     infd_error err = { 0 };
     infd_status st = c->m == M_REPOSITORY_LOAD ? infd_server_load_model(s, c->name, &err)
                                                : infd_server_unload_model(s, c->name, &err);
@@ -901,6 +911,7 @@ static void *load_main(void *arg)
         grpc_slice e = grpc_empty_slice();
         unary_finish(c, grpc_raw_byte_buffer_create(&e, 1), GRPC_STATUS_OK, NULL);
     }
+    atomic_fetch_sub(&g->n_loads, 1);
     return NULL;
 }
 
@@ -923,6 +934,7 @@ static void rpc_load(gcall *c, grpc_slice s)
     snprintf(c->name, sizeof(c->name), "%s", rq->model_name);
     call_ref(c);
     c->final_ref_held = true; /* the thread's T_FINAL batch keeps it */
+    atomic_fetch_add(&c->loop->g->n_loads, 1);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -932,6 +944,7 @@ static void rpc_load(gcall *c, grpc_slice s)
         char msg[128];
         snprintf(msg, sizeof(msg), "cannot start a thread for the %s: %s", load ? "load" : "unload",
                  strerror(rc));
+        atomic_fetch_sub(&c->loop->g->n_loads, 1);
         unary_finish(c, NULL, GRPC_STATUS_INTERNAL, msg);
         goto out;
     }
@@ -1371,6 +1384,19 @@ static infd_status plan_response(ginfer *gi, bool stream, int n, const char *con
     return INFD_STATUS_OK;
 }
 
+/* A request the runtime refused as built (unknown input name, wrong dtype
+ * or shape) is the client's error, INVALID_ARGUMENT, whatever code the
+ * runtime chose (NOT_FOUND for a name would read as an unknown model). */
+static infd_status client_error(infd_error *err)
+{
+    infd_status st = err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    if (st != INFD_STATUS_OUT_OF_MEMORY)
+        st = INFD_STATUS_INVALID_ARGUMENT;
+    if (err)
+        err->code = st;
+    return st;
+}
+
 /* Plans the response from the model's outputs for a batch of `batch` rows
  * (0: the model does not batch) and lends each output's room to the
  * request. */
@@ -1420,7 +1446,7 @@ static infd_status plan_outputs(ginfer *gi, const Inference__ModelInferRequest *
     for (int j = 0; j < n; j++)
         if (sizes[j] && (st = infd_request_set_output_buffer(gi->req, names[j], gi->out_data[j],
                                                              sizes[j], err)) != INFD_STATUS_OK)
-            return st;
+            return client_error(err);
     return INFD_STATUS_OK;
 }
 
@@ -1529,18 +1555,16 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
         }
         if ((st = infd_request_add_input(gi->req, t->name, dt, t->shape, (int)t->n_shape, data,
                                          nbytes, err)) != INFD_STATUS_OK)
-            return st;
+            return client_error(err);
     }
     for (size_t j = 0; j < r->n_outputs; j++)
         if ((st = infd_request_add_output(gi->req, r->outputs[j]->name, err)) != INFD_STATUS_OK)
-            return st;
+            return client_error(err);
     int64_t batch = 0;
     if (infd_model_max_batch_size(gi->model) > 0 && r->inputs[0]->n_shape > 0)
         batch = r->inputs[0]->shape[0];
     if ((st = plan_outputs(gi, r, stream, batch, err)) != INFD_STATUS_OK)
         return st;
-    /* A request the runtime refused as built (unknown input, wrong dtype
-     * or shape) is the client's error whatever code the runtime chose. */
     return infd_infer_async(gi->req, on_infer_done, gi, err);
 }
 
@@ -1638,6 +1662,7 @@ static void stream_push(gcall *c, ginfer *gi)
         else
             c->q_head = gi;
         c->q_tail = gi;
+        c->n_queued++;
     } else {
         stream_write_locked(c, gi);
     }
@@ -1817,7 +1842,14 @@ static void on_recv(gcall *c, bool ok)
     if (c->m == M_MODEL_STREAM_INFER) {
         if (have) {
             on_infer_message(c, s);
-            start_recv(c);
+            pthread_mutex_lock(&c->mu);
+            c->recv_paused = c->n_inflight + c->n_queued >= STREAM_MAX_PENDING;
+            bool more = !c->recv_paused;
+            pthread_mutex_unlock(&c->mu);
+            if (!more)
+                INFD_LOG_DEBUG("grpc: stream paused at %d pending requests", STREAM_MAX_PENDING);
+            if (more)
+                start_recv(c);
         } else {
             /* The client half-closed, or the call failed. */
             pthread_mutex_lock(&c->mu);
@@ -1851,11 +1883,17 @@ static void on_send(gcall *c)
         c->q_head = next->next;
         if (!c->q_head)
             c->q_tail = NULL;
+        c->n_queued--;
         stream_write_locked(c, next);
     } else {
         stream_maybe_finish_locked(c);
     }
+    bool resume = c->recv_paused && c->n_inflight + c->n_queued < STREAM_MAX_PENDING / 2;
+    if (resume)
+        c->recv_paused = false;
     pthread_mutex_unlock(&c->mu);
+    if (resume)
+        start_recv(c);
     if (done) {
         infer_put(loop, done);
         call_unref(c);
@@ -1993,6 +2031,10 @@ static void destroy(infd_grpc *g)
          * whose batch failed to start (logged) is never recycled. */
         uint64_t until = infd_clock_ns() + STOP_GRACE_NS;
         while (atomic_load(&g->n_calls) > 0 && infd_clock_ns() < until)
+            infd_clock_sleep_us(1000);
+        /* A load or unload still running answers its call later: the
+         * server and queues must outlive it (it ends: loads do). */
+        while (atomic_load(&g->n_loads) > 0)
             infd_clock_sleep_us(1000);
     }
     if (g->srv)
