@@ -1404,10 +1404,11 @@ static infd_status plan_outputs(ginfer *gi, const Inference__ModelInferRequest *
                                 int64_t batch, infd_error *err)
 {
     infd_model *m = gi->model;
-    const char *names[INFD_MAX_MODEL_IO];
-    infd_dtype dtypes[INFD_MAX_MODEL_IO];
-    infd_shape shapes[INFD_MAX_MODEL_IO];
-    size_t sizes[INFD_MAX_MODEL_IO];
+    /* Zeroed: gcc -O1 cannot see that only the first n are read. */
+    const char *names[INFD_MAX_MODEL_IO] = { 0 };
+    infd_dtype dtypes[INFD_MAX_MODEL_IO] = { 0 };
+    infd_shape shapes[INFD_MAX_MODEL_IO] = { 0 };
+    size_t sizes[INFD_MAX_MODEL_IO] = { 0 };
     int idx[INFD_MAX_MODEL_IO];
     int n = 0;
     if (r->n_outputs > 0) {
@@ -1539,8 +1540,8 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
         int64_t numel;
         if ((st = infd_shape_numel(&shape, &numel, err)) != INFD_STATUS_OK)
             return infd_error_prefix(err, "input '%.127s'", t->name);
-        const void *data;
-        size_t nbytes;
+        const void *data = NULL;
+        size_t nbytes = 0;
         if (n_raw > 0) {
             if (t->contents)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -1594,7 +1595,7 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
         n = INFD_MAX_MODEL_IO;
     infd_dtype dtypes[INFD_MAX_MODEL_IO];
     infd_shape shapes[INFD_MAX_MODEL_IO];
-    size_t sizes[INFD_MAX_MODEL_IO];
+    size_t sizes[INFD_MAX_MODEL_IO] = { 0 };
     for (int i = 0; i < n; i++) {
         dtypes[i] = ts[i].dtype;
         shapes[i] = ts[i].shape;
