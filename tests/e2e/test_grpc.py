@@ -486,6 +486,44 @@ def test_large_tensor_default_limit(pb, srv):
     assert r.raw_output_contents[0] == x.tobytes()
 
 
+def test_compressed_messages_and_threads(pb, serve, tmp_path):
+    """Gzip-compressed requests (the server decompresses, then reads raw
+    inputs from one buffer) and several completion-queue threads."""
+    models = tmp_path / "models"
+    model_repo.add_sub(models)
+    s = serve(models, "--grpc-threads", 3)
+    ch = grpc.insecure_channel(f"{s.host}:{s.grpc_port}", options=CHANNEL_OPTIONS,
+                               compression=grpc.Compression.Gzip)
+    st = pb.svc_grpc.GRPCInferenceServiceStub(ch)
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    r = st.ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(a, a)), timeout=TIMEOUT)
+    assert np.array_equal(outputs_of(r)["OUTPUT0"], 2 * a)
+
+    def one(i):
+        x = np.full((1, 16), i, np.float32)
+        rr = stub(pb, s).ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(x, x)),
+                                    timeout=TIMEOUT)
+        return np.array_equal(outputs_of(rr)["OUTPUT0"], 2 * x)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(one, range(64)))
+
+
+def test_grpc_port_in_use(pb, serve, tmp_path):
+    """A gRPC port that is taken (by another infd too) stops the server with
+    a message naming the address."""
+    models = tmp_path / "models"
+    model_repo.add_sub(models)
+    first = serve(models)
+    srv = serve(models, "--grpc-port", first.grpc_port, wait_ready=False)
+    rc = srv.wait()
+    assert rc != 0, srv.log()
+    srv.expected_returncode = rc
+    assert f"cannot listen on 127.0.0.1:{first.grpc_port}" in srv.log(), srv.log()
+    assert_alive(pb, first)
+
+
 def test_message_over_limit(pb, serve, tmp_path):
     models = tmp_path / "models"
     model_repo.add_sub(models)

@@ -2107,7 +2107,7 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     grpc_init();
     g->grpc_inited = true;
 
-    grpc_arg args[2];
+    grpc_arg args[3];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -2115,7 +2115,12 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[1].value.integer = -1;
-    grpc_channel_args ch = { 2, args };
+    /* gRPC sets SO_REUSEPORT by default: a second server on the same port
+     * would then start and take half the connections instead of failing. */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[2].value.integer = 0;
+    grpc_channel_args ch = { 3, args };
     g->srv = grpc_server_create(&ch, NULL);
     if (!g->srv) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "grpc: grpc_server_create failed");
