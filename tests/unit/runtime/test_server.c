@@ -18,6 +18,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "infd/infd.h"
+#include "model_config.pb-c.h"
 #include "onnx.pb-c.h"
 #include "test.h"
 
@@ -270,6 +271,17 @@ static void test_autocomplete_and_infer(void)
     ASSERT_STR_HAS(json, "dynamic_batching");
     ASSERT_STR_HAS(json, "TYPE_FP32");
     infd_free(json);
+    /* The same config as a serialized inference.ModelConfig. */
+    void *pb = NULL;
+    ASSERT_STATUS(infd_model_config_pb(m, &pb, &n, &err), INFD_STATUS_OK);
+    Inference__ModelConfig *cfg = inference__model_config__unpack(NULL, n, pb);
+    ASSERT_TRUE(cfg != NULL);
+    ASSERT_EQ_U64((uint64_t)cfg->max_batch_size, 4);
+    ASSERT_EQ_U64(cfg->n_input, 2);
+    ASSERT_TRUE(cfg->scheduling_choice_case ==
+                INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING);
+    inference__model_config__free_unpacked(cfg, NULL);
+    infd_free(pb);
     infd_model_stats st;
     infd_model_get_stats(m, &st);
     ASSERT_EQ_U64(st.success_count, 2);
