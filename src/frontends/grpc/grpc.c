@@ -42,10 +42,25 @@
  * always raw, as Triton returns them (typed `contents` are read, never
  * written).
  *
+ * Memory: calls and inferences (with their arenas) come from per-thread
+ * free lists, so a warm server allocates per request only the response
+ * slice (gRPC holds it until the bytes are on the wire, so it cannot be
+ * reused at once) and whatever gRPC core allocates itself.
+ *
+ * Streams: one write in flight per stream (gRPC's rule), later responses
+ * wait in the stream's queue. A stream with STREAM_MAX_PENDING requests
+ * running or queued stops reading until half of them are out, so a client
+ * that sends without reading is held back by HTTP/2 flow control.
+ *
  * Locks: gcall.mu guards a stream's write queue and status (runtime
  * workers queue responses, the queue thread drains them); everything else
  * in a gcall or ginfer is touched by one thread at a time, handed over by
- * the batch that is in flight.
+ * the batch that is in flight. A load/unload runs on a thread of its own,
+ * which answers the call and hands its reference to that last batch.
+ *
+ * Stop: shutdown_and_notify (no new calls), a grace period for calls in
+ * flight, then every call still open (idle streams) is cancelled; the
+ * queues are shut down and drained once every call has been recycled.
  */
 #include "frontends/grpc/grpc.h"
 
@@ -291,7 +306,8 @@ static void pb_arena_free(void *data, void *p)
     (void)p;
 }
 
-/* A message packed into a new byte buffer; NULL on OOM. */
+/* A message packed into a new byte buffer (gRPC's allocator aborts when
+ * memory runs out, so no NULL comes back). */
 static grpc_byte_buffer *pack_message(const ProtobufCMessage *msg)
 {
     size_t n = protobuf_c_message_get_packed_size(msg);
