@@ -43,6 +43,7 @@ packages=(
     python3-grpcio python3-protobuf
     python3-torch python3-torchvision python3-onnx
     nodejs npm
+    wrk  # bench/serve_http.py: the bare-HTTP baseline of the serving benchmarks
 )
 
 missing=()
