@@ -350,7 +350,7 @@ typedef struct infd_server_options {
     const char *const *startup_models; /* EXPLICIT: names to load at start ("*" = all) */
     int n_startup_models;
     int repository_poll_secs; /* POLL: rescan period; default 15 */
-    int n_threads;            /* engine threads per instance; 0: cores / instances */
+    int n_threads;            /* engine threads per instance; 0: (cores - 1) / instances, >= 1 */
     bool exit_on_error;       /* create fails when a startup model fails; default false */
     const char *server_id;    /* reported by metadata; default "infd" */
 } infd_server_options;

@@ -49,8 +49,8 @@ static void usage(FILE *out)
             "                              raw protocol on a TCP port too (repeatable)\n"
             "  --raw-stats-every N         log raw latency stats every N requests (default "
             "1000)\n"
-            "  --threads N                 engine threads per model instance (default: cores "
-            "/ instances)\n"
+            "  --threads N                 engine threads per model instance (default: (cores "
+            "- 1) / instances, at least 1)\n"
             "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 

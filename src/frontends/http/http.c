@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -66,6 +67,8 @@
 
 #define HTTP_MAX_HEADERS_BYTES (64 * 1024)
 #define HTTP_BACKLOG           1024
+/* Most bytes one read of a connection takes (see make_bufferevent). */
+#define HTTP_MAX_SINGLE_READ (256 * 1024)
 /* Idle keep-alive connections and stalled clients are closed after this. */
 #define HTTP_TIMEOUT_SECS 120
 /* Longest path we route (model names are at most 127 bytes). */
@@ -1612,6 +1615,20 @@ static void destroy(infd_http *h)
 
 /* Sets up loop `i`: base, evhttp, events, and a listener on `sa` (for i >
  * 0 on the port loop 0 got, sharing it with SO_REUSEPORT). */
+/* Connections get their bufferevent here so that one read can take up to
+ * HTTP_MAX_SINGLE_READ bytes: libevent's default of 4 KiB per read made a
+ * 197 KB BlazeFace image about 48 reads (bench/RESULTS.md, serving).
+ * Options 0, as libevent's own: evhttp closes the socket itself when the
+ * bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE). */
+static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
+{
+    (void)arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    if (bev)
+        bufferevent_set_max_single_read(bev, HTTP_MAX_SINGLE_READ);
+    return bev;
+}
+
 static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, socklen_t sa_len,
                              infd_error *err)
 {
@@ -1641,6 +1658,7 @@ static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, s
     evhttp_set_max_headers_size(loop->http, HTTP_MAX_HEADERS_BYTES);
     evhttp_set_timeout(loop->http, HTTP_TIMEOUT_SECS);
     evhttp_set_gencb(loop->http, on_request, loop);
+    evhttp_set_bevcb(loop->http, make_bufferevent, NULL);
 
     unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
     if (h->n_loops > 1)
