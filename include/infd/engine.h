@@ -77,7 +77,11 @@ typedef enum infd_precision {
 } infd_precision;
 
 typedef struct infd_plan_options {
-    infd_device_kind device;        /* INFD_DEVICE_CPU (CUDA: issue #6) */
+    /* INFD_DEVICE_CPU, or INFD_DEVICE_CUDA: every kernel on GPU 0 (FP32;
+     * an op the CUDA backend lacks fails the build, naming it; no usable
+     * GPU fails with UNAVAILABLE "no usable CUDA device: ..."). Inputs and
+     * outputs of infd_plan_run stay host memory either way. */
+    infd_device_kind device;
     int n_threads;                  /* threads per context, caller included; 0: all cores */
     int max_contexts;               /* contexts that may run at once; 0: 4 */
     int64_t batch;                  /* value for a symbolic first dim of an input; 0: 1 */
@@ -85,7 +89,7 @@ typedef struct infd_plan_options {
     int n_shapes;
     const infd_input_value *values; /* inputs bound to values (borrowed for the call) */
     int n_values;
-    /* INFD_PRECISION_BF16 (opt-in, like TensorRT's --bf16): Conv and
+    /* INFD_PRECISION_BF16 (CPU backend only; opt-in, like TensorRT's --bf16): Conv and
      * ConvTranspose with constant weights multiply in BF16 (weights
      * converted once at compile time, inputs rounded to BF16) and accumulate
      * in FP32 (Gemm and MatMul stay FP32 for now); activations passed between oneDNN kernels in

@@ -32,6 +32,17 @@
  * included); each reader is then compiled with that layout in
  * input_layouts[i] and must read it. Constants and graph inputs are always
  * plain.
+ *
+ * Device backends (CUDA): a backend that fills the memory slots (alloc, free,
+ * copy, stream_create, stream_destroy, sync) runs on its own memory. The
+ * plan then keeps the constants its kernels read in one device buffer, each
+ * context's arena (activations, graph inputs, workspace) in device memory,
+ * and host staging buffers from alloc(INFD_BACKEND_MEM_HOST) for the copies
+ * at the plan's edges; every pointer in infd_kernel_io is a device pointer.
+ * run() only enqueues work on io->stream (the context's stream) and returns;
+ * infd_plan_run calls sync() once, after the copies out. compile() still
+ * reads constants on the host (value->data) and may keep device copies of
+ * its own (reordered or converted weights), freed in destroy_kernel.
  */
 #ifndef INFD_GRAPH_BACKEND_H
 #define INFD_GRAPH_BACKEND_H
@@ -80,7 +91,23 @@ typedef struct infd_kernel_io {
     void *workspace;           /* workspace_bytes of scratch, or NULL */
     infd_pool *pool;           /* the context's threads (may be NULL: run inline) */
     int slot;                  /* the running context's slot, in [0, n_slots) */
+    /* The context's stream, made by the backend's stream_create (NULL for a
+     * backend without one): device kernels enqueue their work on it. */
+    void *stream;
 } infd_kernel_io;
+
+/* Kinds of memory a device backend hands out (infd_backend_ops.alloc). */
+typedef enum infd_backend_mem {
+    INFD_BACKEND_MEM_DEVICE = 0, /* device memory: kernels' data; the host never touches it */
+    INFD_BACKEND_MEM_HOST = 1,   /* page-locked host memory, for staging copies */
+} infd_backend_mem;
+
+/* Directions of infd_backend_ops.copy. */
+typedef enum infd_backend_copy {
+    INFD_BACKEND_COPY_H2D = 0,
+    INFD_BACKEND_COPY_D2H = 1,
+    INFD_BACKEND_COPY_D2D = 2,
+} infd_backend_copy;
 
 typedef struct infd_backend_ops infd_backend_ops;
 
@@ -97,7 +124,7 @@ typedef struct infd_kernel {
     size_t output_layout_bytes;
 } infd_kernel;
 
-#define INFD_BACKEND_OPS_VERSION 1
+#define INFD_BACKEND_OPS_VERSION 2
 
 struct infd_backend_ops {
     uint32_t version; /* INFD_BACKEND_OPS_VERSION */
@@ -128,7 +155,57 @@ struct infd_backend_ops {
     /* Optional (NULL: never). Whether the node can read input `i` in any
      * opaque layout this backend's kernels produce. */
     bool (*accepts_opaque)(const infd_kernel_args *args, int i);
+
+    /* Version 2: device backends. Optional, all or none (NULL: the backend
+     * runs on host memory and the plan uses infd_aligned_alloc and memcpy;
+     * see "Device backends" above). */
+
+    /* Optional (NULL: always available). OK when the backend can run here;
+     * UNAVAILABLE with the reason ("no usable CUDA device: ...") otherwise.
+     * Called before a plan is compiled for the backend. */
+    infd_status (*available)(infd_error *err);
+
+    /* `bytes` (> 0) of `kind` memory, 256-byte aligned, or NULL with
+     * OUT_OF_MEMORY (naming the kind and size) in `err`. Compile and
+     * context-create time only. */
+    void *(*alloc)(infd_backend_mem kind, size_t bytes, infd_error *err);
+
+    /* Frees memory from alloc. NULL is a no-op. */
+    void (*free)(infd_backend_mem kind, void *ptr);
+
+    /* A stream (in-order queue of device work) with whatever per-stream
+     * state the kernels need (library handles), for one context. */
+    infd_status (*stream_create)(void **out, infd_error *err);
+    void (*stream_destroy)(void *stream); /* NULL is a no-op */
+
+    /* Enqueues a copy of `bytes` on `stream`; host pointers must come from
+     * alloc(INFD_BACKEND_MEM_HOST). stream NULL: a synchronous copy from or
+     * to any host memory (compile time). Errors surface at sync. */
+    void (*copy)(void *dst, const void *src, size_t bytes, infd_backend_copy dir, void *stream);
+
+    /* Waits until the work enqueued on `stream` is done; returns the first
+     * error any of it hit (INTERNAL, with the library's message). */
+    infd_status (*sync)(void *stream, infd_error *err);
+
+    /* Optional, all three or none (NULL: every run enqueues its work). Work
+     * enqueued on `stream` between capture_begin and capture_end is
+     * recorded, not run, into a graph the stream keeps (CUDA graphs);
+     * replay enqueues that graph. capture_end fails (and keeps nothing)
+     * when something in between could not be captured; the plan then runs
+     * eagerly. Pointers and launch parameters are frozen in the graph, so
+     * the plan captures only when they are fixed: one context's arena,
+     * staging and the plan's weights. */
+    infd_status (*capture_begin)(void *stream, infd_error *err);
+    infd_status (*capture_end)(void *stream, infd_error *err);
+    void (*replay)(void *stream);
 };
+
+/* True when the backend computes on its own memory (the memory slots are
+ * filled). */
+static inline bool infd_backend_is_device(const infd_backend_ops *ops)
+{
+    return ops->alloc != NULL;
+}
 
 /* Call-site wrappers, so one place can add checks or tracing. */
 static inline bool infd_backend_supports(const infd_backend_ops *ops, const infd_kernel_args *a,
@@ -157,5 +234,10 @@ static inline void infd_kernel_destroy(infd_kernel *k)
 
 /* The CPU backend (src/backends/cpu/). */
 extern const infd_backend_ops infd_cpu_backend;
+
+#ifdef INFD_HAVE_CUDA
+/* The CUDA backend (src/backends/cuda/), in builds where nvcc was found. */
+extern const infd_backend_ops infd_cuda_backend;
+#endif
 
 #endif /* INFD_GRAPH_BACKEND_H */

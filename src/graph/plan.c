@@ -26,6 +26,16 @@
  * Graph outputs are computed into the arena and copied to the caller's
  * buffers: it keeps outputs that later nodes still read simple, at the cost
  * of one copy of the (usually small) outputs.
+ *
+ * Device plans (a backend with memory slots, backend.h "Device backends"):
+ * the constants the kernels read are copied once into one device buffer
+ * (offset[] then also places HOME_CONST values in it), graph inputs get
+ * arena slots like intermediates (live from step 0), and the arena is
+ * device memory. A context adds a stream and one pinned host staging
+ * buffer; a run copies the caller's inputs into staging, enqueues the H2D
+ * copies, the kernels and the D2H copies of the outputs on the stream,
+ * waits once (sync), and copies staging to the caller's buffers. Callers
+ * keep plain host memory on both sides.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -76,10 +86,22 @@ struct infd_plan {
     int n_opaque;             /* values kept in an opaque layout */
     infd_precision precision; /* handed to every kernel compiled for run time */
     infd_plan_stats stats;
+    bool device;          /* the backend computes on its own memory (backend.h) */
+    void *dev_weights;    /* device plans: constants read at run time (offset[] per value) */
+    size_t staging_bytes; /* device plans: pinned bytes per context, inputs then outputs */
+    size_t *stage_offset; /* device plans: per graph input, then per graph output */
 
     pthread_mutex_t mu; /* guards slot_used */
     uint8_t *slot_used;
 };
+
+/* Device plans: a context's runs go eager, then captured, then replayed. */
+typedef enum graph_state {
+    GRAPH_OFF = 0, /* eager only: no capture in the backend, INFD_GRAPHS=0, or it failed */
+    GRAPH_FIRST,   /* the next run is the first: eager */
+    GRAPH_NEXT,    /* the next run is captured */
+    GRAPH_READY,   /* runs replay the captured graph */
+} graph_state;
 
 struct infd_context {
     infd_plan *plan;
@@ -98,6 +120,9 @@ struct infd_context {
     bool profiling;
     uint64_t *step_ns; /* per step, when profiling */
     uint64_t n_profiled_runs;
+    void *stream;      /* device plans: the backend's stream */
+    uint8_t *staging;  /* device plans: pinned host memory, plan->staging_bytes */
+    graph_state graph; /* device plans: where the run's graph capture stands */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -469,8 +494,15 @@ static infd_status plan_memory(infd_plan *p, infd_error *err)
             p->home[v] = HOME_CONST;
     }
     for (int32_t i = 0; i < g->n_inputs; i++) {
-        if (!g->values[g->inputs[i]].data) /* bound inputs stay constants */
-            p->home[g->inputs[i]] = HOME_INPUT;
+        int32_t v = g->inputs[i];
+        if (g->values[v].data) /* bound inputs stay constants */
+            continue;
+        if (p->device) { /* copied into the arena before step 0 */
+            p->home[v] = HOME_ARENA;
+            first[v] = last[v] = 0;
+        } else {
+            p->home[v] = HOME_INPUT;
+        }
     }
     for (int32_t s = 0; s < p->n_steps; s++) {
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
@@ -665,6 +697,67 @@ out:
     return st;
 }
 
+/* Device plans: uploads the constants the kernels read into one device
+ * buffer (offset[] places them) and lays out the staging buffer. */
+static infd_status plan_device_memory(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    uint8_t *host = NULL;
+    size_t total = 0;
+    /* home[] of a constant read by a step: HOME_CONST; mark the ones to
+     * upload by giving them an offset (SIZE_MAX: not uploaded). */
+    for (int32_t v = 0; v < g->n_values; v++)
+        if (p->home[v] == HOME_CONST)
+            p->offset[v] = SIZE_MAX;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            int32_t v = node->inputs[i];
+            if (v < 0 || p->home[v] != HOME_CONST || p->offset[v] != SIZE_MAX)
+                continue;
+            p->offset[v] = total;
+            total += infd_align_up(g->values[v].nbytes ? g->values[v].nbytes : 1, INFD_ALIGNMENT);
+        }
+    }
+    if (total) {
+        host = infd_aligned_alloc(INFD_ALIGNMENT, total);
+        p->dev_weights = p->backend->alloc(INFD_BACKEND_MEM_DEVICE, total, err);
+        if (!host || !p->dev_weights) {
+            infd_free(host);
+            if (!host)
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory",
+                                      g->source);
+            return err ? err->code : INFD_STATUS_OUT_OF_MEMORY;
+        }
+        memset(host, 0, total);
+        for (int32_t v = 0; v < g->n_values; v++) {
+            if (p->home[v] == HOME_CONST && p->offset[v] != SIZE_MAX && g->values[v].nbytes)
+                memcpy(host + p->offset[v], g->values[v].data, g->values[v].nbytes);
+        }
+        p->backend->copy(p->dev_weights, host, total, INFD_BACKEND_COPY_H2D, NULL);
+        infd_free(host);
+        infd_status st = p->backend->sync(NULL, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    p->stats.weight_bytes = total;
+    size_t n_io = (size_t)g->n_inputs + (size_t)g->n_outputs;
+    p->stage_offset = infd_calloc(n_io + 1, sizeof(size_t));
+    if (!p->stage_offset)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    size_t at = 0;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        p->stage_offset[i] = at;
+        at += infd_align_up(p->inputs[i].nbytes ? p->inputs[i].nbytes : 1, INFD_ALIGNMENT);
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        p->stage_offset[g->n_inputs + i] = at;
+        at += infd_align_up(p->outputs[i].nbytes ? p->outputs[i].nbytes : 1, INFD_ALIGNMENT);
+    }
+    p->staging_bytes = at;
+    return INFD_STATUS_OK;
+}
+
 /* Where a plan's model comes from: a file, or bytes in memory. */
 typedef struct model_source {
     const char *path; /* the file, or the name used in messages */
@@ -686,17 +779,37 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         infd_plan_options_init(&defaults);
         opts = &defaults;
     }
-    if (opts->device != INFD_DEVICE_CPU)
+    const infd_backend_ops *backend = NULL;
+    if (opts->device == INFD_DEVICE_CPU) {
+        backend = &infd_cpu_backend;
+    } else if (opts->device == INFD_DEVICE_CUDA) {
+#ifdef INFD_HAVE_CUDA
+        backend = &infd_cuda_backend;
+#else
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
-                              "%s: only the CPU backend compiles plans in this build", path);
+                              "%s: no usable CUDA device: this build has no CUDA backend", path);
+#endif
+    } else {
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown device %d", path,
+                              (int)opts->device);
+    }
     if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", path,
                               (int)opts->precision);
+    if (opts->precision == INFD_PRECISION_BF16 && backend != &infd_cpu_backend)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "%s: precision bf16 is implemented on the CPU backend only", path);
+    if (backend->available) {
+        st = backend->available(err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
     p = infd_calloc(1, sizeof(*p));
     if (!p)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
     pthread_mutex_init(&p->mu, NULL);
-    p->backend = &infd_cpu_backend;
+    p->backend = backend;
+    p->device = infd_backend_is_device(backend);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     p->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)(cores > 0 ? cores : 1);
     p->max_contexts = opts->max_contexts > 0 ? opts->max_contexts : 4;
@@ -747,13 +860,16 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         st = fill_info(g, g->inputs[i], &p->inputs[i], err);
     for (int32_t i = 0; i < g->n_outputs && st == INFD_STATUS_OK; i++)
         st = fill_info(g, g->outputs[i], &p->outputs[i], err);
+    if (st == INFD_STATUS_OK && p->device)
+        st = plan_device_memory(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
 
     p->stats.n_kernels = p->n_steps;
     p->stats.n_opaque = p->n_opaque;
     p->stats.arena_bytes = p->arena_bytes;
-    p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
+    if (!p->device)
+        p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
     p->stats.compile_ms = (double)(infd_clock_ns() - t0) / 1e6;
     INFD_LOG_DEBUG("%s: compiled %d nodes into %d kernels (%d folded), arena %zu bytes, %.1f ms",
                    path, p->stats.n_nodes_model, p->n_steps, p->stats.n_folded, p->arena_bytes,
@@ -791,6 +907,9 @@ void infd_plan_destroy(infd_plan *p)
         return;
     for (int32_t s = 0; s < p->n_steps; s++)
         infd_kernel_destroy(p->steps[s].kernel);
+    if (p->dev_weights)
+        p->backend->free(INFD_BACKEND_MEM_DEVICE, p->dev_weights);
+    infd_free(p->stage_offset);
     infd_free(p->steps);
     infd_free(p->home);
     infd_free(p->offset);
@@ -846,6 +965,8 @@ static void *value_ptr(const infd_context *c, int32_t v)
         return NULL;
     switch ((value_home)p->home[v]) {
     case HOME_CONST:
+        if (p->device) /* SIZE_MAX: not read by any kernel */
+            return p->offset[v] == SIZE_MAX ? NULL : (uint8_t *)p->dev_weights + p->offset[v];
         return (void *)p->g->values[v].data;
     case HOME_ARENA:
         return c->arena + p->offset[v];
@@ -886,7 +1007,30 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         n_in += (size_t)g->nodes[p->steps[s].node].n_inputs;
         n_out += (size_t)g->nodes[p->steps[s].node].n_outputs;
     }
-    c->arena = p->arena_bytes ? infd_aligned_alloc(INFD_ALIGNMENT, p->arena_bytes) : NULL;
+    if (p->device) {
+        st = p->backend->stream_create(&c->stream, err);
+        if (st != INFD_STATUS_OK)
+            goto fail;
+        const char *graphs = getenv("INFD_GRAPHS");
+        if (p->backend->capture_begin && !(graphs && graphs[0] == '0'))
+            c->graph = GRAPH_FIRST;
+        if (p->arena_bytes) {
+            c->arena = p->backend->alloc(INFD_BACKEND_MEM_DEVICE, p->arena_bytes, err);
+            if (!c->arena) {
+                st = err ? err->code : INFD_STATUS_OUT_OF_MEMORY;
+                goto fail;
+            }
+        }
+        if (p->staging_bytes) {
+            c->staging = p->backend->alloc(INFD_BACKEND_MEM_HOST, p->staging_bytes, err);
+            if (!c->staging) {
+                st = err ? err->code : INFD_STATUS_OUT_OF_MEMORY;
+                goto fail;
+            }
+        }
+    } else {
+        c->arena = p->arena_bytes ? infd_aligned_alloc(INFD_ALIGNMENT, p->arena_bytes) : NULL;
+    }
     c->in_ptrs = infd_calloc(n_in + 1, sizeof(*c->in_ptrs));
     c->out_ptrs = infd_calloc(n_out + 1, sizeof(*c->out_ptrs));
     c->in_start = infd_calloc((size_t)p->n_steps + 1, sizeof(size_t));
@@ -923,7 +1067,7 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         }
     }
     c->patch_start[g->n_inputs] = np;
-    if (p->n_threads > 1) {
+    if (p->n_threads > 1 && !p->device) {
         st = infd_pool_create(p->n_threads - 1, 0, &c->pool, err);
         if (st != INFD_STATUS_OK)
             goto fail;
@@ -949,7 +1093,14 @@ void infd_context_destroy(infd_context *c)
     pthread_mutex_lock(&c->plan->mu);
     c->plan->slot_used[c->slot] = 0;
     pthread_mutex_unlock(&c->plan->mu);
-    infd_free(c->arena);
+    if (c->plan->device) {
+        const infd_backend_ops *b = c->plan->backend;
+        b->free(INFD_BACKEND_MEM_DEVICE, c->arena);
+        b->free(INFD_BACKEND_MEM_HOST, c->staging);
+        b->stream_destroy(c->stream);
+    } else {
+        infd_free(c->arena);
+    }
     infd_free(c->in_ptrs);
     infd_free(c->out_ptrs);
     infd_free(c->in_start);
@@ -981,6 +1132,104 @@ infd_status infd_context_step_profile(const infd_context *c, int i, infd_step_pr
     out->kernel = p->steps[i].kernel->name ? p->steps[i].kernel->name : p->backend->name;
     out->total_ns = c->step_ns[i];
     out->runs = c->n_profiled_runs;
+    return INFD_STATUS_OK;
+}
+
+/* Enqueues one run of a device plan on the context's stream: H2D copies
+ * from staging into the arena, the kernels, D2H copies of the outputs into
+ * staging. Every pointer is fixed per context, so the same sequence can be
+ * captured once and replayed. Profiling syncs after every kernel, so its
+ * times are the kernels' own (and the run is slower). */
+static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, int n_inputs,
+                                      int n_outputs, infd_error *err)
+{
+    const infd_ir_graph *g = p->g;
+    const infd_backend_ops *b = p->backend;
+    for (int i = 0; i < n_inputs; i++) {
+        int32_t v = g->inputs[i];
+        size_t nb = p->inputs[i].nbytes;
+        if (p->home[v] == HOME_ARENA && nb)
+            b->copy(c->arena + p->offset[v], c->staging + p->stage_offset[i], nb,
+                    INFD_BACKEND_COPY_H2D, c->stream);
+    }
+    infd_kernel_io io = { .pool = NULL, .slot = c->slot, .stream = c->stream };
+    io.workspace = p->workspace_bytes ? c->arena + p->workspace_offset : NULL;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        io.inputs = c->in_ptrs + c->in_start[s];
+        io.outputs = c->out_ptrs + c->out_start[s];
+        if (INFD_UNLIKELY(c->profiling)) {
+            uint64_t t0 = infd_clock_ns();
+            infd_kernel_run(p->steps[s].kernel, &io);
+            infd_status st = b->sync(c->stream, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            c->step_ns[s] += infd_clock_ns() - t0;
+        } else {
+            infd_kernel_run(p->steps[s].kernel, &io);
+        }
+    }
+    for (int i = 0; i < n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        size_t nb = p->outputs[i].nbytes;
+        if (p->home[v] == HOME_ARENA && nb)
+            b->copy(c->staging + p->stage_offset[n_inputs + i], c->arena + p->offset[v], nb,
+                    INFD_BACKEND_COPY_D2H, c->stream);
+    }
+    return INFD_STATUS_OK;
+}
+
+/* A run of a device plan (validated by infd_plan_run). The first run is
+ * eager (libraries finish their lazy setup in it); the second is captured
+ * into a graph (backend.h, capture_begin) that later runs replay, which
+ * takes the per-kernel launch cost off the host. A failed capture leaves
+ * the context eager for good. INFD_GRAPHS=0 turns capture off. */
+static infd_status run_device(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
+                              int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err)
+{
+    const infd_ir_graph *g = p->g;
+    const infd_backend_ops *b = p->backend;
+    infd_status st = INFD_STATUS_OK;
+    for (int i = 0; i < n_inputs; i++) {
+        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes)
+            memcpy(c->staging + p->stage_offset[i], inputs[i].data, p->inputs[i].nbytes);
+    }
+    if (c->graph == GRAPH_READY && !c->profiling) {
+        b->replay(c->stream);
+    } else if (c->graph == GRAPH_NEXT && !c->profiling) {
+        infd_error cap = { 0 };
+        bool ok = b->capture_begin(c->stream, &cap) == INFD_STATUS_OK;
+        if (ok) {
+            st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+            ok = b->capture_end(c->stream, &cap) == INFD_STATUS_OK && st == INFD_STATUS_OK;
+        }
+        c->graph = ok ? GRAPH_READY : GRAPH_OFF;
+        if (ok) {
+            b->replay(c->stream);
+        } else {
+            INFD_LOG_WARN("%s: running without a captured graph: %s", g->source, cap.msg);
+            st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+        }
+    } else {
+        st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+        if (c->graph == GRAPH_FIRST && !c->profiling)
+            c->graph = GRAPH_NEXT;
+    }
+    c->n_profiled_runs += c->profiling;
+    infd_status sst = b->sync(c->stream, err);
+    if (st == INFD_STATUS_OK)
+        st = sst;
+    if (st != INFD_STATUS_OK)
+        return st;
+    for (int i = 0; i < n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        size_t nb = p->outputs[i].nbytes;
+        const void *src = p->home[v] == HOME_ARENA ? c->staging + p->stage_offset[n_inputs + i]
+                                                   : g->values[v].data;
+        if (nb)
+            memcpy(outputs[i].data, src, nb);
+        outputs[i].dtype = p->outputs[i].dtype;
+        outputs[i].shape = p->outputs[i].shape;
+    }
     return INFD_STATUS_OK;
 }
 
@@ -1024,6 +1273,8 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
                                   "%s: output '%s' needs a %zu-byte buffer, got %zu", g->source,
                                   p->outputs[i].name, p->outputs[i].nbytes, outputs[i].nbytes);
     }
+    if (p->device)
+        return run_device(p, c, inputs, n_inputs, outputs, n_outputs, err);
     for (int i = 0; i < n_inputs; i++) {
         for (size_t k = c->patch_start[i]; k < c->patch_start[i + 1]; k++)
             c->in_ptrs[c->patch[k]] = inputs[i].data;

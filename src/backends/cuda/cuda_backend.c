@@ -1,0 +1,261 @@
+/*
+ * cuda_backend.c - the CUDA backend's vtable (graph/backend.h): finds a
+ * node's implementation in the op tables (cuda_conv.c, cuda_gemm.c,
+ * cuda_ops.c), forwards run and destroy, and maps the device-memory slots
+ * onto cuda_runtime.h. Also the helpers the op glue shares (cuda_ops.h).
+ *
+ * An op this backend lacks fails the plan with UNIMPLEMENTED naming the
+ * node ("operator X is not supported on CUDA"); falling back to the CPU for
+ * it is a later step of issue #6.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_runtime.h"
+#include "core/alloc.h"
+#include "core/common.h"
+
+static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
+{
+    const infd_cuda_op *const tables[] = { infd_cuda_ops_conv, infd_cuda_ops_gemm,
+                                           infd_cuda_ops_misc };
+    int seen = 0;
+    infd_error last = { 0 };
+    if (a->node->domain[0] != '\0') {
+        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                             "operator domain '%s' is not supported on CUDA", a->node->domain);
+        return NULL;
+    }
+    for (size_t t = 0; t < INFD_ARRAY_SIZE(tables); t++) {
+        for (const infd_cuda_op *op = tables[t]; op->op_type; op++) {
+            if (strcmp(op->op_type, a->node->op_type) != 0)
+                continue;
+            seen = 1;
+            if (!op->supports || op->supports(a, &last))
+                return op;
+        }
+    }
+    if (seen) {
+        if (why)
+            *why = last;
+    } else {
+        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                             "operator %s is not supported on CUDA", a->node->op_type);
+    }
+    return NULL;
+}
+
+static bool cuda_supports(const infd_kernel_args *a, infd_error *why)
+{
+    return find_op(a, why) != NULL;
+}
+
+static infd_status cuda_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    *out = NULL;
+    infd_error local = { 0 };
+    const infd_cuda_op *op = find_op(a, err ? err : &local);
+    if (!op)
+        return err ? err->code : local.code;
+    return op->compile(a, out, err);
+}
+
+static void cuda_run(const infd_kernel *k, const infd_kernel_io *io)
+{
+    const infd_cuda_kernel *ck = (const infd_cuda_kernel *)k;
+    ck->run(ck, io);
+}
+
+static void cuda_destroy_kernel(infd_kernel *k)
+{
+    if (!k)
+        return;
+    infd_cuda_kernel *ck = (infd_cuda_kernel *)k;
+    if (ck->fini)
+        ck->fini(ck);
+    infd_free(ck);
+}
+
+static infd_status cuda_available(infd_error *err)
+{
+    char why[256] = "";
+    if (infd_cuda_check_device(why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no usable CUDA device: %s", why);
+    return INFD_STATUS_OK;
+}
+
+static void *cuda_alloc(infd_backend_mem kind, size_t bytes, infd_error *err)
+{
+    char why[256] = "";
+    void *p = infd_cuda_alloc(kind == INFD_BACKEND_MEM_HOST, bytes, why, sizeof(why));
+    if (!p)
+        infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "CUDA: %s", why);
+    return p;
+}
+
+static void cuda_free(infd_backend_mem kind, void *p)
+{
+    infd_cuda_free(kind == INFD_BACKEND_MEM_HOST, p);
+}
+
+static infd_status cuda_stream_create(void **out, infd_error *err)
+{
+    char why[256] = "";
+    *out = infd_cuda_stream_create(why, sizeof(why));
+    if (!*out)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "CUDA: %s", why);
+    return INFD_STATUS_OK;
+}
+
+static void cuda_copy(void *dst, const void *src, size_t bytes, infd_backend_copy dir, void *stream)
+{
+    infd_cuda_copy(dst, src, bytes, (int)dir, stream);
+}
+
+static infd_status cuda_sync(void *stream, infd_error *err)
+{
+    char why[256] = "";
+    if (infd_cuda_sync(stream, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "CUDA: %s", why);
+    return INFD_STATUS_OK;
+}
+
+static infd_status cuda_capture_begin(void *stream, infd_error *err)
+{
+    char why[256] = "";
+    if (infd_cuda_capture_begin(stream, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "CUDA: %s", why);
+    return INFD_STATUS_OK;
+}
+
+static infd_status cuda_capture_end(void *stream, infd_error *err)
+{
+    char why[256] = "";
+    if (infd_cuda_capture_end(stream, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "CUDA: %s", why);
+    return INFD_STATUS_OK;
+}
+
+const infd_backend_ops infd_cuda_backend = {
+    .version = INFD_BACKEND_OPS_VERSION,
+    .size = sizeof(infd_backend_ops),
+    .name = "cuda",
+    .supports = cuda_supports,
+    .compile = cuda_compile,
+    .run = cuda_run,
+    .destroy_kernel = cuda_destroy_kernel,
+    .produces_opaque = NULL, /* plain NCHW FP32 between kernels for now */
+    .accepts_opaque = NULL,
+    .available = cuda_available,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = infd_cuda_stream_destroy,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = infd_cuda_replay,
+};
+
+infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
+                                       void (*run)(const infd_cuda_kernel *,
+                                                   const infd_kernel_io *),
+                                       void (*fini)(infd_cuda_kernel *))
+{
+    INFD_ASSERT(size >= sizeof(infd_cuda_kernel));
+    infd_cuda_kernel *k = infd_calloc(1, size);
+    if (!k)
+        return NULL;
+    k->base.ops = &infd_cuda_backend;
+    k->base.name = name;
+    k->run = run;
+    k->fini = fini;
+    return k;
+}
+
+infd_status infd_cuda_node_error(const infd_kernel_args *a, infd_error *err, infd_status code,
+                                 const char *fmt, ...)
+{
+    char msg[INFD_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return infd_error_set(err, code, "%s: node '%s' (%s): %s", a->g->source, a->node->name,
+                          a->node->op_type, msg);
+}
+
+int64_t infd_cuda_numel(const infd_ir_value *v)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < v->shape.rank; i++)
+        n *= v->shape.dims[i].value;
+    return n;
+}
+
+bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why)
+{
+    for (int i = 0; i < n_in && i < a->n_inputs; i++) {
+        if (a->inputs[i] && a->inputs[i]->dtype != INFD_DTYPE_FP32) {
+            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                 "input %d is %s; the CUDA kernel takes FP32", i,
+                                 infd_dtype_name(a->inputs[i]->dtype));
+            return false;
+        }
+    }
+    for (int i = 0; i < a->n_outputs; i++) {
+        if (a->outputs[i] && a->outputs[i]->dtype != INFD_DTYPE_FP32) {
+            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                 "output %d is %s; the CUDA kernel makes FP32", i,
+                                 infd_dtype_name(a->outputs[i]->dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
+                                float *beta, infd_error *why)
+{
+    const char *kind = NULL;
+    *act = INFD_CUDA_ACT_NONE;
+    *alpha = 0.0f;
+    *beta = 0.0f;
+    if (infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &kind, why) != INFD_STATUS_OK)
+        return false;
+    if (!kind)
+        return true;
+    if (infd_ir_attr_float(a->g, a->node, "_fused_alpha", 0.0f, alpha, why) != INFD_STATUS_OK ||
+        infd_ir_attr_float(a->g, a->node, "_fused_beta", 0.0f, beta, why) != INFD_STATUS_OK)
+        return false;
+    static const struct {
+        const char *name;
+        infd_cuda_act act;
+    } acts[] = {
+        { "Relu", INFD_CUDA_ACT_RELU },
+        { "LeakyRelu", INFD_CUDA_ACT_LEAKY_RELU },
+        { "Clip", INFD_CUDA_ACT_CLIP },
+        { "Sigmoid", INFD_CUDA_ACT_SIGMOID },
+        { "HardSigmoid", INFD_CUDA_ACT_HARD_SIGMOID },
+        { "Tanh", INFD_CUDA_ACT_TANH },
+    };
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(acts); i++) {
+        if (strcmp(kind, acts[i].name) == 0) {
+            *act = acts[i].act;
+            return true;
+        }
+    }
+    infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                         "fused activation '%s' is not supported on CUDA", kind);
+    return false;
+}
+
+bool infd_cuda_fused_sum(const infd_kernel_args *a)
+{
+    const infd_ir_attr *at = infd_ir_node_attr(a->node, "_fused_sum");
+    return at && at->type == INFD_IR_ATTR_INT && at->i != 0;
+}

@@ -1,0 +1,76 @@
+/*
+ * cuda_ops.h - the CUDA backend's op table and kernel base, shared by its C
+ * glue files (cuda_backend.c, cuda_conv.c, cuda_gemm.c, cuda_ops.c).
+ *
+ * The glue is C: it reads the node (attributes, shapes, fusion hooks),
+ * decides support, precomputes launch parameters at compile time and calls
+ * the C-linkage launchers of the .cu files at run time with device pointers
+ * and the context's stream (io->stream). Kernels keep no per-slot state: a
+ * launch only reads the kernel and io, so one kernel runs from several
+ * contexts at once.
+ *
+ * Fusion hooks (see src/backends/cpu/dnnl_conv.c for their meaning) are
+ * read by Conv, Gemm and MatMul: _fused_activation (Relu, LeakyRelu, Clip,
+ * Sigmoid, HardSigmoid, Tanh), _fused_alpha, _fused_beta, _fused_sum.
+ */
+#ifndef INFD_BACKENDS_CUDA_OPS_H
+#define INFD_BACKENDS_CUDA_OPS_H
+
+#include <stdbool.h>
+
+#include "backends/cuda/cuda_eltwise.h"
+#include "graph/backend.h"
+
+typedef struct infd_cuda_kernel infd_cuda_kernel;
+
+/* A compiled CUDA kernel: the vtable's kernel plus its run and fini. */
+struct infd_cuda_kernel {
+    infd_kernel base;
+    void (*run)(const infd_cuda_kernel *k, const infd_kernel_io *io);
+    void (*fini)(infd_cuda_kernel *k); /* frees what the kernel owns (NULL: nothing) */
+};
+
+/* One entry of an op table; the table ends with op_type NULL. */
+typedef struct infd_cuda_op {
+    const char *op_type;
+    bool (*supports)(const infd_kernel_args *a, infd_error *why);
+    infd_status (*compile)(const infd_kernel_args *a, infd_kernel **out, infd_error *err);
+} infd_cuda_op;
+
+extern const infd_cuda_op infd_cuda_ops_conv[];
+extern const infd_cuda_op infd_cuda_ops_gemm[];
+extern const infd_cuda_op infd_cuda_ops_misc[];
+
+/* A zeroed kernel struct of `size` bytes (>= sizeof(infd_cuda_kernel)) with
+ * the base filled in; NULL when out of memory. Freed by the backend's
+ * destroy_kernel after fini. */
+infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
+                                       void (*run)(const infd_cuda_kernel *,
+                                                   const infd_kernel_io *),
+                                       void (*fini)(infd_cuda_kernel *));
+
+/* Sets `err` to "FILE: node 'NAME' (OP): <message>" with `code`; returns
+ * `code`. `err` may be NULL. */
+infd_status infd_cuda_node_error(const infd_kernel_args *a, infd_error *err, infd_status code,
+                                 const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Element count of a value. */
+int64_t infd_cuda_numel(const infd_ir_value *v);
+
+/* True when inputs [0, n_in) that are present and every output are FP32;
+ * otherwise false with a message. */
+bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why);
+
+/* The node's fused activation (INFD_CUDA_ACT_NONE without one) and its
+ * parameters; false with a message for one this backend cannot apply. */
+bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
+                                float *beta, infd_error *why);
+
+/* Whether the node has the _fused_sum hook (a residual input). */
+bool infd_cuda_fused_sum(const infd_kernel_args *a);
+
+#endif /* INFD_BACKENDS_CUDA_OPS_H */

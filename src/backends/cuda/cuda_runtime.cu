@@ -1,0 +1,225 @@
+/*
+ * cuda_runtime.cu - memory, streams, copies and error reporting for the CUDA
+ * backend (cuda_runtime.h).
+ *
+ * Errors of enqueued work: CUDA reports launch and copy errors at the next
+ * synchronisation, and a kernel's run() cannot return one, so library
+ * statuses that a run() sees (cuDNN, cuBLASLt) are recorded on the stream
+ * object (first one wins) and infd_cuda_sync reports them with the CUDA
+ * error state. The compile stream is shared by every plan being compiled
+ * and serialised by a mutex (tuning times kernels on it).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_runtime_impl.h"
+
+extern "C" int infd_cuda_check_device(char *why, size_t n)
+{
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "%s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        return -1;
+    }
+    if (count == 0) {
+        snprintf(why, n, "the driver reports no GPU");
+        return -1;
+    }
+    size_t v = cudnnGetVersion();
+    if (v < 90000) {
+        snprintf(why, n, "cuDNN %zu is loaded; infd needs cuDNN 9", v);
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" void *infd_cuda_alloc(int host, size_t bytes, char *why, size_t n)
+{
+    void *p = NULL;
+    cudaError_t rc = host ? cudaMallocHost(&p, bytes) : cudaMalloc(&p, bytes);
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "%s allocating %zu bytes of %s memory", cudaGetErrorString(rc), bytes,
+                 host ? "pinned host" : "device");
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void infd_cuda_free(int host, void *p)
+{
+    if (!p)
+        return;
+    if (host)
+        cudaFreeHost(p);
+    else
+        cudaFree(p);
+}
+
+extern "C" void *infd_cuda_stream_create(char *why, size_t n)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)calloc(1, sizeof(*st));
+    if (!st) {
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    cudaError_t rc = cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking);
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "cudaStreamCreate: %s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        free(st);
+        return NULL;
+    }
+    cudnnStatus_t ds = cudnnCreate(&st->dnn);
+    if (ds != CUDNN_STATUS_SUCCESS) {
+        snprintf(why, n, "cudnnCreate: %s", cudnnGetErrorString(ds));
+        infd_cuda_stream_destroy(st);
+        return NULL;
+    }
+    cudnnSetStream(st->dnn, st->s);
+    cublasStatus_t bs = cublasLtCreate(&st->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, n, "cublasLtCreate: status %d", (int)bs);
+        st->lt = NULL;
+        infd_cuda_stream_destroy(st);
+        return NULL;
+    }
+    return st;
+}
+
+extern "C" void infd_cuda_stream_destroy(void *stream)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    if (!st)
+        return;
+    if (st->s)
+        cudaStreamSynchronize(st->s);
+    if (st->graph)
+        cudaGraphExecDestroy(st->graph);
+    if (st->lt)
+        cublasLtDestroy(st->lt);
+    if (st->dnn)
+        cudnnDestroy(st->dnn);
+    if (st->s)
+        cudaStreamDestroy(st->s);
+    free(st);
+}
+
+extern "C" void infd_cuda_copy(void *dst, const void *src, size_t bytes, int dir, void *stream)
+{
+    cudaMemcpyKind kind = dir == 0   ? cudaMemcpyHostToDevice
+                          : dir == 1 ? cudaMemcpyDeviceToHost
+                                     : cudaMemcpyDeviceToDevice;
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    if (!st) {
+        cudaMemcpy(dst, src, bytes, kind); /* errors stay pending for the sync */
+        return;
+    }
+    cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, kind, st->s);
+    if (rc != cudaSuccess)
+        infd_cuda_stream_fail(st, "cudaMemcpyAsync of %zu bytes: %s", bytes,
+                              cudaGetErrorString(rc));
+}
+
+extern "C" void infd_cuda_stream_fail(void *stream, const char *fmt, ...)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    if (!st || st->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, sizeof(st->err), fmt, ap);
+    va_end(ap);
+    st->failed = 1;
+}
+
+extern "C" int infd_cuda_sync(void *stream, char *why, size_t n)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    cudaError_t rc = st ? cudaStreamSynchronize(st->s) : cudaDeviceSynchronize();
+    if (rc == cudaSuccess)
+        rc = cudaGetLastError();
+    if (st && st->failed) {
+        snprintf(why, n, "%s", st->err);
+        st->failed = 0;
+        return -1;
+    }
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "CUDA: %s", cudaGetErrorString(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* Thread-local capture: other threads (contexts of other plans, a plan being
+ * compiled) keep allocating and synchronising while this one captures. */
+extern "C" int infd_cuda_capture_begin(void *stream, char *why, size_t n)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    cudaError_t rc = cudaStreamBeginCapture(st->s, cudaStreamCaptureModeThreadLocal);
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "cudaStreamBeginCapture: %s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" int infd_cuda_capture_end(void *stream, char *why, size_t n)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t rc = cudaStreamEndCapture(st->s, &graph);
+    if (rc == cudaSuccess && st->failed) {
+        snprintf(why, n, "%s", st->err);
+        st->failed = 0;
+        rc = cudaErrorStreamCaptureInvalidated;
+    } else if (rc != cudaSuccess) {
+        snprintf(why, n, "cudaStreamEndCapture: %s", cudaGetErrorString(rc));
+    } else {
+        rc = cudaGraphInstantiate(&exec, graph, 0);
+        if (rc != cudaSuccess)
+            snprintf(why, n, "cudaGraphInstantiate: %s", cudaGetErrorString(rc));
+    }
+    if (graph)
+        cudaGraphDestroy(graph);
+    cudaGetLastError();
+    if (rc != cudaSuccess)
+        return -1;
+    if (st->graph)
+        cudaGraphExecDestroy(st->graph);
+    st->graph = exec;
+    return 0;
+}
+
+extern "C" void infd_cuda_replay(void *stream)
+{
+    infd_cuda_stream *st = (infd_cuda_stream *)stream;
+    cudaError_t rc = cudaGraphLaunch(st->graph, st->s);
+    if (rc != cudaSuccess)
+        infd_cuda_stream_fail(st, "cudaGraphLaunch: %s", cudaGetErrorString(rc));
+}
+
+static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *compile_stream;
+
+extern "C" void *infd_cuda_compile_stream_lock(char *why, size_t n)
+{
+    pthread_mutex_lock(&compile_mu);
+    if (!compile_stream)
+        compile_stream = infd_cuda_stream_create(why, n);
+    if (!compile_stream)
+        pthread_mutex_unlock(&compile_mu);
+    return compile_stream; /* kept for the process: handles are costly to make */
+}
+
+extern "C" void infd_cuda_compile_stream_unlock(void)
+{
+    pthread_mutex_unlock(&compile_mu);
+}

@@ -1,0 +1,61 @@
+/*
+ * cuda_runtime.h - C-linkage memory, stream and error plumbing of the CUDA
+ * backend (cuda_runtime.cu). No CUDA type appears here: a stream is an
+ * opaque `void *` that carries the CUDA stream and the per-stream library
+ * handles (cuDNN, cuBLASLt) the kernels need, plus the first error any
+ * enqueued work hit (reported by infd_cuda_sync).
+ *
+ * Every function runs on device 0 of the process (multi-GPU: issue #6).
+ */
+#ifndef INFD_BACKENDS_CUDA_RUNTIME_H
+#define INFD_BACKENDS_CUDA_RUNTIME_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 0 when a CUDA device is usable; -1 with the reason in `why` otherwise. */
+int infd_cuda_check_device(char *why, size_t n);
+
+/* Device (host == 0) or pinned host (host == 1) memory; NULL with the reason
+ * in `why` on failure. */
+void *infd_cuda_alloc(int host, size_t bytes, char *why, size_t n);
+void infd_cuda_free(int host, void *p);
+
+/* A stream with its cuDNN and cuBLASLt handles; NULL with the reason. */
+void *infd_cuda_stream_create(char *why, size_t n);
+void infd_cuda_stream_destroy(void *stream);
+
+/* dir: 0 H2D, 1 D2H, 2 D2D. stream NULL: synchronous. */
+void infd_cuda_copy(void *dst, const void *src, size_t bytes, int dir, void *stream);
+
+/* Waits for the stream (NULL: the whole device); 0 on success, -1 with the
+ * first recorded or pending error in `why`. Clears the recorded error. */
+int infd_cuda_sync(void *stream, char *why, size_t n);
+
+/* Records the first failure of work enqueued on `stream` (a library status
+ * a run() cannot return). printf-style. */
+void infd_cuda_stream_fail(void *stream, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Stream capture into a CUDA graph kept by the stream (see backend.h):
+ * 0 on success, -1 with the reason in `why`. */
+int infd_cuda_capture_begin(void *stream, char *why, size_t n);
+int infd_cuda_capture_end(void *stream, char *why, size_t n);
+void infd_cuda_replay(void *stream);
+
+/* The process-wide stream used while compiling (algorithm timing), and the
+ * lock that serialises its users. */
+void *infd_cuda_compile_stream_lock(char *why, size_t n);
+void infd_cuda_compile_stream_unlock(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFD_BACKENDS_CUDA_RUNTIME_H */

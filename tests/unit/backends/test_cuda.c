@@ -1,0 +1,633 @@
+/*
+ * test_cuda.c - the CUDA backend's kernels against the CPU backend on small
+ * shapes: Conv (bias, fused ReLU/Clip, residual, depthwise, asymmetric
+ * pads, 1-D), Gemm/MatMul (bias, ReLU, transposes), broadcast binaries,
+ * unary ops, pooling, softmax, Concat, Transpose, Pad, Resize, Reshape, an
+ * unsupported op failing with its name, and a whole plan run through two
+ * contexts (eager, captured and replayed runs).
+ *
+ * Each case builds one node (kernel_test.h), runs it on the CPU backend for
+ * the reference, then compiles it with infd_cuda_backend and runs it on
+ * device copies of the same inputs through the backend's own memory and
+ * stream slots. FP32 tolerance: |cuda - cpu| <= 1e-4 * (1 + |cpu|).
+ *
+ * Without a GPU (CI), or in a build without CUDA, the binary prints why and
+ * exits 77, which ctest reports as skipped.
+ */
+#include "infd/engine.h"
+#include "kernel_test.h"
+#include "onnx.pb-c.h"
+#include "test.h"
+
+#define SKIP_CODE 77
+
+#ifdef INFD_HAVE_CUDA
+
+static const infd_backend_ops *cuda = &infd_cuda_backend;
+
+static size_t value_nbytes(kt *t, int32_t v)
+{
+    const infd_ir_value *val = &t->g->values[v];
+    size_t n = infd_dtype_size(val->dtype);
+    for (int32_t d = 0; d < val->shape.rank; d++)
+        n *= (size_t)val->shape.dims[d].value;
+    return n;
+}
+
+/* Compiles the node for CUDA and runs it once on device copies of
+ * `inputs`, copying the outputs back into `outputs`. */
+static infd_status cuda_run(kt *t, const void *const *inputs, void *const *outputs, infd_error *err)
+{
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    void *din[KT_MAX_IO] = { 0 }, *dout[KT_MAX_IO] = { 0 };
+    void *ws = NULL, *stream = NULL;
+    infd_kernel *k = NULL;
+    infd_kernel_args a;
+    kt_args(t, &a, ins, outs);
+    a.n_slots = 1;
+    infd_status st = infd_backend_compile(cuda, &a, &k, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    st = cuda->stream_create(&stream, err);
+    for (int32_t i = 0; i < t->node.n_inputs && st == INFD_STATUS_OK; i++) {
+        if (t->ins[i] < 0)
+            continue;
+        size_t nb = value_nbytes(t, t->ins[i]);
+        din[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
+        if (!din[i])
+            st = INFD_STATUS_OUT_OF_MEMORY;
+        else if (nb)
+            cuda->copy(din[i], inputs[i], nb, INFD_BACKEND_COPY_H2D, NULL);
+    }
+    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
+        size_t nb = value_nbytes(t, t->outs[i]);
+        dout[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
+        if (!dout[i])
+            st = INFD_STATUS_OUT_OF_MEMORY;
+    }
+    if (st == INFD_STATUS_OK && k->workspace_bytes) {
+        ws = cuda->alloc(INFD_BACKEND_MEM_DEVICE, k->workspace_bytes, err);
+        if (!ws)
+            st = INFD_STATUS_OUT_OF_MEMORY;
+    }
+    if (st == INFD_STATUS_OK) {
+        infd_kernel_io io = {
+            .inputs = (const void *const *)din, .outputs = dout, .workspace = ws, .stream = stream
+        };
+        infd_kernel_run(k, &io);
+        st = cuda->sync(stream, err);
+    }
+    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
+        size_t nb = value_nbytes(t, t->outs[i]);
+        if (nb && outputs[i])
+            cuda->copy(outputs[i], dout[i], nb, INFD_BACKEND_COPY_D2H, NULL);
+    }
+    if (st == INFD_STATUS_OK)
+        st = cuda->sync(NULL, err);
+    for (int32_t i = 0; i < KT_MAX_IO; i++) {
+        cuda->free(INFD_BACKEND_MEM_DEVICE, din[i]);
+        cuda->free(INFD_BACKEND_MEM_DEVICE, dout[i]);
+    }
+    cuda->free(INFD_BACKEND_MEM_DEVICE, ws);
+    cuda->stream_destroy(stream);
+    infd_kernel_destroy(k);
+    return st;
+}
+
+static void fill(float *p, size_t n, uint32_t seed, float lo, float hi)
+{
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = lo + (hi - lo) * (float)(s >> 8) / 16777216.0f;
+    }
+}
+
+/* Runs the node on both backends (inputs: data for every input, constants
+ * included) and compares output 0 of `n` floats. */
+static void compare(kt *t, const void *const *inputs, size_t n)
+{
+    infd_error err = { 0 };
+    float *ref = calloc(n + 1, sizeof(float)), *got = calloc(n + 1, sizeof(float));
+    void *ref_out[KT_MAX_IO] = { ref }, *got_out[KT_MAX_IO] = { got };
+    infd_status st = kt_run(t, inputs, ref_out, &err);
+    if (st != INFD_STATUS_OK) {
+        free(ref);
+        free(got);
+        TEST_FAIL_("CPU reference failed: %s", err.msg);
+    }
+    st = cuda_run(t, inputs, got_out, &err);
+    if (st != INFD_STATUS_OK) {
+        free(ref);
+        free(got);
+        TEST_FAIL_("CUDA failed: %s", err.msg);
+    }
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]) / (1.0 + fabs((double)ref[i]));
+        if (!(e <= worst)) { /* NaN counts as worst */
+            worst = isnan(e) ? INFINITY : e;
+            at = i;
+        }
+    }
+    float r = ref[at], g = got[at];
+    free(ref);
+    free(got);
+    if (!(worst <= 1e-4))
+        TEST_FAIL_("%s: element %zu: cuda %.7g vs cpu %.7g (relative error %.3g)", t->node.op_type,
+                   at, (double)g, (double)r, worst);
+}
+
+#define F4(a, b, c, d) ((int64_t[]){ a, b, c, d })
+
+static void conv_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t group,
+                      int64_t k, int64_t s, const int64_t *pads, int64_t oh, int64_t ow,
+                      const char *act, float alpha, float beta, bool bias, bool residual)
+{
+    kt t;
+    size_t nx = (size_t)(n * c * h * w), nw = (size_t)(oc * (c / group) * k * k);
+    size_t ny = (size_t)(n * oc * oh * ow);
+    float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)oc * 4);
+    float *r = malloc(ny * 4);
+    fill(x, nx, 1, -1, 1);
+    fill(wt, nw, 2, -0.5f, 0.5f);
+    fill(b, (size_t)oc, 3, -0.2f, 0.2f);
+    fill(r, ny, 4, -1, 1);
+    kt_init(&t, "Conv", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(n, c, h, w), NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(oc, c / group, k, k), wt);
+    if (bias)
+        kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ oc }, b);
+    else if (residual)
+        kt_input_omitted(&t);
+    if (residual)
+        kt_input(&t, INFD_DTYPE_FP32, 4, F4(n, oc, oh, ow), NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(n, oc, oh, ow));
+    kt_attr_ints(&t, "kernel_shape", 2, (int64_t[]){ k, k });
+    kt_attr_ints(&t, "strides", 2, (int64_t[]){ s, s });
+    kt_attr_ints(&t, "pads", 4, pads);
+    kt_attr_int(&t, "group", group);
+    if (act) {
+        kt_attr_string(&t, "_fused_activation", act);
+        kt_attr_float(&t, "_fused_alpha", alpha);
+        kt_attr_float(&t, "_fused_beta", beta);
+    }
+    if (residual)
+        kt_attr_int(&t, "_fused_sum", 1);
+    const void *ins[4] = { x, wt, bias ? b : NULL, r };
+    if (!bias && residual)
+        ins[2] = NULL;
+    compare(&t, ins, ny);
+    kt_fini(&t);
+    free(x);
+    free(wt);
+    free(b);
+    free(r);
+}
+
+static void test_conv_bias_relu(void)
+{
+    conv_case(2, 8, 9, 9, 16, 1, 3, 1, F4(1, 1, 1, 1), 9, 9, "Relu", 0, 0, true, false);
+}
+
+static void test_conv_plain_and_bias(void)
+{
+    conv_case(1, 3, 16, 16, 8, 1, 3, 2, F4(1, 1, 1, 1), 8, 8, NULL, 0, 0, false, false);
+    conv_case(1, 16, 7, 7, 32, 1, 1, 1, F4(0, 0, 0, 0), 7, 7, NULL, 0, 0, true, false);
+}
+
+static void test_conv_residual_relu(void)
+{
+    conv_case(2, 16, 8, 8, 16, 1, 3, 1, F4(1, 1, 1, 1), 8, 8, "Relu", 0, 0, true, true);
+    conv_case(1, 16, 8, 8, 16, 1, 1, 1, F4(0, 0, 0, 0), 8, 8, NULL, 0, 0, true, true);
+}
+
+static void test_conv_depthwise_clip_asymmetric(void)
+{
+    /* TF-style SAME at stride 2: pad only at the end. */
+    conv_case(1, 24, 16, 16, 24, 24, 3, 2, F4(0, 0, 1, 1), 8, 8, "Clip", 0, 6, true, false);
+    conv_case(1, 24, 15, 15, 24, 24, 5, 1, F4(2, 2, 2, 2), 15, 15, "Sigmoid", 0, 0, true, false);
+}
+
+static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias, const char *act,
+                      bool residual)
+{
+    kt t;
+    float *a = malloc((size_t)(m * k) * 4), *b = malloc((size_t)(k * n) * 4);
+    float *c = malloc((size_t)n * 4), *r = malloc((size_t)(m * n) * 4);
+    fill(a, (size_t)(m * k), 5, -1, 1);
+    fill(b, (size_t)(k * n), 6, -1, 1);
+    fill(c, (size_t)n, 7, -1, 1);
+    fill(r, (size_t)(m * n), 8, -1, 1);
+    kt_init(&t, "Gemm", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 2, ta ? (int64_t[]){ k, m } : (int64_t[]){ m, k }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 2, tb ? (int64_t[]){ n, k } : (int64_t[]){ k, n }, b);
+    if (bias)
+        kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ n }, c);
+    else if (residual)
+        kt_input_omitted(&t);
+    if (residual)
+        kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ m, n }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ m, n });
+    kt_attr_int(&t, "transA", ta);
+    kt_attr_int(&t, "transB", tb);
+    if (act) {
+        /* As the fusion pass sets them: Relu's slope is 0. */
+        kt_attr_string(&t, "_fused_activation", act);
+        kt_attr_float(&t, "_fused_alpha", strcmp(act, "Relu") == 0 ? 0.0f : 0.1f);
+        kt_attr_float(&t, "_fused_beta", 0);
+    }
+    if (residual)
+        kt_attr_int(&t, "_fused_sum", 1);
+    const void *ins[4] = { a, b, bias ? c : NULL, r };
+    compare(&t, ins, (size_t)(m * n));
+    kt_fini(&t);
+    free(a);
+    free(b);
+    free(c);
+    free(r);
+}
+
+static void test_gemm(void)
+{
+    gemm_case(4, 64, 10, 0, 1, true, NULL, false);
+    gemm_case(3, 33, 17, 1, 0, true, "Relu", false);
+    gemm_case(8, 16, 16, 0, 0, false, "LeakyRelu", false);
+    gemm_case(5, 16, 12, 0, 1, true, "Relu", true);
+}
+
+static void test_matmul(void)
+{
+    kt t;
+    float a[2 * 3 * 8], b[8 * 5];
+    fill(a, 48, 9, -1, 1);
+    fill(b, 40, 10, -1, 1);
+    kt_init(&t, "MatMul", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 8 }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 8, 5 }, b);
+    kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 5 });
+    compare(&t, (const void *[]){ a, b }, 30);
+    kt_fini(&t);
+}
+
+static void binary_case(const char *op, int32_t ra, const int64_t *da, int32_t rb,
+                        const int64_t *db, int32_t ry, const int64_t *dy)
+{
+    kt t;
+    size_t na = 1, nb = 1, ny = 1;
+    for (int i = 0; i < ra; i++)
+        na *= (size_t)da[i];
+    for (int i = 0; i < rb; i++)
+        nb *= (size_t)db[i];
+    for (int i = 0; i < ry; i++)
+        ny *= (size_t)dy[i];
+    float *a = malloc(na * 4), *b = malloc(nb * 4);
+    fill(a, na, 11, 0.5f, 2);
+    fill(b, nb, 12, 0.5f, 2);
+    kt_init(&t, op, 17);
+    kt_input(&t, INFD_DTYPE_FP32, ra, da, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, rb, db, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, ry, dy);
+    compare(&t, (const void *[]){ a, b }, ny);
+    kt_fini(&t);
+    free(a);
+    free(b);
+}
+
+static void test_binary_broadcast(void)
+{
+    binary_case("Add", 4, F4(2, 3, 4, 5), 3, (int64_t[]){ 3, 1, 1 }, 4, F4(2, 3, 4, 5));
+    binary_case("Sub", 4, F4(2, 3, 4, 5), 4, F4(2, 3, 4, 5), 4, F4(2, 3, 4, 5));
+    binary_case("Mul", 2, (int64_t[]){ 4, 1 }, 2, (int64_t[]){ 1, 6 }, 2, (int64_t[]){ 4, 6 });
+    binary_case("Div", 1, (int64_t[]){ 7 }, 0, NULL, 1, (int64_t[]){ 7 });
+    binary_case("Pow", 3, (int64_t[]){ 2, 3, 4 }, 1, (int64_t[]){ 4 }, 3, (int64_t[]){ 2, 3, 4 });
+}
+
+static void unary_case(const char *op, float alpha, float beta, bool has_attrs)
+{
+    kt t;
+    float x[3 * 50];
+    fill(x, 150, 13, -4, 4);
+    kt_init(&t, op, 17);
+    kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 3, 50 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 3, 50 });
+    if (has_attrs) {
+        kt_attr_float(&t, "alpha", alpha);
+        kt_attr_float(&t, "beta", beta);
+    }
+    compare(&t, (const void *[]){ x }, 150);
+    kt_fini(&t);
+}
+
+static void test_unary(void)
+{
+    unary_case("Relu", 0, 0, false);
+    unary_case("Sigmoid", 0, 0, false);
+    unary_case("HardSigmoid", 0.25f, 0.4f, true);
+    unary_case("Tanh", 0, 0, false);
+    unary_case("Exp", 0, 0, false);
+    unary_case("Abs", 0, 0, false);
+}
+
+static void test_clip(void)
+{
+    kt t;
+    float x[64], lo = -0.5f, hi = 0.75f;
+    fill(x, 64, 14, -2, 2);
+    kt_init(&t, "Clip", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 64 }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 0, NULL, &lo);
+    kt_input(&t, INFD_DTYPE_FP32, 0, NULL, &hi);
+    kt_output(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 64 });
+    compare(&t, (const void *[]){ x, &lo, &hi }, 64);
+    kt_fini(&t);
+}
+
+static void pool_case(const char *op, int64_t k, int64_t s, const int64_t *pads, int64_t h,
+                      int64_t oh, int64_t cip)
+{
+    kt t;
+    size_t nx = (size_t)(2 * 5 * h * h), ny = (size_t)(2 * 5 * oh * oh);
+    float *x = malloc(nx * 4);
+    fill(x, nx, 15, -1, 1);
+    kt_init(&t, op, 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, 5, h, h), NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, 5, oh, oh));
+    if (k) {
+        kt_attr_ints(&t, "kernel_shape", 2, (int64_t[]){ k, k });
+        kt_attr_ints(&t, "strides", 2, (int64_t[]){ s, s });
+        kt_attr_ints(&t, "pads", 4, pads);
+        if (strcmp(op, "AveragePool") == 0)
+            kt_attr_int(&t, "count_include_pad", cip);
+    }
+    compare(&t, (const void *[]){ x }, ny);
+    kt_fini(&t);
+    free(x);
+}
+
+static void test_pool(void)
+{
+    pool_case("MaxPool", 3, 2, F4(1, 1, 1, 1), 16, 8, 0);
+    pool_case("AveragePool", 2, 2, F4(0, 0, 0, 0), 8, 4, 0);
+    pool_case("AveragePool", 3, 1, F4(1, 1, 1, 1), 6, 6, 0);
+    pool_case("AveragePool", 3, 1, F4(1, 1, 1, 1), 6, 6, 1);
+    pool_case("GlobalAveragePool", 0, 0, NULL, 7, 1, 0);
+    pool_case("GlobalMaxPool", 0, 0, NULL, 9, 1, 0);
+}
+
+static void test_softmax(void)
+{
+    kt t;
+    float x[4 * 10 * 3];
+    fill(x, 120, 16, -5, 5);
+    kt_init(&t, "Softmax", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 4, 10 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 4, 10 });
+    compare(&t, (const void *[]){ x }, 40);
+    kt_fini(&t);
+    kt_init(&t, "Softmax", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 4, 10, 3 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 4, 10, 3 });
+    kt_attr_int(&t, "axis", 1);
+    compare(&t, (const void *[]){ x }, 120);
+    kt_fini(&t);
+}
+
+static void test_concat_transpose_reshape(void)
+{
+    kt t;
+    float a[2 * 3 * 4], b[2 * 5 * 4];
+    fill(a, 24, 17, -1, 1);
+    fill(b, 40, 18, -1, 1);
+    kt_init(&t, "Concat", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 4 }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 5, 4 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 8, 4 });
+    kt_attr_int(&t, "axis", 1);
+    compare(&t, (const void *[]){ a, b }, 64);
+    kt_fini(&t);
+
+    kt_init(&t, "Transpose", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, 5, 2, 2), NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, 2, 2, 5));
+    kt_attr_ints(&t, "perm", 4, F4(0, 2, 3, 1));
+    compare(&t, (const void *[]){ b }, 40);
+    kt_fini(&t);
+
+    int64_t shape[2] = { 8, 5 };
+    kt_init(&t, "Reshape", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 5, 4 }, NULL);
+    kt_input(&t, INFD_DTYPE_INT64, 1, (int64_t[]){ 2 }, shape);
+    kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 8, 5 });
+    compare(&t, (const void *[]){ b, shape }, 40);
+    kt_fini(&t);
+}
+
+static void test_pad_resize(void)
+{
+    kt t;
+    float x[1 * 2 * 4 * 4];
+    int64_t pads[8] = { 0, 0, 1, 2, 0, 0, 2, 1 };
+    fill(x, 32, 19, -1, 1);
+    const char *modes[3] = { "constant", "reflect", "edge" };
+    for (int m = 0; m < 3; m++) {
+        kt_init(&t, "Pad", 17);
+        kt_input(&t, INFD_DTYPE_FP32, 4, F4(1, 2, 4, 4), NULL);
+        kt_input(&t, INFD_DTYPE_INT64, 1, (int64_t[]){ 8 }, pads);
+        kt_output(&t, INFD_DTYPE_FP32, 4, F4(1, 2, 7, 7));
+        kt_attr_string(&t, "mode", modes[m]);
+        compare(&t, (const void *[]){ x, pads }, 98);
+        kt_fini(&t);
+    }
+    float scales[4] = { 1, 1, 2, 2 };
+    const char *rmodes[2] = { "nearest", "linear" };
+    for (int m = 0; m < 2; m++) {
+        kt_init(&t, "Resize", 17);
+        kt_input(&t, INFD_DTYPE_FP32, 4, F4(1, 2, 4, 4), NULL);
+        kt_input_omitted(&t);
+        kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 4 }, scales);
+        kt_output(&t, INFD_DTYPE_FP32, 4, F4(1, 2, 8, 8));
+        kt_attr_string(&t, "mode", rmodes[m]);
+        compare(&t, (const void *[]){ x, NULL, scales }, 128);
+        kt_fini(&t);
+    }
+}
+
+static void test_unsupported_names_op(void)
+{
+    kt t;
+    infd_error err = { 0 };
+    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
+    infd_kernel_args a;
+    infd_kernel *k = NULL;
+    kt_init(&t, "Einsum", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 4 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 4 });
+    kt_args(&t, &a, ins, outs);
+    infd_status st = infd_backend_compile(cuda, &a, &k, &err);
+    kt_fini(&t);
+    ASSERT_STATUS(st, INFD_STATUS_UNIMPLEMENTED);
+    ASSERT_TRUE(strstr(err.msg, "Einsum") != NULL);
+    ASSERT_TRUE(strstr(err.msg, "not supported on CUDA") != NULL);
+}
+
+/* A serialized model Y = Relu(X + B), X: FP32 [batch, 4]; returns its size
+ * (the caller frees *out). */
+static size_t tiny_model(uint8_t **out)
+{
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    Onnx__OperatorSetIdProto *opsets[1] = { &opset };
+    Onnx__TensorProto b = ONNX__TENSOR_PROTO__INIT;
+    Onnx__TensorProto *inits[1] = { &b };
+    Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
+    Onnx__ValueInfoProto *ins[1] = { &x }, *outs[1] = { &y };
+    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
+    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension *dims[2] = { &d0, &d1 };
+    Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, relu = ONNX__NODE_PROTO__INIT;
+    Onnx__NodeProto *nodes[2] = { &add, &relu };
+    char *add_in[2] = { "X", "B" }, *add_out[1] = { "S" }, *relu_in[1] = { "S" };
+    char *relu_out[1] = { "Y" };
+    int64_t b_dims[1] = { 4 };
+    float b_data[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = 17;
+    m.n_opset_import = 1;
+    m.opset_import = opsets;
+    m.graph = &g;
+    b.name = "B";
+    b.has_data_type = 1;
+    b.data_type = 1;
+    b.n_dims = 1;
+    b.dims = b_dims;
+    b.has_raw_data = 1;
+    b.raw_data.len = sizeof(b_data);
+    b.raw_data.data = (uint8_t *)b_data;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    d0.dim_param = "batch";
+    d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    d1.dim_value = 4;
+    xs.n_dim = 2;
+    xs.dim = dims;
+    xtt.has_elem_type = 1;
+    xtt.elem_type = 1;
+    xtt.shape = &xs;
+    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    xt.tensor_type = &xtt;
+    x.name = "X";
+    x.type = &xt;
+    y.name = "Y";
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    add.op_type = "Add";
+    add.n_input = 2;
+    add.input = add_in;
+    add.n_output = 1;
+    add.output = add_out;
+    relu.op_type = "Relu";
+    relu.n_input = 1;
+    relu.input = relu_in;
+    relu.n_output = 1;
+    relu.output = relu_out;
+    g.n_node = 2;
+    g.node = nodes;
+    size_t n = onnx__model_proto__get_packed_size(&m);
+    *out = malloc(n);
+    onnx__model_proto__pack(&m, *out);
+    return n;
+}
+
+/* A whole plan on CUDA through two contexts: the first run of each is
+ * eager, the second captured, later ones replay the graph; every run must
+ * see its own input (a replay that read stale staging would not). */
+static void test_plan_runs_on_cuda(void)
+{
+    static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+    uint8_t *model = NULL;
+    size_t n = tiny_model(&model);
+    infd_plan_options opts;
+    infd_plan *plan = NULL;
+    infd_context *ctx[2] = { NULL, NULL };
+    infd_error err = { 0 };
+    infd_plan_options_init(&opts);
+    opts.device = INFD_DEVICE_CUDA;
+    opts.batch = 3;
+    opts.max_contexts = 2;
+    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, &plan, &err);
+    free(model);
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    for (int c = 0; c < 2 && st == INFD_STATUS_OK; c++)
+        st = infd_context_create(plan, &ctx[c], &err);
+    int bad = -1;
+    for (int r = 0; r < 12 && st == INFD_STATUS_OK && bad < 0; r++) {
+        float x[12], y[12];
+        int64_t dims[2] = { 3, 4 };
+        fill(x, 12, 100 + (uint32_t)r, -2, 2);
+        infd_tensor in = { .dtype = INFD_DTYPE_FP32, .data = x, .nbytes = sizeof(x) };
+        infd_tensor out = { .data = y, .nbytes = sizeof(y) };
+        infd_shape_init(&in.shape, 2, dims, NULL);
+        st = infd_plan_run(plan, ctx[r % 2], &in, 1, &out, 1, &err);
+        for (int i = 0; i < 12 && st == INFD_STATUS_OK; i++) {
+            float want = x[i] + bias[i % 4] > 0 ? x[i] + bias[i % 4] : 0.0f;
+            if (fabsf(y[i] - want) > 1e-6f)
+                bad = r * 100 + i;
+        }
+    }
+    infd_context_destroy(ctx[0]);
+    infd_context_destroy(ctx[1]);
+    infd_plan_destroy(plan);
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    ASSERT_EQ_INT(bad, -1);
+}
+
+int main(int argc, char **argv)
+{
+    infd_error err = { 0 };
+    if (cuda->available(&err) != INFD_STATUS_OK) {
+        printf("SKIP: CUDA kernel tests: %s\n", err.msg);
+        return SKIP_CODE;
+    }
+    static const test_case_ cases[] = {
+        { "test_conv_bias_relu", test_conv_bias_relu },
+        { "test_conv_plain_and_bias", test_conv_plain_and_bias },
+        { "test_conv_residual_relu", test_conv_residual_relu },
+        { "test_conv_depthwise_clip_asymmetric", test_conv_depthwise_clip_asymmetric },
+        { "test_gemm", test_gemm },
+        { "test_matmul", test_matmul },
+        { "test_binary_broadcast", test_binary_broadcast },
+        { "test_unary", test_unary },
+        { "test_clip", test_clip },
+        { "test_pool", test_pool },
+        { "test_softmax", test_softmax },
+        { "test_concat_transpose_reshape", test_concat_transpose_reshape },
+        { "test_pad_resize", test_pad_resize },
+        { "test_unsupported_names_op", test_unsupported_names_op },
+        { "test_plan_runs_on_cuda", test_plan_runs_on_cuda },
+    };
+    return test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+}
+
+#else
+
+int main(void)
+{
+    (void)test_run_;
+    printf("SKIP: CUDA kernel tests: this build has no CUDA backend\n");
+    return SKIP_CODE;
+}
+
+#endif
