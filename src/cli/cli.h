@@ -31,7 +31,8 @@ typedef struct infd_cli_common {
 } infd_cli_common;
 
 /* Consumes argv[*i] (and its value) if it is a common option (--batch,
- * --threads, --shape NAME=D0,D1,..., --precision fp32|bf16); returns 1 when
+ * --threads, --shape NAME=D0,D1,..., --precision fp32|bf16, --device
+ * cpu|cuda); returns 1 when
  * consumed, 0 when not a common option, -1 after printing a usage error. */
 int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, const char *cmd);
 

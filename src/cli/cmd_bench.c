@@ -2,7 +2,7 @@
  * cmd_bench.c - `infd bench`: engine-only latency and throughput.
  *
  *   infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]
- *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16]
+ *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16] [--device cpu|cuda]
  *              [--json] [--profile]
  *
  * Compiles the plan (the load time printed is file to ready plan), runs
@@ -24,7 +24,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]\n"
                     "                  [--warmup N] [--shape NAME=D0,D1,...] "
-                    "[--precision fp32|bf16]\n"
+                    "[--precision fp32|bf16] [--device cpu|cuda]\n"
                     "                  [--json] [--profile]\n");
 }
 
@@ -183,13 +183,15 @@ int infd_cli_bench(int argc, char **argv)
     infd_plan_stats stats;
     infd_plan_get_stats(plan, &stats);
     int threads = c.plan.n_threads;
+    const char *device = c.plan.device == INFD_DEVICE_CUDA ? "cuda" : "cpu";
     if (json) {
-        printf("{\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"precision\": \"%s\", "
-               "\"iterations\": %ld, "
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"threads\": %d, "
+               "\"precision\": \"%s\", \"iterations\": %ld, "
                "\"load_ms\": %.2f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d}\n",
-               c.model, (long long)batch, threads, infd_cli_precision_name(c.plan.precision),
-               iterations, load_ms, p50, p90, p99, tput, rss_mib, stats.n_kernels);
+               c.model, device, (long long)batch, threads,
+               infd_cli_precision_name(c.plan.precision), iterations, load_ms, p50, p90, p99, tput,
+               rss_mib, stats.n_kernels);
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
@@ -197,9 +199,10 @@ int infd_cli_bench(int argc, char **argv)
                stats.n_nodes_model, stats.n_kernels, stats.n_folded, stats.n_fused, stats.n_opaque,
                (double)stats.arena_bytes / 1048576.0, (double)stats.weight_bytes / 1048576.0);
         printf("load        %.1f ms (file to ready plan and context)\n", load_ms);
-        printf("batch       %lld, threads %d, precision %s, %ld iterations after %ld warm-up\n",
-               (long long)batch, threads, infd_cli_precision_name(c.plan.precision), iterations,
-               warmup);
+        printf("batch       %lld, device %s, threads %d, precision %s, %ld iterations after %ld "
+               "warm-up\n",
+               (long long)batch, device, threads, infd_cli_precision_name(c.plan.precision),
+               iterations, warmup);
         printf("latency     p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n", p50, p90, p99);
         printf("throughput  %.1f samples/s\n", tput);
         printf("peak RSS    %.1f MiB\n", rss_mib);

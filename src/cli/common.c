@@ -57,6 +57,18 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
         (*i)++;
         return 1;
     }
+    if (strcmp(arg, "--device") == 0) {
+        if (val && strcmp(val, "cpu") == 0) {
+            c->plan.device = INFD_DEVICE_CPU;
+        } else if (val && strcmp(val, "cuda") == 0) {
+            c->plan.device = INFD_DEVICE_CUDA;
+        } else {
+            fprintf(stderr, "infd %s: --device needs cpu or cuda\n", cmd);
+            return -1;
+        }
+        (*i)++;
+        return 1;
+    }
     if (strcmp(arg, "--shape") == 0) {
         const char *eq = val ? strchr(val, '=') : NULL;
         int k = c->plan.n_shapes;

@@ -1,0 +1,131 @@
+"""`infd run --device cuda` against `infd run` on the CPU, and the device
+flag's edges.
+
+Each model runs once on the CPU backend and once on the CUDA backend on the
+same .npy input (separate processes); every output must satisfy
+max |cuda - cpu| <= REL_TOL * max |cpu| (FP32 on both: cuDNN and cuBLASLt
+with FP32 math, no TF32, differ from oneDNN only in summation order). The
+worst error per output is printed either way.
+
+Without a usable GPU (CI) the comparisons skip, saying why (`infd
+--version` reports the CUDA backend's state), and the refusal test checks
+that `--device cuda` fails with "no usable CUDA device" and a non-zero
+exit instead.
+
+Models: $INFD_CACHE/models/{resnet50,mobilenetv2}.onnx (scripts/setup.sh;
+on the GPU machine resnet50 is exported there) and the repository's
+BlazeFace (models/blazeface/1/model.onnx).
+"""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from test_parity import image_like, nhwc_image, sanitize
+
+REL_TOL = 1e-3
+
+# name, path, input name, shape at batch 1, generator, batches, where
+CASES = [
+    ("resnet50", "models/resnet50.onnx", "input", (1, 3, 224, 224), image_like, [1, 8], "cache"),
+    ("mobilenetv2", "models/mobilenetv2.onnx", "input", (1, 3, 224, 224), image_like, [1, 8],
+     "cache"),
+    ("blazeface", "models/blazeface/1/model.onnx", "input:0", (1, 128, 128, 3), nhwc_image, [1],
+     "repo"),
+]
+PARAMS = [pytest.param(c, b, id=f"{c[0]}-b{b}") for c in CASES for b in c[5]]
+
+
+def cuda_state(infd_bin):
+    """(usable, reason) from `infd --version`'s cuda backend line."""
+    r = subprocess.run([str(infd_bin), "--version"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"^cuda backend: (.*)$", r.stdout, re.M)
+    line = m.group(1) if m else "unknown"
+    return bool(re.match(r"built; \d+ GPU", line)), line
+
+
+@pytest.fixture(scope="module")
+def gpu(infd_bin):
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    return line
+
+
+def model_file(case, cache_dir_path, repo_root):
+    name, rel, *_rest, where = case
+    path = (repo_root if where == "repo" else cache_dir_path) / rel
+    if not path.exists():
+        pytest.skip(f"{path} not found (run scripts/setup.sh)")
+    return path
+
+
+def run_infd(infd_bin, model, input_name, inp, out_dir, *extra):
+    r = subprocess.run([str(infd_bin), "run", str(model), "--input", f"{input_name}={inp}",
+                        "--output-dir", str(out_dir), *extra],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"infd run {' '.join(extra)} failed:\n{r.stderr}"
+    return re.findall(r"^output (\S+):", r.stdout, re.M)
+
+
+@pytest.mark.parametrize("case,batch", PARAMS)
+def test_cuda_matches_cpu(gpu, case, batch, infd_bin, repo_root, tmp_path):
+    cache = pathlib.Path(os.environ.get("INFD_CACHE") or repo_root / ".cache")
+    name, _rel, input_name, shape, make = case[:5]
+    model = model_file(case, cache, repo_root)
+    x = make((batch,) + tuple(shape[1:]), seed=batch + 3)
+    inp = tmp_path / "input.npy"
+    np.save(inp, x)
+    outs = run_infd(infd_bin, model, input_name, inp, tmp_path / "cpu")
+    outs_gpu = run_infd(infd_bin, model, input_name, inp, tmp_path / "cuda", "--device", "cuda")
+    assert outs == outs_gpu and outs
+    failures = []
+    for out in outs:
+        a = np.load(tmp_path / "cuda" / f"{sanitize(out)}.npy").astype(np.float64)
+        b = np.load(tmp_path / "cpu" / f"{sanitize(out)}.npy").astype(np.float64)
+        assert a.shape == b.shape
+        scale = float(np.max(np.abs(b))) or 1.0
+        err = float(np.max(np.abs(a - b))) / scale
+        print(f"{name} b{batch} fp32 {out}: max |cuda - cpu| / max |cpu| = {err:.3g} "
+              f"(max |cpu| {scale:.4g})")
+        if not err <= REL_TOL:
+            failures.append(f"{out}: relative error {err:.3g} > {REL_TOL}")
+    assert not failures, "; ".join(failures)
+
+
+def test_bench_cuda_json(gpu, infd_bin, repo_root):
+    model = repo_root / "models/blazeface/1/model.onnx"
+    r = subprocess.run([str(infd_bin), "bench", str(model), "--device", "cuda", "--iterations",
+                        "20", "--warmup", "2", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["device"] == "cuda"
+    assert j["p50_ms"] > 0
+
+
+def test_cuda_refused_without_a_gpu(infd_bin, repo_root):
+    """CI: no GPU. `--device cuda` fails clearly and exits non-zero."""
+    usable, line = cuda_state(infd_bin)
+    if usable:
+        pytest.skip("a CUDA device is usable here")
+    model = repo_root / "models/blazeface/1/model.onnx"
+    for cmd in (["run"], ["bench", "--iterations", "1"]):
+        r = subprocess.run([str(infd_bin), cmd[0], str(model), "--device", "cuda", *cmd[1:]],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0, r.stdout
+        assert "no usable CUDA device" in r.stderr, r.stderr
+    r = subprocess.run([str(infd_bin), "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "cuda backend:" in r.stdout
+
+
+def test_device_value_checked(infd_bin, tmp_path):
+    r = subprocess.run([str(infd_bin), "run", str(tmp_path / "m.onnx"), "--device", "tpu"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "--device needs cpu or cuda" in r.stderr
