@@ -5,12 +5,13 @@
 
     /usr/bin/python3 bench/serve_blazeface.py [--infd build/release/infd]
         [--model-dir models/blazeface] [--concurrency 16,32] [--seconds 5]
-        [--batch 8] [--iterations 2000] [--threads 2] [--repeat 3] [--json FILE]
+        [--batch 8] [--iterations 2000] [--threads T] [--repeat 3] [--json FILE]
 
 Copies the default repository's BlazeFace (config.pbtxt: max_batch_size 8,
 dynamic batching with preferred sizes 4 and 8, 500 us queue delay, one
 instance; 1/model.onnx from scripts/gen_repository.py) into a temporary
-repository, serves it with --threads engine threads, and drives it with
+repository, serves it with --threads engine threads (default: infd serve's
+own default for one instance, (cores - 1), at least 1), and drives it with
 `infd perf --protocol http --binary` (one 1x128x128x3 image per request,
 random data) at each concurrency for --seconds. The engine-only peer is
 `infd bench <model.onnx> --batch 8 --threads T --iterations N`: images/s at
@@ -27,6 +28,7 @@ the run with the median images/s.
 import argparse
 import json
 import pathlib
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +58,9 @@ def main():
     ap.add_argument("--seconds", type=int, default=5, help="window per served run")
     ap.add_argument("--batch", type=int, default=8, help="infd bench's batch")
     ap.add_argument("--iterations", type=int, default=2000, help="infd bench's runs")
-    ap.add_argument("--threads", type=int, default=2, help="engine threads, both sides")
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1),
+                    help="engine threads, both sides (default: infd serve's default for one "
+                         "instance, cores - 1)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()

@@ -61,10 +61,12 @@ class Serve:
         self.host = "127.0.0.1"
         self.url = f"http://{self.host}:{self.http_port}"
         self.hostport = f"{self.host}:{self.http_port}"
+        self.grpc_port = free_port()
+        self.grpc_hostport = f"{self.host}:{self.grpc_port}"
         self.raw_dir = pathlib.Path(tmp) / "raw"
         self.log_path = pathlib.Path(tmp) / "serve.log"
         self.cmd = [str(infd), "serve", "--model-repository", str(repo), "--host", self.host,
-                    "--http-port", str(self.http_port), "--grpc-port", str(free_port()),
+                    "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
                     "--metrics-port", "-1", "--raw-socket-dir", str(self.raw_dir),
                     "--raw-stats-every", "0", "--log-level", "warn"] + [str(a) for a in extra]
         self._log = open(self.log_path, "wb")

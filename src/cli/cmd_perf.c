@@ -90,6 +90,7 @@ typedef struct perf_options {
     const char *model;
     bool binary, framed, random_data;
     bool streaming; /* gRPC: ModelStreamInfer instead of ModelInfer */
+    bool rpc_live;  /* gRPC: unary ServerLive (an empty request) instead of ModelInfer */
     int c_start, c_end, c_step;
     int64_t request_count; /* 0: time window */
     int measurement_ms, warmup_ms;
@@ -292,6 +293,9 @@ static void usage(FILE *f)
                "  --protocol http|raw|grpc     default http (raw when --unix is given)\n"
                "  --streaming                  gRPC: ModelStreamInfer, one stream per "
                "connection\n"
+               "  --rpc infer|live             gRPC unary: ModelInfer (default) or "
+               "ServerLive, the\n"
+               "                               trivial-RPC baseline of the same server\n"
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
@@ -1050,8 +1054,9 @@ static int grpc_open(perf *p)
         return -1;
     }
     p->method = grpc_slice_from_static_string(
-        p->o.streaming ? "/inference.GRPCInferenceService/ModelStreamInfer"
-                       : "/inference.GRPCInferenceService/ModelInfer");
+        p->o.streaming  ? "/inference.GRPCInferenceService/ModelStreamInfer"
+        : p->o.rpc_live ? "/inference.GRPCInferenceService/ServerLive"
+                        : "/inference.GRPCInferenceService/ModelInfer");
     return 0;
 }
 
@@ -1212,6 +1217,11 @@ out:
  * send them). Each call wraps the same slice, without a copy. */
 static int build_grpc_request(perf *p)
 {
+    if (p->o.rpc_live) {
+        /* --rpc live: an empty ServerLiveRequest (zero bytes). */
+        p->gmsg = grpc_empty_slice();
+        return 0;
+    }
     Inference__ModelInferRequest r = INFERENCE__MODEL_INFER_REQUEST__INIT;
     Inference__ModelInferRequest__InferInputTensor t[PERF_MAX_IO], *pt[PERF_MAX_IO];
     ProtobufCBinaryData raw[PERF_MAX_IO];
@@ -1656,6 +1666,12 @@ static int parse_options(perf_options *o, int argc, char **argv)
             if (parse_int(a, v, 1, 1 << 20, &n) != 0)
                 return -1;
             o->batch = (int)n;
+        } else if (strcmp(a, "--rpc") == 0) {
+            if (strcmp(v, "infer") != 0 && strcmp(v, "live") != 0) {
+                fprintf(stderr, "infd perf: --rpc needs infer or live\n");
+                return -1;
+            }
+            o->rpc_live = strcmp(v, "live") == 0;
         } else if (strcmp(a, "--input-data") == 0) {
             if (strcmp(v, "zero") != 0 && strcmp(v, "random") != 0) {
                 fprintf(stderr, "infd perf: --input-data needs zero or random\n");
@@ -1695,6 +1711,10 @@ static int parse_options(perf_options *o, int argc, char **argv)
     }
     if (o->streaming && o->protocol != PROTO_GRPC) {
         fprintf(stderr, "infd perf: --streaming is a gRPC option\n");
+        return -1;
+    }
+    if (o->rpc_live && (o->protocol != PROTO_GRPC || o->streaming)) {
+        fprintf(stderr, "infd perf: --rpc live is a unary gRPC option\n");
         return -1;
     }
     if (o->protocol == PROTO_GRPC && (o->unix_path || o->framed || o->binary || meta)) {
@@ -1805,7 +1825,9 @@ int infd_cli_perf(int argc, char **argv)
            o->protocol == PROTO_HTTP   ? "http"
            : o->protocol == PROTO_GRPC ? "grpc"
                                        : "raw",
-           o->protocol == PROTO_GRPC   ? (o->streaming ? "streaming" : "unary")
+           o->protocol == PROTO_GRPC   ? (o->streaming  ? "streaming"
+                                          : o->rpc_live ? "unary ServerLive"
+                                                        : "unary")
            : o->protocol == PROTO_HTTP ? (o->binary ? "binary" : "JSON")
                                        : (o->framed ? "framed" : "headerless"),
            where, o->batch, o->random_data ? "random" : "zero");

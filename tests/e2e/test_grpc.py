@@ -886,6 +886,32 @@ def test_perf_grpc_counts_add_up(pb, serve, infd_bin, tmp_path, mode):
     assert successes() - before == total
 
 
+def test_perf_grpc_rpc_live(pb, serve, infd_bin, tmp_path):
+    """--rpc live: unary ServerLive calls (bench/serve_grpc.py's baseline),
+    no inference reaches the model; only with unary gRPC."""
+    models = tmp_path / "models"
+    model_repo.add_sub(models)
+    s = serve(models)
+    st = stub(pb, s)
+
+    def successes():
+        r = st.ModelStatistics(pb.svc.ModelStatisticsRequest(name="add_sub"), timeout=TIMEOUT)
+        return r.model_stats[0].inference_stats.success.count
+
+    before = successes()
+    url = f"127.0.0.1:{s.grpc_port}"
+    r = run_perf(infd_bin, "--protocol", "grpc", "--rpc", "live", "--url", url,
+                 "--model", "add_sub", "--concurrency-range", "1:2", "--request-count", 100,
+                 "--warmup-ms", 50)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "grpc (unary ServerLive)" in r.stdout, r.stdout
+    assert perf_rows(r.stdout) == [(1, 100, 0), (2, 100, 0)], r.stdout
+    assert successes() == before
+    for bad in (["--streaming"], ["--protocol", "http"], ["--rpc", "ready"]):
+        args = ["--protocol", "grpc", "--rpc", "live", "--url", url, "--model", "add_sub"] + bad
+        assert run_perf(infd_bin, *args).returncode == 2, bad
+
+
 def test_perf_grpc_errors(pb, serve, infd_bin, tmp_path):
     models = tmp_path / "models"
     model_repo.add_sub(models, max_batch_size=0)
