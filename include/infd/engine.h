@@ -74,6 +74,7 @@ typedef struct infd_input_value {
 typedef enum infd_precision {
     INFD_PRECISION_FP32 = 0, /* everything in FP32 (the default) */
     INFD_PRECISION_BF16 = 1, /* see infd_plan_options.precision */
+    INFD_PRECISION_FP16 = 2, /* CUDA only; see infd_plan_options.precision */
 } infd_precision;
 
 typedef struct infd_plan_options {
@@ -97,7 +98,12 @@ typedef struct infd_plan_options {
      * about 1% of an output's magnitude. Other kernels, the IR, graph inputs
      * and outputs stay FP32. infd_plan_create fails with UNAVAILABLE when the
      * CPU has no BF16 instructions (AVX512-BF16 or AMX) rather than falling
-     * back to FP32. */
+     * back to FP32. INFD_PRECISION_FP16 (CUDA plans only; UNIMPLEMENTED on
+     * the CPU): Conv with constant weights multiplies in FP16 on tensor
+     * cores (NHWC, FP32 accumulation; input converted to FP16 per conv,
+     * output back to FP32 with bias, residual and activation applied in
+     * FP32), so results differ from FP32 by about 1e-3 of an output's
+     * magnitude; other kernels stay FP32. */
     infd_precision precision;
 } infd_plan_options;
 

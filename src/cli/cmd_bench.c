@@ -2,7 +2,8 @@
  * cmd_bench.c - `infd bench`: engine-only latency and throughput.
  *
  *   infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]
- *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16] [--device cpu|cuda]
+ *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16|fp16] [--device
+ * cpu|cuda]
  *              [--json] [--profile]
  *
  * Compiles the plan (the load time printed is file to ready plan), runs
@@ -24,7 +25,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]\n"
                     "                  [--warmup N] [--shape NAME=D0,D1,...] "
-                    "[--precision fp32|bf16] [--device cpu|cuda]\n"
+                    "[--precision fp32|bf16|fp16] [--device cpu|cuda]\n"
                     "                  [--json] [--profile]\n");
 }
 

@@ -50,8 +50,10 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
             c->plan.precision = INFD_PRECISION_FP32;
         } else if (val && strcmp(val, "bf16") == 0) {
             c->plan.precision = INFD_PRECISION_BF16;
+        } else if (val && strcmp(val, "fp16") == 0) {
+            c->plan.precision = INFD_PRECISION_FP16;
         } else {
-            fprintf(stderr, "infd %s: --precision needs fp32 or bf16\n", cmd);
+            fprintf(stderr, "infd %s: --precision needs fp32, bf16 or fp16\n", cmd);
             return -1;
         }
         (*i)++;
@@ -90,7 +92,7 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
 
 const char *infd_cli_precision_name(infd_precision p)
 {
-    return p == INFD_PRECISION_BF16 ? "bf16" : "fp32";
+    return p == INFD_PRECISION_BF16 ? "bf16" : p == INFD_PRECISION_FP16 ? "fp16" : "fp32";
 }
 
 void infd_cli_fill_random(infd_tensor *t, uint64_t seed)

@@ -35,11 +35,11 @@ static const command commands[] = {
       infd_cli_serve, NULL },
     { "run",
       "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
-      "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16] [--device cpu|cuda]",
+      "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16|fp16] [--device cpu|cuda]",
       "run a model once and print or write its outputs", infd_cli_run, NULL },
     { "bench",
       "bench MODEL.onnx [--batch N] [--threads N] [--iterations N] [--shape ..] "
-      "[--precision fp32|bf16] [--device cpu|cuda] [--json]",
+      "[--precision fp32|bf16|fp16] [--device cpu|cuda] [--json]",
       "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
     { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
       "compile and tune a model into a plan file", NULL, "#6" },

@@ -793,9 +793,15 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown device %d", path,
                               (int)opts->device);
     }
-    if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16)
+    if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16 &&
+        opts->precision != INFD_PRECISION_FP16)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", path,
                               (int)opts->precision);
+    if (opts->precision == INFD_PRECISION_FP16 && backend == &infd_cpu_backend)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "%s: precision fp16 is implemented on the CUDA backend only "
+                              "(--device cuda)",
+                              path);
     if (opts->precision == INFD_PRECISION_BF16 && backend != &infd_cpu_backend)
         return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
                               "%s: precision bf16 is implemented on the CPU backend only", path);

@@ -121,7 +121,7 @@ def test_bf16_refused_without_the_instructions(cache_dir, infd_bin):
 
 
 def test_precision_value_checked(infd_bin, tmp_path):
-    r = subprocess.run([str(infd_bin), "run", str(tmp_path / "m.onnx"), "--precision", "fp16"],
+    r = subprocess.run([str(infd_bin), "run", str(tmp_path / "m.onnx"), "--precision", "fp8"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert "--precision needs fp32 or bf16" in r.stderr
+    assert "--precision needs fp32, bf16 or fp16" in r.stderr

@@ -8,6 +8,12 @@
  * (infd_cuda_bias_act), so every fusion the plan offers is accepted.
  * Asymmetric pads (TF-style SAME, ceil-mode ends) have no cuDNN form: the
  * input is padded into the workspace first and convolved unpadded.
+ *
+ * FP16 plans: a Conv with constant weights runs in FP16 NHWC on tensor
+ * cores between two conversion kernels (compile_fp16); values between
+ * kernels stay FP32 NCHW (keeping FP16 NHWC between convs through the
+ * plan's opaque layouts is the next step of #6). Where cuDNN has no FP16
+ * algorithm for a shape the Conv stays FP32.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +38,13 @@ typedef struct conv_kernel {
     bool prepad;
     int64_t in_dims[4], pad_dims[4], pad_begin[4];
     size_t pad_bytes; /* workspace bytes the padded input takes (aligned) */
+    /* FP16 (an FP16 plan with constant weights): x converted to FP16 NHWC
+     * (padding included) into the workspace, the convolution into FP16
+     * NHWC after it, then back to FP32 NCHW with bias, residual and
+     * activation in one kernel. */
+    bool fp16;
+    int n, c, h, w, hp, wp, pt, pl, oh, ow;
+    size_t xh_bytes, yh_bytes;
 } conv_kernel;
 
 typedef struct window {
@@ -152,6 +165,16 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
     const float *res = k->has_sum ? io->inputs[3] : NULL;
     float *y = io->outputs[0];
     uint8_t *ws = io->workspace;
+    if (k->fp16) {
+        uint8_t *xh = ws, *yh = ws + k->xh_bytes;
+        infd_cuda_to_nhwc_half(io->stream, x, xh, k->n, k->c, k->h, k->w, k->hp, k->wp, k->pt,
+                               k->pl);
+        infd_cuda_conv_run(k->conv, io->stream, (const float *)xh, w, NULL, NULL, (float *)yh,
+                           yh + k->yh_bytes);
+        infd_cuda_from_nhwc_half(io->stream, yh, y, b, res, k->n, (int)k->k, k->oh, k->ow,
+                                 (int)k->act, k->alpha, k->beta);
+        return;
+    }
     if (k->prepad) {
         int64_t n = k->pad_dims[0] * k->pad_dims[1] * k->pad_dims[2] * k->pad_dims[3];
         infd_cuda_pad(io->stream, x, (float *)ws, 4, k->in_dims, k->pad_dims, k->pad_begin, 0, 0.0f,
@@ -167,6 +190,38 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 static void conv_fini(infd_cuda_kernel *base)
 {
     infd_cuda_conv_destroy(((conv_kernel *)base)->conv);
+}
+
+/* The FP16 variant of the convolution `d` describes (FP32, padded when
+ * k->prepad); false when cuDNN has none (the caller builds FP32 instead). */
+static bool compile_fp16(conv_kernel *k, const infd_cuda_conv_desc *d, const float *weights)
+{
+    char why[256] = "";
+    size_t ws = 0;
+    infd_cuda_conv_desc h = *d;
+    h.fp16 = 1;
+    h.fused_relu = h.has_res = 0;
+    k->conv = infd_cuda_conv_create(&h, weights, &ws, k->name, sizeof(k->name), why, sizeof(why));
+    if (!k->conv)
+        return false;
+    k->fp16 = true;
+    k->fused = false;
+    k->n = d->n;
+    k->c = d->c;
+    k->hp = d->h; /* padded, when prepad */
+    k->wp = d->w;
+    k->h = k->prepad ? (int)k->in_dims[2] : d->h;
+    k->w = k->prepad ? (int)k->in_dims[3] : d->w;
+    k->pt = k->prepad ? (int)k->pad_begin[2] : 0;
+    k->pl = k->prepad ? (int)k->pad_begin[3] : 0;
+    k->oh = d->oh;
+    k->ow = d->ow;
+    k->prepad = false; /* the conversion pads */
+    k->pad_bytes = 0;
+    k->xh_bytes = infd_align_up((size_t)k->n * k->c * k->hp * k->wp * 2, INFD_ALIGNMENT);
+    k->yh_bytes = infd_align_up((size_t)k->n * d->k * k->oh * k->ow * 2, INFD_ALIGNMENT);
+    k->base.base.workspace_bytes = k->xh_bytes + k->yh_bytes + ws;
+    return true;
 }
 
 static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -230,6 +285,8 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         d.w = (int)padded[3];
     }
     size_t ws = 0;
+    if (a->precision == INFD_PRECISION_FP16 && wt->data && compile_fp16(k, &d, wt->data))
+        goto done;
     k->conv = infd_cuda_conv_create(&d, wt->data ? (const float *)wt->data : NULL, &ws, k->name,
                                     sizeof(k->name), why, sizeof(why));
     if (!k->conv && d.fused_relu) { /* no algorithm takes the fused call: epilogue instead */
@@ -243,6 +300,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws + k->pad_bytes;
+done:
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }

@@ -23,6 +23,10 @@ typedef struct infd_cuda_conv_desc {
     int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;
     int fused_relu; /* run cudnnConvolutionBiasActivationForward with ReLU */
     int has_res;    /* fused: z (residual) is added before the ReLU */
+    /* FP16: x and y are FP16 NHWC, the weights (host_w, required) are
+     * converted to FP16 KRSC and kept by the convolution; FP32 accumulation
+     * on tensor cores. Not combined with fused_relu. */
+    int fp16;
 } infd_cuda_conv_desc;
 
 typedef struct infd_cuda_conv infd_cuda_conv;
@@ -41,6 +45,17 @@ void infd_cuda_conv_run(const infd_cuda_conv *c, void *stream, const float *x, c
                         const float *bias, const float *z, float *y, void *workspace);
 
 void infd_cuda_conv_destroy(infd_cuda_conv *c);
+
+/* FP16 helpers around an FP16 convolution. xh[n, y + pt, x + pl, c] =
+ * x[n, c, y, x] over a zeroed [n, hp, wp, c] (padding included). */
+void infd_cuda_to_nhwc_half(void *stream, const float *x, void *xh, int n, int c, int h, int w,
+                            int hp, int wp, int pt, int pl);
+
+/* y[n, k, i, j] = act(yh[n, i, j, k] + bias[k] + res[n, k, i, j]); bias and
+ * res may be NULL; act, alpha, beta as infd_cuda_act. */
+void infd_cuda_from_nhwc_half(void *stream, const void *yh, float *y, const float *bias,
+                              const float *res, int n, int k, int oh, int ow, int act, float alpha,
+                              float beta);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,12 @@
 
 static const infd_backend_ops *cuda = &infd_cuda_backend;
 
+/* The precision CUDA kernels are compiled with, and compare()'s tolerance
+ * (|cuda - cpu| <= tolerance * (1 + |cpu|)); FP16 cases raise both. */
+static infd_precision cuda_precision = INFD_PRECISION_FP32;
+static double tolerance = 1e-4;
+static char last_kernel[64];
+
 static size_t value_nbytes(kt *t, int32_t v)
 {
     const infd_ir_value *val = &t->g->values[v];
@@ -45,9 +51,11 @@ static infd_status cuda_run(kt *t, const void *const *inputs, void *const *outpu
     infd_kernel_args a;
     kt_args(t, &a, ins, outs);
     a.n_slots = 1;
+    a.precision = cuda_precision;
     infd_status st = infd_backend_compile(cuda, &a, &k, err);
     if (st != INFD_STATUS_OK)
         return st;
+    snprintf(last_kernel, sizeof(last_kernel), "%s", k->name ? k->name : "");
     st = cuda->stream_create(&stream, err);
     for (int32_t i = 0; i < t->node.n_inputs && st == INFD_STATUS_OK; i++) {
         if (t->ins[i] < 0)
@@ -134,7 +142,7 @@ static void compare(kt *t, const void *const *inputs, size_t n)
     float r = ref[at], g = got[at];
     free(ref);
     free(got);
-    if (!(worst <= 1e-4))
+    if (!(worst <= tolerance))
         TEST_FAIL_("%s: element %zu: cuda %.7g vs cpu %.7g (relative error %.3g)", t->node.op_type,
                    at, (double)g, (double)r, worst);
 }
@@ -208,6 +216,24 @@ static void test_conv_depthwise_clip_asymmetric(void)
     /* TF-style SAME at stride 2: pad only at the end. */
     conv_case(1, 24, 16, 16, 24, 24, 3, 2, F4(0, 0, 1, 1), 8, 8, "Clip", 0, 6, true, false);
     conv_case(1, 24, 15, 15, 24, 24, 5, 1, F4(2, 2, 2, 2), 15, 15, "Sigmoid", 0, 0, true, false);
+}
+
+/* FP16 convolutions (tensor cores, FP32 accumulation) against the FP32 CPU:
+ * inputs and weights rounded to FP16 (2^-11 relative) over sums of 72 to
+ * 400 terms stay well inside 2e-2 of (1 + |cpu|). */
+static void test_conv_fp16(void)
+{
+    cuda_precision = INFD_PRECISION_FP16;
+    tolerance = 2e-2;
+    conv_case(2, 8, 9, 9, 16, 1, 3, 1, F4(1, 1, 1, 1), 9, 9, "Relu", 0, 0, true, false);
+    bool fp16 = strstr(last_kernel, "fp16") != NULL;
+    conv_case(2, 16, 8, 8, 16, 1, 3, 1, F4(1, 1, 1, 1), 8, 8, "Relu", 0, 0, true, true);
+    conv_case(1, 16, 16, 16, 32, 1, 1, 2, F4(0, 0, 0, 0), 8, 8, "Clip", 0, 6, true, false);
+    conv_case(1, 24, 16, 16, 24, 24, 3, 2, F4(0, 0, 1, 1), 8, 8, "Clip", 0, 6, true, false);
+    conv_case(1, 3, 16, 16, 16, 1, 3, 2, F4(0, 0, 1, 1), 8, 8, NULL, 0, 0, true, false);
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
+    ASSERT_TRUE(fp16);
 }
 
 static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias, const char *act,
@@ -606,6 +632,7 @@ int main(int argc, char **argv)
         { "test_conv_plain_and_bias", test_conv_plain_and_bias },
         { "test_conv_residual_relu", test_conv_residual_relu },
         { "test_conv_depthwise_clip_asymmetric", test_conv_depthwise_clip_asymmetric },
+        { "test_conv_fp16", test_conv_fp16 },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
         { "test_binary_broadcast", test_binary_broadcast },
