@@ -29,9 +29,9 @@ typedef struct command {
 
 static const command commands[] = {
     { "serve",
-      "serve [--model-repository models] [--http-port 8000 --metrics-port 8002] "
-      "[--model-control-mode none|poll|explicit] [--help]",
-      "serve a model repository over KServe v2 HTTP, raw sockets and Prometheus metrics",
+      "serve [--model-repository models] [--http-port 8000 --grpc-port 8001 --metrics-port "
+      "8002] [--model-control-mode none|poll|explicit] [--help]",
+      "serve a model repository over KServe v2 HTTP and gRPC, raw sockets and Prometheus metrics",
       infd_cli_serve, NULL },
     { "run",
       "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
