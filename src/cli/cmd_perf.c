@@ -60,6 +60,7 @@
 #include "core/clock.h"
 #include "core/common.h"
 #include "core/histogram.h"
+#include "core/strbuf.h"
 #include "grpc_service.pb-c.h"
 #include "infd/infd.h"
 
@@ -184,44 +185,6 @@ struct perf {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) INFD_PRINTF(2, 3);
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        if (b->oom)
-            return;
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->p && (size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->n + (size_t)k + 1)
-            cap *= 2;
-        char *q = infd_realloc(b->p, cap);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-}
 
 static void note_error(perf *p, const char *fmt, ...) INFD_PRINTF(2, 3);
 
@@ -505,113 +468,97 @@ static int make_inputs(perf *p)
     return 0;
 }
 
-static void json_value(sbuf *b, infd_dtype dt, const uint8_t *d, int64_t i)
+static void json_value(infd_strbuf *b, infd_dtype dt, const uint8_t *d, int64_t i)
 {
     switch (dt) {
     case INFD_DTYPE_BOOL:
-        sb_printf(b, "%s", d[i] ? "true" : "false");
+        infd_strbuf_printf(b, "%s", d[i] ? "true" : "false");
         break;
     case INFD_DTYPE_UINT8:
-        sb_printf(b, "%u", d[i]);
+        infd_strbuf_printf(b, "%u", d[i]);
         break;
     case INFD_DTYPE_INT8:
-        sb_printf(b, "%d", ((const int8_t *)d)[i]);
+        infd_strbuf_printf(b, "%d", ((const int8_t *)d)[i]);
         break;
     case INFD_DTYPE_UINT16:
-        sb_printf(b, "%u", ((const uint16_t *)d)[i]);
+        infd_strbuf_printf(b, "%u", ((const uint16_t *)d)[i]);
         break;
     case INFD_DTYPE_INT16:
-        sb_printf(b, "%d", ((const int16_t *)d)[i]);
+        infd_strbuf_printf(b, "%d", ((const int16_t *)d)[i]);
         break;
     case INFD_DTYPE_UINT32:
-        sb_printf(b, "%" PRIu32, ((const uint32_t *)d)[i]);
+        infd_strbuf_printf(b, "%" PRIu32, ((const uint32_t *)d)[i]);
         break;
     case INFD_DTYPE_INT32:
-        sb_printf(b, "%" PRId32, ((const int32_t *)d)[i]);
+        infd_strbuf_printf(b, "%" PRId32, ((const int32_t *)d)[i]);
         break;
     case INFD_DTYPE_UINT64:
-        sb_printf(b, "%" PRIu64, ((const uint64_t *)d)[i]);
+        infd_strbuf_printf(b, "%" PRIu64, ((const uint64_t *)d)[i]);
         break;
     case INFD_DTYPE_INT64:
-        sb_printf(b, "%" PRId64, ((const int64_t *)d)[i]);
+        infd_strbuf_printf(b, "%" PRId64, ((const int64_t *)d)[i]);
         break;
     case INFD_DTYPE_FP16:
-        sb_printf(b, "%.9g", (double)infd_fp16_to_fp32(((const uint16_t *)d)[i]));
+        infd_strbuf_printf(b, "%.9g", (double)infd_fp16_to_fp32(((const uint16_t *)d)[i]));
         break;
     case INFD_DTYPE_BF16:
-        sb_printf(b, "%.9g", (double)infd_bf16_to_fp32(((const uint16_t *)d)[i]));
+        infd_strbuf_printf(b, "%.9g", (double)infd_bf16_to_fp32(((const uint16_t *)d)[i]));
         break;
     case INFD_DTYPE_FP32:
-        sb_printf(b, "%.9g", (double)((const float *)d)[i]);
+        infd_strbuf_printf(b, "%.9g", (double)((const float *)d)[i]);
         break;
     case INFD_DTYPE_FP64:
-        sb_printf(b, "%.17g", ((const double *)d)[i]);
+        infd_strbuf_printf(b, "%.17g", ((const double *)d)[i]);
         break;
     default:
-        sb_printf(b, "0");
+        infd_strbuf_puts(b, "0");
         break;
     }
 }
 
-static void json_shape(sbuf *b, const perf_tensor *x)
+static void json_shape(infd_strbuf *b, const perf_tensor *x)
 {
-    sb_printf(b, "[");
+    infd_strbuf_puts(b, "[");
     for (int d = 0; d < x->rank; d++)
-        sb_printf(b, "%s%" PRId64, d ? "," : "", x->shape[d]);
-    sb_printf(b, "]");
+        infd_strbuf_printf(b, "%s%" PRId64, d ? "," : "", x->shape[d]);
+    infd_strbuf_puts(b, "]");
 }
 
 /* KServe v2 JSON body, or the binary extension's JSON header plus data. */
 static int build_http_body(perf *p)
 {
-    sbuf b = { 0 };
-    sb_printf(&b, "{\"inputs\":[");
+    infd_strbuf b = { 0 };
+    infd_strbuf_puts(&b, "{\"inputs\":[");
     for (int i = 0; i < p->n_inputs; i++) {
         perf_tensor *x = &p->in[i];
-        sb_printf(&b, "%s{\"name\":\"%s\",\"shape\":", i ? "," : "", x->name);
+        infd_strbuf_printf(&b, "%s{\"name\":\"%s\",\"shape\":", i ? "," : "", x->name);
         json_shape(&b, x);
-        sb_printf(&b, ",\"datatype\":\"%s\"", infd_dtype_name(x->dtype));
+        infd_strbuf_printf(&b, ",\"datatype\":\"%s\"", infd_dtype_name(x->dtype));
         if (p->o.binary) {
-            sb_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}", x->nbytes);
+            infd_strbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}", x->nbytes);
             continue;
         }
-        sb_printf(&b, ",\"data\":[");
+        infd_strbuf_puts(&b, ",\"data\":[");
         int64_t n = (int64_t)(x->nbytes / infd_dtype_size(x->dtype));
         for (int64_t k = 0; k < n; k++) {
             if (k)
-                sb_printf(&b, ",");
+                infd_strbuf_puts(&b, ",");
             json_value(&b, x->dtype, x->data, k);
         }
-        sb_printf(&b, "]}");
+        infd_strbuf_puts(&b, "]}");
     }
-    sb_printf(&b, "]");
+    infd_strbuf_puts(&b, "]");
     if (p->o.binary)
-        sb_printf(&b, ",\"parameters\":{\"binary_data_output\":true}");
-    sb_printf(&b, "}");
-    if (b.oom) {
-        infd_free(b.p);
-        return -1;
-    }
-    p->json_len = b.n;
+        infd_strbuf_puts(&b, ",\"parameters\":{\"binary_data_output\":true}");
+    infd_strbuf_puts(&b, "}");
+    p->json_len = b.len;
     if (p->o.binary) {
-        size_t total = b.n;
         for (int i = 0; i < p->n_inputs; i++)
-            total += p->in[i].nbytes;
-        char *q = infd_realloc(b.p, total ? total : 1);
-        if (!q) {
-            infd_free(b.p);
-            return -1;
-        }
-        b.p = q;
-        size_t off = b.n;
-        for (int i = 0; i < p->n_inputs; i++) {
-            memcpy(b.p + off, p->in[i].data, p->in[i].nbytes);
-            off += p->in[i].nbytes;
-        }
-        b.n = total;
+            infd_strbuf_put(&b, p->in[i].data, p->in[i].nbytes);
     }
-    p->body = (uint8_t *)b.p;
-    p->body_len = b.n;
+    p->body = (uint8_t *)infd_strbuf_take(&b, &p->body_len);
+    if (!p->body)
+        return -1;
     snprintf(p->json_len_text, sizeof(p->json_len_text), "%zu", p->json_len);
     return 0;
 }

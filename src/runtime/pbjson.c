@@ -19,12 +19,11 @@
 
 #include "core/alloc.h"
 #include "core/common.h"
+#include "core/strbuf.h"
 #include "runtime/pbtxt.h"
 
 typedef struct json_out {
-    char *p;
-    size_t len, cap;
-    int oom;
+    infd_strbuf text;
     unsigned flags; /* infd_pbjson_flags */
     /* Where generation failed, for the message. */
     const ProtobufCMessageDescriptor *bad_desc;
@@ -34,23 +33,7 @@ typedef struct json_out {
 static void print_cb(void *ctx, const char *s, size_t n)
 {
     json_out *o = ctx;
-    if (o->oom)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 1024;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *p = infd_realloc(o->p, cap);
-        if (!p) {
-            o->oom = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = '\0';
+    infd_strbuf_put(&o->text, s, n);
 }
 
 static yajl_gen_status gen_cstr(yajl_gen g, const char *s)
@@ -64,7 +47,7 @@ static yajl_gen_status gen_base64(yajl_gen g, const ProtobufCBinaryData *bd, jso
     size_t n = (bd->len + 2) / 3 * 4;
     char *s = infd_malloc(n + 1);
     if (!s) {
-        o->oom = 1;
+        o->text.oom = true;
         return yajl_gen_in_error_state;
     }
     size_t k = 0;
@@ -293,9 +276,9 @@ infd_status infd_pbjson_write_flags(const ProtobufCMessage *msg, unsigned flags,
     }
     yajl_gen_config(g, yajl_gen_print_callback, print_cb, &o);
     yajl_gen_config(g, yajl_gen_validate_utf8, 1);
-    print_cb(&o, "", 0); /* the buffer exists even if nothing is printed */
+    infd_strbuf_reserve(&o.text, 0); /* the buffer exists even if nothing is printed */
     yajl_gen_status gs = gen_message(g, msg, &o);
-    if (o.oom) {
+    if (o.text.oom) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
                             "infd_pbjson_write: out of memory writing %s", msg->descriptor->name);
     } else if (gs != yajl_gen_status_ok) {
@@ -308,13 +291,10 @@ infd_status infd_pbjson_write_flags(const ProtobufCMessage *msg, unsigned flags,
     }
     if (st != INFD_STATUS_OK)
         goto out;
-    *out = o.p;
-    if (n)
-        *n = o.len;
-    o.p = NULL;
+    *out = infd_strbuf_take(&o.text, n);
 out:
     if (g)
         yajl_gen_free(g);
-    infd_free(o.p);
+    infd_strbuf_fini(&o.text);
     return st;
 }

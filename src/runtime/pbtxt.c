@@ -28,6 +28,7 @@
 
 #include "core/alloc.h"
 #include "core/common.h"
+#include "core/strbuf.h"
 
 /* ------------------------------------------------------------------------- */
 /* Allocator                                                                 */
@@ -1422,73 +1423,41 @@ int infd_pbtxt_format_real(double v, int is_float, char buf[32])
     return len;
 }
 
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} text_buf;
-
-static void put(text_buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = infd_realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void puts_(text_buf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void indent(text_buf *b, int depth)
+static void indent(infd_strbuf *b, int depth)
 {
     for (int i = 0; i < depth; i++)
-        put(b, "  ", 2);
+        infd_strbuf_put(b, "  ", 2);
 }
 
-static void put_quoted(text_buf *b, const uint8_t *s, size_t n, int keep_utf8)
+static void put_quoted(infd_strbuf *b, const uint8_t *s, size_t n, int keep_utf8)
 {
-    put(b, "\"", 1);
+    infd_strbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         uint8_t c = s[i];
         char esc[8];
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)c;
-            put(b, esc, 2);
+            infd_strbuf_put(b, esc, 2);
         } else if (c == '\n') {
-            put(b, "\\n", 2);
+            infd_strbuf_put(b, "\\n", 2);
         } else if (c == '\r') {
-            put(b, "\\r", 2);
+            infd_strbuf_put(b, "\\r", 2);
         } else if (c == '\t') {
-            put(b, "\\t", 2);
+            infd_strbuf_put(b, "\\t", 2);
         } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !keep_utf8)) {
             snprintf(esc, sizeof(esc), "\\%03o", c);
-            put(b, esc, 4);
+            infd_strbuf_put(b, esc, 4);
         } else {
-            put(b, (const char *)&c, 1);
+            infd_strbuf_put(b, (const char *)&c, 1);
         }
     }
-    put(b, "\"", 1);
+    infd_strbuf_put(b, "\"", 1);
 }
 
 /* One value of a scalar field at `p` (an element of an array or the
  * member itself). */
-static void put_scalar(text_buf *b, const ProtobufCFieldDescriptor *fd, const void *p)
+static void put_scalar(infd_strbuf *b, const ProtobufCFieldDescriptor *fd, const void *p)
 {
     char num[40];
     const char *name;
@@ -1523,7 +1492,7 @@ static void put_scalar(text_buf *b, const ProtobufCFieldDescriptor *fd, const vo
     case PROTOBUF_C_TYPE_ENUM:
         name = infd_pbtxt_enum_name(fd->descriptor, *(const int32_t *)p);
         if (name) {
-            puts_(b, name);
+            infd_strbuf_puts(b, name);
             return;
         }
         snprintf(num, sizeof(num), "%" PRId32, *(const int32_t *)p);
@@ -1542,7 +1511,7 @@ static void put_scalar(text_buf *b, const ProtobufCFieldDescriptor *fd, const vo
     case PROTOBUF_C_TYPE_MESSAGE:
         return;
     }
-    puts_(b, num);
+    infd_strbuf_puts(b, num);
 }
 
 /* True when a singular non-message field holds nothing to print: a proto3
@@ -1568,7 +1537,7 @@ static int scalar_is_absent(const ProtobufCMessage *m, const ProtobufCFieldDescr
     return memcmp(p, zero, value_size(fd->type)) == 0;
 }
 
-static int write_message(text_buf *b, const ProtobufCMessage *m, int depth)
+static int write_message(infd_strbuf *b, const ProtobufCMessage *m, int depth)
 {
     const ProtobufCMessageDescriptor *desc = m->descriptor;
     if (depth > INFD_PBTXT_MAX_DEPTH)
@@ -1590,18 +1559,18 @@ static int write_message(text_buf *b, const ProtobufCMessage *m, int depth)
         for (size_t k = 0; k < count; k++) {
             const void *elem = (const char *)p + k * value_size(fd->type);
             indent(b, depth);
-            puts_(b, fd->name);
+            infd_strbuf_puts(b, fd->name);
             if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
                 const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)elem;
-                put(b, " {\n", 3);
+                infd_strbuf_put(b, " {\n", 3);
                 if (sub && !write_message(b, sub, depth + 1))
                     return 0;
                 indent(b, depth);
-                put(b, "}\n", 2);
+                infd_strbuf_put(b, "}\n", 2);
             } else {
-                put(b, ": ", 2);
+                infd_strbuf_put(b, ": ", 2);
                 put_scalar(b, fd, elem);
-                put(b, "\n", 1);
+                infd_strbuf_put(b, "\n", 1);
             }
         }
     }
@@ -1610,13 +1579,13 @@ static int write_message(text_buf *b, const ProtobufCMessage *m, int depth)
 
 infd_status infd_pbtxt_write(const ProtobufCMessage *msg, char **out, size_t *n, infd_error *err)
 {
-    text_buf b = { 0 };
+    infd_strbuf b = { 0 };
     infd_status st = INFD_STATUS_OK;
     if (out)
         *out = NULL;
     if (!msg || !out)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "infd_pbtxt_write: NULL argument");
-    put(&b, "", 0); /* an empty message still yields "" */
+    infd_strbuf_reserve(&b, 0); /* an empty message still yields "" */
     if (!write_message(&b, msg, 0)) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "infd_pbtxt_write: %s nests messages deeper than %d levels",
@@ -1629,11 +1598,8 @@ infd_status infd_pbtxt_write(const ProtobufCMessage *msg, char **out, size_t *n,
                             type_name(msg->descriptor));
         goto out;
     }
-    *out = b.p;
-    if (n)
-        *n = b.len;
-    b.p = NULL;
+    *out = infd_strbuf_take(&b, n);
 out:
-    infd_free(b.p);
+    infd_strbuf_fini(&b);
     return st;
 }

@@ -63,6 +63,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/strbuf.h"
 #include "frontends/http/kserve_json.h"
 
 #define HTTP_MAX_HEADERS_BYTES (64 * 1024)
@@ -115,13 +116,6 @@ typedef struct http_call {
     char message[INFD_ERROR_MSG_BYTES];
 } http_call;
 
-/* A growable text buffer for response JSON. */
-typedef struct jbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} jbuf;
-
 struct http_loop {
     infd_http *h;
     struct event_base *base;
@@ -144,7 +138,7 @@ struct http_loop {
     int n_unsent;           /* replies handed to libevent, not yet fully written */
     bool closing;           /* listener removed */
     uint64_t idle_since_ns; /* closing: when n_inflight reached 0 */
-    jbuf jb;
+    infd_strbuf jb;         /* response JSON scratch, reset per reply */
 };
 
 struct infd_http {
@@ -160,89 +154,29 @@ struct infd_http {
 /* JSON text                                                                 */
 /* ------------------------------------------------------------------------- */
 
-static bool jb_reserve(jbuf *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (b->cap - b->n >= extra)
-        return true;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->n < extra)
-        cap *= 2;
-    char *p = infd_realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static void jb_put(jbuf *b, const char *s, size_t n)
-{
-    if (jb_reserve(b, n)) {
-        memcpy(b->p + b->n, s, n);
-        b->n += n;
-    }
-}
-
-static void jb_puts(jbuf *b, const char *s)
-{
-    jb_put(b, s, strlen(s));
-}
-
-static void jb_printf(jbuf *b, const char *fmt, ...) INFD_PRINTF(2, 3);
-
-static void jb_printf(jbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    if (!jb_reserve(b, 64))
-        return;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    if (k < 0)
-        return;
-    if ((size_t)k >= b->cap - b->n) {
-        if (!jb_reserve(b, (size_t)k + 1))
-            return;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-    }
-    b->n += (size_t)k;
-}
-
 /* A JSON string: quotes, backslashes and control bytes escaped; other
  * bytes (UTF-8) as they are. */
-static void jb_str(jbuf *b, const char *s, size_t n)
+static void jb_str(infd_strbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    if (!jb_reserve(b, n + 2))
-        return;
-    b->p[b->n++] = '"';
+    infd_strbuf_reserve(b, n + 2);
+    infd_strbuf_putc(b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (!jb_reserve(b, 8))
-            return;
         if (c == '"' || c == '\\') {
-            b->p[b->n++] = '\\';
-            b->p[b->n++] = (char)c;
+            char esc[2] = { '\\', (char)c };
+            infd_strbuf_put(b, esc, sizeof(esc));
         } else if (c < 0x20 || c == 0x7f) {
-            memcpy(b->p + b->n, "\\u00", 4);
-            b->p[b->n + 4] = hex[c >> 4];
-            b->p[b->n + 5] = hex[c & 15];
-            b->n += 6;
+            char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            infd_strbuf_put(b, esc, sizeof(esc));
         } else {
-            b->p[b->n++] = (char)c;
+            infd_strbuf_putc(b, (char)c);
         }
     }
-    if (jb_reserve(b, 1))
-        b->p[b->n++] = '"';
+    infd_strbuf_putc(b, '"');
 }
 
-static void jb_cstr(jbuf *b, const char *s)
+static void jb_cstr(infd_strbuf *b, const char *s)
 {
     jb_str(b, s, strlen(s));
 }
@@ -250,19 +184,17 @@ static void jb_cstr(jbuf *b, const char *s)
 /* A float in the shortest %g form that reads back to the same value at
  * `digits` significant digits; NaN and infinities as Python's json writes
  * them (JSON has no literal for them). */
-static void jb_float(jbuf *b, double v, int digits)
+static void jb_float(infd_strbuf *b, double v, int digits)
 {
     if (isnan(v)) {
-        jb_put(b, "NaN", 3);
+        infd_strbuf_put(b, "NaN", 3);
         return;
     }
     if (isinf(v)) {
-        jb_puts(b, v > 0 ? "Infinity" : "-Infinity");
+        infd_strbuf_puts(b, v > 0 ? "Infinity" : "-Infinity");
         return;
     }
-    if (!jb_reserve(b, 32))
-        return;
-    b->n += (size_t)snprintf(b->p + b->n, 32, "%.*g", digits, v);
+    infd_strbuf_printf(b, "%.*g", digits, v);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -341,26 +273,25 @@ static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
 /* Sends the loop's scratch JSON. */
 static void send_json(http_loop *loop, struct evhttp_request *ev, int code)
 {
-    jbuf *b = &loop->jb;
+    infd_strbuf *b = &loop->jb;
     struct evbuffer *out = evhttp_request_get_output_buffer(ev);
     if (b->oom) {
         static const char oom[] = "{\"error\":\"out of memory writing the response\"}";
         evbuffer_add(out, oom, sizeof(oom) - 1);
         code = 500;
     } else {
-        evbuffer_add(out, b->p, b->n);
+        evbuffer_add(out, b->data, b->len);
     }
     send_reply(loop, ev, code, "application/json");
 }
 
 static void send_error(http_loop *loop, struct evhttp_request *ev, int code, const char *msg)
 {
-    jbuf *b = &loop->jb;
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "{\"error\":");
+    infd_strbuf *b = &loop->jb;
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "{\"error\":");
     jb_cstr(b, msg);
-    jb_puts(b, "}");
+    infd_strbuf_puts(b, "}");
     INFD_LOG_DEBUG("http: %s %s -> %d: %s",
                    evhttp_request_get_command(ev) == EVHTTP_REQ_POST ? "POST" : "GET",
                    evhttp_request_get_uri(ev), code, msg);
@@ -546,16 +477,15 @@ static bool parse_version(const char *s, int64_t *out)
 
 static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev)
 {
-    jbuf *b = &loop->jb;
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "{\"name\":");
+    infd_strbuf *b = &loop->jb;
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "{\"name\":");
     jb_cstr(b, infd_server_id(loop->h->server));
-    jb_puts(b, ",\"version\":");
+    infd_strbuf_puts(b, ",\"version\":");
     jb_cstr(b, infd_version());
-    jb_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
-               "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
-               "policy\"]}");
+    infd_strbuf_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
+                        "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
+                        "policy\"]}");
     send_json(loop, ev, 200);
 }
 
@@ -572,18 +502,18 @@ static infd_model *acquire_or_reply(http_loop *loop, struct evhttp_request *ev, 
     return m;
 }
 
-static void write_io(jbuf *b, const infd_model_io *io, bool batched)
+static void write_io(infd_strbuf *b, const infd_model_io *io, bool batched)
 {
-    jb_puts(b, "{\"name\":");
+    infd_strbuf_puts(b, "{\"name\":");
     jb_cstr(b, io->name);
-    jb_puts(b, ",\"datatype\":");
+    infd_strbuf_puts(b, ",\"datatype\":");
     jb_cstr(b, infd_dtype_name(io->dtype));
-    jb_puts(b, ",\"shape\":[");
+    infd_strbuf_puts(b, ",\"shape\":[");
     if (batched)
-        jb_puts(b, io->rank ? "-1," : "-1");
+        infd_strbuf_puts(b, io->rank ? "-1," : "-1");
     for (int d = 0; d < io->rank; d++)
-        jb_printf(b, d ? ",%" PRId64 : "%" PRId64, io->dims[d]);
-    jb_puts(b, "]}");
+        infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, io->dims[d]);
+    infd_strbuf_puts(b, "]}");
 }
 
 static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, const char *name,
@@ -592,12 +522,11 @@ static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, co
     infd_model *m = acquire_or_reply(loop, ev, name, version);
     if (!m)
         return;
-    jbuf *b = &loop->jb;
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "{\"name\":");
+    infd_strbuf *b = &loop->jb;
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "{\"name\":");
     jb_cstr(b, infd_model_name(m));
-    jb_puts(b, ",\"versions\":[");
+    infd_strbuf_puts(b, ",\"versions\":[");
     /* Every READY version; the acquired one at least. */
     infd_repository_entry *rows = NULL;
     int n_rows = 0, n_listed = 0;
@@ -606,34 +535,35 @@ static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, co
         for (int i = 0; i < n_rows; i++) {
             if (strcmp(rows[i].name, name) != 0 || rows[i].version < 0)
                 continue;
-            jb_printf(b, n_listed++ ? ",\"%" PRId64 "\"" : "\"%" PRId64 "\"", rows[i].version);
+            infd_strbuf_printf(b, n_listed++ ? ",\"%" PRId64 "\"" : "\"%" PRId64 "\"",
+                               rows[i].version);
         }
     }
     infd_free(rows);
     if (n_listed == 0)
-        jb_printf(b, "\"%" PRId64 "\"", infd_model_version(m));
-    jb_puts(b, "],\"platform\":");
+        infd_strbuf_printf(b, "\"%" PRId64 "\"", infd_model_version(m));
+    infd_strbuf_puts(b, "],\"platform\":");
     jb_cstr(b, infd_model_platform(m));
     bool batched = infd_model_max_batch_size(m) > 0;
-    jb_puts(b, ",\"inputs\":[");
+    infd_strbuf_puts(b, ",\"inputs\":[");
     for (int i = 0; i < infd_model_n_inputs(m); i++) {
         infd_model_io io;
         if (infd_model_input(m, i, &io) != INFD_STATUS_OK)
             continue;
         if (i)
-            jb_puts(b, ",");
+            infd_strbuf_puts(b, ",");
         write_io(b, &io, batched);
     }
-    jb_puts(b, "],\"outputs\":[");
+    infd_strbuf_puts(b, "],\"outputs\":[");
     for (int i = 0; i < infd_model_n_outputs(m); i++) {
         infd_model_io io;
         if (infd_model_output(m, i, &io) != INFD_STATUS_OK)
             continue;
         if (i)
-            jb_puts(b, ",");
+            infd_strbuf_puts(b, ",");
         write_io(b, &io, batched);
     }
-    jb_puts(b, "]}");
+    infd_strbuf_puts(b, "]}");
     infd_model_release(m);
     send_json(loop, ev, 200);
 }
@@ -672,54 +602,54 @@ static void handle_model_config(http_loop *loop, struct evhttp_request *ev, cons
     send_reply(loop, ev, 200, "application/json");
 }
 
-static void write_duration(jbuf *b, const char *key, uint64_t count, uint64_t ns)
+static void write_duration(infd_strbuf *b, const char *key, uint64_t count, uint64_t ns)
 {
-    jb_printf(b, "\"%s\":{\"count\":%" PRIu64 ",\"ns\":%" PRIu64 "}", key, count, ns);
+    infd_strbuf_printf(b, "\"%s\":{\"count\":%" PRIu64 ",\"ns\":%" PRIu64 "}", key, count, ns);
 }
 
 /* One entry of Triton's model_stats array. */
-static void write_model_stats(jbuf *b, infd_model *m)
+static void write_model_stats(infd_strbuf *b, infd_model *m)
 {
     /* About 4 KiB of per-batch-size counters: kept off the stack. */
     static _Thread_local infd_model_stats st;
     infd_model_get_stats(m, &st);
-    jb_puts(b, "{\"name\":");
+    infd_strbuf_puts(b, "{\"name\":");
     jb_cstr(b, infd_model_name(m));
-    jb_printf(b,
-              ",\"version\":\"%" PRId64 "\",\"last_inference\":%" PRIu64
-              ",\"inference_count\":%" PRIu64 ",\"execution_count\":%" PRIu64
-              ",\"inference_stats\":{",
-              infd_model_version(m), st.last_inference_ms, st.inference_count, st.execution_count);
+    infd_strbuf_printf(
+        b,
+        ",\"version\":\"%" PRId64 "\",\"last_inference\":%" PRIu64 ",\"inference_count\":%" PRIu64
+        ",\"execution_count\":%" PRIu64 ",\"inference_stats\":{",
+        infd_model_version(m), st.last_inference_ms, st.inference_count, st.execution_count);
     write_duration(b, "success", st.success_count, st.success_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "fail", st.failure_count, st.failure_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "queue", st.success_count, st.queue_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "compute_input", st.success_count, st.compute_input_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "compute_infer", st.success_count, st.compute_infer_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "compute_output", st.success_count, st.compute_output_ns);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "cache_hit", 0, 0);
-    jb_puts(b, ",");
+    infd_strbuf_puts(b, ",");
     write_duration(b, "cache_miss", 0, 0);
-    jb_puts(b, "},\"batch_stats\":[");
+    infd_strbuf_puts(b, "},\"batch_stats\":[");
     int k = 0;
     for (int bs = 1; bs <= INFD_STATS_MAX_BATCH; bs++) {
         uint64_t c = st.batch_exec_count[bs];
         if (!c)
             continue;
-        jb_printf(b, "%s{\"batch_size\":%d,", k++ ? "," : "", bs);
+        infd_strbuf_printf(b, "%s{\"batch_size\":%d,", k++ ? "," : "", bs);
         write_duration(b, "compute_input", c, 0);
-        jb_puts(b, ",");
+        infd_strbuf_puts(b, ",");
         write_duration(b, "compute_infer", c, st.batch_compute_ns[bs]);
-        jb_puts(b, ",");
+        infd_strbuf_puts(b, ",");
         write_duration(b, "compute_output", c, 0);
-        jb_puts(b, "}");
+        infd_strbuf_puts(b, "}");
     }
-    jb_puts(b, "]}");
+    infd_strbuf_puts(b, "]}");
 }
 
 /* Stats of every READY version of `name` (NULL: of every model), or of one
@@ -728,16 +658,15 @@ static void handle_stats(http_loop *loop, struct evhttp_request *ev, const char 
                          int64_t version)
 {
     infd_server *s = loop->h->server;
-    jbuf *b = &loop->jb;
+    infd_strbuf *b = &loop->jb;
     if (name && version > 0) {
         infd_model *m = acquire_or_reply(loop, ev, name, version);
         if (!m)
             return;
-        b->n = 0;
-        b->oom = false;
-        jb_puts(b, "{\"model_stats\":[");
+        infd_strbuf_reset(b);
+        infd_strbuf_puts(b, "{\"model_stats\":[");
         write_model_stats(b, m);
-        jb_puts(b, "]}");
+        infd_strbuf_puts(b, "]}");
         infd_model_release(m);
         send_json(loop, ev, 200);
         return;
@@ -749,9 +678,8 @@ static void handle_stats(http_loop *loop, struct evhttp_request *ev, const char 
         send_status(loop, ev, &err);
         return;
     }
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "{\"model_stats\":[");
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "{\"model_stats\":[");
     int k = 0;
     for (int i = 0; i < n_rows; i++) {
         if (rows[i].version < 0 || (name && strcmp(rows[i].name, name) != 0))
@@ -760,12 +688,12 @@ static void handle_stats(http_loop *loop, struct evhttp_request *ev, const char 
         if (infd_server_model_acquire(s, rows[i].name, rows[i].version, &m, NULL) != INFD_STATUS_OK)
             continue; /* unloaded since the index was taken */
         if (k++)
-            jb_puts(b, ",");
+            infd_strbuf_puts(b, ",");
         write_model_stats(b, m);
         infd_model_release(m);
     }
     infd_free(rows);
-    jb_puts(b, "]}");
+    infd_strbuf_puts(b, "]}");
     if (name && k == 0) {
         /* Say why: unknown (404) or not ready (503). */
         infd_model *m = acquire_or_reply(loop, ev, name, -1);
@@ -839,24 +767,23 @@ static void handle_index(http_loop *loop, struct evhttp_request *ev)
         send_status(loop, ev, &err);
         return;
     }
-    jbuf *b = &loop->jb;
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "[");
+    infd_strbuf *b = &loop->jb;
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "[");
     for (int i = 0; i < n_rows; i++) {
-        jb_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        infd_strbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         jb_cstr(b, rows[i].name);
         if (rows[i].version >= 0)
-            jb_printf(b, ",\"version\":\"%" PRId64 "\"", rows[i].version);
-        jb_puts(b, ",\"state\":");
+            infd_strbuf_printf(b, ",\"version\":\"%" PRId64 "\"", rows[i].version);
+        infd_strbuf_puts(b, ",\"state\":");
         jb_cstr(b, infd_model_state_name(rows[i].state));
         if (rows[i].reason[0]) {
-            jb_puts(b, ",\"reason\":");
+            infd_strbuf_puts(b, ",\"reason\":");
             jb_cstr(b, rows[i].reason);
         }
-        jb_puts(b, "}");
+        infd_strbuf_puts(b, "}");
     }
-    jb_puts(b, "]");
+    infd_strbuf_puts(b, "]");
     infd_free(rows);
     send_json(loop, ev, 200);
 }
@@ -1153,10 +1080,10 @@ fail:
 }
 
 /* Writes `n` elements of `t` as a flat JSON array. */
-static void write_data(jbuf *b, const infd_tensor *t, int64_t n)
+static void write_data(infd_strbuf *b, const infd_tensor *t, int64_t n)
 {
     const uint8_t *d = t->data;
-    jb_puts(b, "[");
+    infd_strbuf_puts(b, "[");
     if (t->dtype == INFD_DTYPE_BYTES) {
         size_t off = 0;
         for (int64_t i = 0; i < n && off + 4 <= t->nbytes; i++) {
@@ -1166,65 +1093,62 @@ static void write_data(jbuf *b, const infd_tensor *t, int64_t n)
             if (len > t->nbytes - off)
                 break;
             if (i)
-                jb_puts(b, ",");
+                infd_strbuf_puts(b, ",");
             jb_str(b, (const char *)d + off, len);
             off += len;
         }
-        jb_puts(b, "]");
+        infd_strbuf_puts(b, "]");
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        if (!jb_reserve(b, 40))
-            return;
+    /* Numbers are formatted straight into the buffer's free capacity
+     * (infd_strbuf_printf); stop early once memory has run out. */
+    for (int64_t i = 0; i < n && !b->oom; i++) {
         if (i)
-            b->p[b->n++] = ',';
-        char *w = b->p + b->n;
-        int k = 0;
+            infd_strbuf_putc(b, ',');
         switch (t->dtype) {
         case INFD_DTYPE_BOOL:
-            k = d[i] ? 4 : 5;
-            memcpy(w, d[i] ? "true" : "false", (size_t)k);
+            infd_strbuf_puts(b, d[i] ? "true" : "false");
             break;
         case INFD_DTYPE_UINT8:
-            k = snprintf(w, 40, "%u", (unsigned)d[i]);
+            infd_strbuf_printf(b, "%u", (unsigned)d[i]);
             break;
         case INFD_DTYPE_INT8:
-            k = snprintf(w, 40, "%d", (int)(int8_t)d[i]);
+            infd_strbuf_printf(b, "%d", (int)(int8_t)d[i]);
             break;
         case INFD_DTYPE_UINT16: {
             uint16_t v;
             memcpy(&v, d + 2 * i, 2);
-            k = snprintf(w, 40, "%u", (unsigned)v);
+            infd_strbuf_printf(b, "%u", (unsigned)v);
             break;
         }
         case INFD_DTYPE_INT16: {
             int16_t v;
             memcpy(&v, d + 2 * i, 2);
-            k = snprintf(w, 40, "%d", (int)v);
+            infd_strbuf_printf(b, "%d", (int)v);
             break;
         }
         case INFD_DTYPE_UINT32: {
             uint32_t v;
             memcpy(&v, d + 4 * i, 4);
-            k = snprintf(w, 40, "%" PRIu32, v);
+            infd_strbuf_printf(b, "%" PRIu32, v);
             break;
         }
         case INFD_DTYPE_INT32: {
             int32_t v;
             memcpy(&v, d + 4 * i, 4);
-            k = snprintf(w, 40, "%" PRId32, v);
+            infd_strbuf_printf(b, "%" PRId32, v);
             break;
         }
         case INFD_DTYPE_UINT64: {
             uint64_t v;
             memcpy(&v, d + 8 * i, 8);
-            k = snprintf(w, 40, "%" PRIu64, v);
+            infd_strbuf_printf(b, "%" PRIu64, v);
             break;
         }
         case INFD_DTYPE_INT64: {
             int64_t v;
             memcpy(&v, d + 8 * i, 8);
-            k = snprintf(w, 40, "%" PRId64, v);
+            infd_strbuf_printf(b, "%" PRId64, v);
             break;
         }
         case INFD_DTYPE_FP16:
@@ -1233,27 +1157,25 @@ static void write_data(jbuf *b, const infd_tensor *t, int64_t n)
             memcpy(&v, d + 2 * i, 2);
             float f = t->dtype == INFD_DTYPE_FP16 ? infd_fp16_to_fp32(v) : infd_bf16_to_fp32(v);
             jb_float(b, f, 9); /* the exact float value (%.5g reads back too) */
-            continue;
+            break;
         }
         case INFD_DTYPE_FP32: {
             float v;
             memcpy(&v, d + 4 * i, 4);
             jb_float(b, v, 9);
-            continue;
+            break;
         }
         case INFD_DTYPE_FP64: {
             double v;
             memcpy(&v, d + 8 * i, 8);
             jb_float(b, v, 17);
-            continue;
-        }
-        default:
-            k = 0;
             break;
         }
-        b->n += (size_t)k;
+        default:
+            break;
+        }
     }
-    jb_puts(b, "]");
+    infd_strbuf_puts(b, "]");
 }
 
 static void finish_infer(http_call *c)
@@ -1265,17 +1187,16 @@ static void finish_infer(http_call *c)
         return;
     }
     kserve_request *r = &c->kreq;
-    jbuf *b = &loop->jb;
-    b->n = 0;
-    b->oom = false;
-    jb_puts(b, "{\"model_name\":");
+    infd_strbuf *b = &loop->jb;
+    infd_strbuf_reset(b);
+    infd_strbuf_puts(b, "{\"model_name\":");
     jb_cstr(b, infd_model_name(c->model));
-    jb_printf(b, ",\"model_version\":\"%" PRId64 "\"", infd_model_version(c->model));
+    infd_strbuf_printf(b, ",\"model_version\":\"%" PRId64 "\"", infd_model_version(c->model));
     if (r->has_id) {
-        jb_puts(b, ",\"id\":");
+        infd_strbuf_puts(b, ",\"id\":");
         jb_cstr(b, r->id);
     }
-    jb_puts(b, ",\"outputs\":[");
+    infd_strbuf_puts(b, ",\"outputs\":[");
 
     int n_out = infd_request_n_outputs(c->req);
     bool any_binary = false, zero_copy = true;
@@ -1286,17 +1207,17 @@ static void finish_infer(http_call *c)
         if (infd_request_output(c->req, i, &name, &t) != INFD_STATUS_OK)
             continue;
         if (i)
-            jb_puts(b, ",");
-        jb_puts(b, "{\"name\":");
+            infd_strbuf_puts(b, ",");
+        infd_strbuf_puts(b, "{\"name\":");
         jb_cstr(b, name);
-        jb_puts(b, ",\"datatype\":");
+        infd_strbuf_puts(b, ",\"datatype\":");
         jb_cstr(b, infd_dtype_name(t.dtype));
-        jb_puts(b, ",\"shape\":[");
+        infd_strbuf_puts(b, ",\"shape\":[");
         for (int d = 0; d < t.shape.rank; d++)
-            jb_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
-        jb_puts(b, "]");
+            infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
+        infd_strbuf_puts(b, "]");
         if (output_is_binary(r, name)) {
-            jb_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
+            infd_strbuf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
             /* Zero copy holds when the binary outputs are exactly the
              * reserved ones, in order, written in place. */
             if (n_binary >= c->n_bin || t.data != c->bin_ptr[n_binary])
@@ -1304,12 +1225,12 @@ static void finish_infer(http_call *c)
             n_binary++;
             any_binary = true;
         } else {
-            jb_puts(b, ",\"data\":");
+            infd_strbuf_puts(b, ",\"data\":");
             write_data(b, &t, infd_tensor_numel(&t));
-            jb_puts(b, "}");
+            infd_strbuf_puts(b, "}");
         }
     }
-    jb_puts(b, "]}");
+    infd_strbuf_puts(b, "]}");
     if (n_binary != c->n_bin)
         zero_copy = false;
     if (b->oom) {
@@ -1317,13 +1238,13 @@ static void finish_infer(http_call *c)
         return;
     }
     struct evbuffer *out = evhttp_request_get_output_buffer(ev);
-    evbuffer_add(out, b->p, b->n);
+    evbuffer_add(out, b->data, b->len);
     if (!any_binary) {
         send_reply(loop, ev, 200, "application/json");
         return;
     }
     char len[32];
-    snprintf(len, sizeof(len), "%zu", b->n);
+    snprintf(len, sizeof(len), "%zu", b->len);
     evhttp_add_header(evhttp_request_get_output_headers(ev), "Inference-Header-Content-Length",
                       len);
     INFD_LOG_TRACE("http: %d binary output(s), %s", n_binary, zero_copy ? "zero-copy" : "copied");
@@ -1587,7 +1508,7 @@ static void loop_fini(http_loop *loop)
     }
     if (loop->mu_init)
         pthread_mutex_destroy(&loop->mu);
-    infd_free(loop->jb.p);
+    infd_strbuf_fini(&loop->jb);
 }
 
 static void destroy(infd_http *h)

@@ -75,7 +75,7 @@ infd_status infd_metrics_render(infd_server *s, char **out, size_t *n, infd_erro
 {
     infd_repository_entry *entries = NULL;
     infd_metrics_model_sample *samples = NULL;
-    infd_metrics_buf b = { 0 };
+    infd_strbuf b = { 0 };
     int n_entries = 0, n_samples = 0;
     infd_status st = infd_server_repository_index(s, true, &entries, &n_entries, err);
     if (st != INFD_STATUS_OK)
@@ -108,16 +108,12 @@ infd_status infd_metrics_render(infd_server *s, char **out, size_t *n, infd_erro
     infd_metrics_process_sample proc;
     infd_metrics_read_process(&proc);
     infd_metrics_write_process(&b, &proc);
-    if (b.failed || !b.data) {
+    *out = infd_strbuf_take(&b, n);
+    if (!*out)
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "metrics: rendering %d models",
                             n_samples);
-        goto out;
-    }
-    *out = b.data;
-    *n = b.len;
-    b.data = NULL;
 out:
-    infd_metrics_buf_fini(&b);
+    infd_strbuf_fini(&b);
     infd_free(samples);
     infd_free(entries);
     return st;

@@ -11,87 +11,27 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "core/alloc.h"
-
 /* ------------------------------------------------------------------------- */
-/* Buffer                                                                    */
+/* Label values                                                              */
 /* ------------------------------------------------------------------------- */
 
-void infd_metrics_buf_fini(infd_metrics_buf *b)
-{
-    infd_free(b->data);
-    memset(b, 0, sizeof(*b));
-}
-
-/* Makes room for `extra` more bytes plus the NUL. */
-static bool reserve(infd_metrics_buf *b, size_t extra)
-{
-    if (b->failed)
-        return false;
-    if (b->len + extra + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *p = infd_realloc(b->data, cap);
-    if (!p) {
-        b->failed = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
-void infd_metrics_buf_printf(infd_metrics_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char small[256];
-    int n = vsnprintf(small, sizeof(small), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = true;
-        return;
-    }
-    if (!reserve(b, (size_t)n))
-        return;
-    if ((size_t)n < sizeof(small)) {
-        memcpy(b->data + b->len, small, (size_t)n + 1);
-    } else {
-        va_start(ap, fmt);
-        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    b->len += (size_t)n;
-}
-
-static void buf_putc(infd_metrics_buf *b, char c)
-{
-    if (!reserve(b, 1))
-        return;
-    b->data[b->len++] = c;
-    b->data[b->len] = '\0';
-}
-
-void infd_metrics_buf_label_value(infd_metrics_buf *b, const char *s)
+void infd_metrics_label_value(infd_strbuf *b, const char *s)
 {
     for (; *s; s++) {
         if (*s == '\\' || *s == '"') {
-            buf_putc(b, '\\');
-            buf_putc(b, *s);
+            infd_strbuf_putc(b, '\\');
+            infd_strbuf_putc(b, *s);
         } else if (*s == '\n') {
-            buf_putc(b, '\\');
-            buf_putc(b, 'n');
+            infd_strbuf_putc(b, '\\');
+            infd_strbuf_putc(b, 'n');
         } else {
-            buf_putc(b, *s);
+            infd_strbuf_putc(b, *s);
         }
     }
 }
@@ -101,18 +41,18 @@ void infd_metrics_buf_label_value(infd_metrics_buf *b, const char *s)
 /* ------------------------------------------------------------------------- */
 
 /* HELP text is ours and needs no escaping (no backslash or line feed). */
-static void family(infd_metrics_buf *b, const char *name, const char *type, const char *help)
+static void family(infd_strbuf *b, const char *name, const char *type, const char *help)
 {
-    infd_metrics_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    infd_strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* Writes `{model="m",version="v"` without the closing brace, so callers can
  * add labels. */
-static void model_labels_open(infd_metrics_buf *b, const infd_metrics_model_sample *s)
+static void model_labels_open(infd_strbuf *b, const infd_metrics_model_sample *s)
 {
-    infd_metrics_buf_printf(b, "{model=\"");
-    infd_metrics_buf_label_value(b, s->name);
-    infd_metrics_buf_printf(b, "\",version=\"%" PRId64 "\"", s->version);
+    infd_strbuf_printf(b, "{model=\"");
+    infd_metrics_label_value(b, s->name);
+    infd_strbuf_printf(b, "\",version=\"%" PRId64 "\"", s->version);
 }
 
 typedef struct stat_family {
@@ -164,7 +104,7 @@ static uint64_t stat_field(const infd_model_stats *st, size_t offset)
     return v;
 }
 
-static void write_latency(infd_metrics_buf *b, const infd_metrics_model_sample *samples, int n,
+static void write_latency(infd_strbuf *b, const infd_metrics_model_sample *samples, int n,
                           const double *bounds_us, int n_bounds)
 {
     const char *name = "infd_inference_request_latency_us";
@@ -177,31 +117,31 @@ static void write_latency(infd_metrics_buf *b, const infd_metrics_model_sample *
         uint64_t cum = 0;
         for (int k = 0; k < n_bounds && isfinite(bounds_us[k]); k++) {
             cum += s->stats.latency_buckets[k];
-            infd_metrics_buf_printf(b, "%s_bucket", name);
+            infd_strbuf_printf(b, "%s_bucket", name);
             model_labels_open(b, s);
-            infd_metrics_buf_printf(b, ",le=\"%.15g\"} %" PRIu64 "\n", bounds_us[k], cum);
+            infd_strbuf_printf(b, ",le=\"%.15g\"} %" PRIu64 "\n", bounds_us[k], cum);
         }
         /* Whatever lies past the finite bounds is in the +Inf bucket, so
          * _count always equals it, as Prometheus expects. */
         uint64_t total = 0;
         for (int k = 0; k <= INFD_LATENCY_BUCKETS; k++)
             total += s->stats.latency_buckets[k];
-        infd_metrics_buf_printf(b, "%s_bucket", name);
+        infd_strbuf_printf(b, "%s_bucket", name);
         model_labels_open(b, s);
-        infd_metrics_buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", total);
+        infd_strbuf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", total);
         /* The runtime records successful requests in the histogram, so the
          * sum is theirs too. */
         uint64_t sum_ns = s->stats.success_ns;
-        infd_metrics_buf_printf(b, "%s_sum", name);
+        infd_strbuf_printf(b, "%s_sum", name);
         model_labels_open(b, s);
-        infd_metrics_buf_printf(b, "} %" PRIu64 ".%03" PRIu64 "\n", sum_ns / 1000, sum_ns % 1000);
-        infd_metrics_buf_printf(b, "%s_count", name);
+        infd_strbuf_printf(b, "} %" PRIu64 ".%03" PRIu64 "\n", sum_ns / 1000, sum_ns % 1000);
+        infd_strbuf_printf(b, "%s_count", name);
         model_labels_open(b, s);
-        infd_metrics_buf_printf(b, "} %" PRIu64 "\n", total);
+        infd_strbuf_printf(b, "} %" PRIu64 "\n", total);
     }
 }
 
-static void write_batches(infd_metrics_buf *b, const infd_metrics_model_sample *samples, int n)
+static void write_batches(infd_strbuf *b, const infd_metrics_model_sample *samples, int n)
 {
     family(b, "infd_inference_batch_exec_count", "counter",
            "Number of model executions by batch size (rows in the batch)");
@@ -210,9 +150,9 @@ static void write_batches(infd_metrics_buf *b, const infd_metrics_model_sample *
             uint64_t count = samples[i].stats.batch_exec_count[bs];
             if (!count)
                 continue;
-            infd_metrics_buf_printf(b, "infd_inference_batch_exec_count");
+            infd_strbuf_printf(b, "infd_inference_batch_exec_count");
             model_labels_open(b, &samples[i]);
-            infd_metrics_buf_printf(b, ",batch_size=\"%d\"} %" PRIu64 "\n", bs, count);
+            infd_strbuf_printf(b, ",batch_size=\"%d\"} %" PRIu64 "\n", bs, count);
         }
     }
     family(b, "infd_inference_batch_compute_infer_duration_us", "counter",
@@ -221,25 +161,25 @@ static void write_batches(infd_metrics_buf *b, const infd_metrics_model_sample *
         for (int bs = 1; bs <= INFD_STATS_MAX_BATCH; bs++) {
             if (!samples[i].stats.batch_exec_count[bs])
                 continue;
-            infd_metrics_buf_printf(b, "infd_inference_batch_compute_infer_duration_us");
+            infd_strbuf_printf(b, "infd_inference_batch_compute_infer_duration_us");
             model_labels_open(b, &samples[i]);
-            infd_metrics_buf_printf(b, ",batch_size=\"%d\"} %" PRIu64 "\n", bs,
-                                    samples[i].stats.batch_compute_ns[bs] / 1000);
+            infd_strbuf_printf(b, ",batch_size=\"%d\"} %" PRIu64 "\n", bs,
+                               samples[i].stats.batch_compute_ns[bs] / 1000);
         }
     }
 }
 
-void infd_metrics_write_models(infd_metrics_buf *b, const infd_metrics_model_sample *samples, int n,
+void infd_metrics_write_models(infd_strbuf *b, const infd_metrics_model_sample *samples, int n,
                                const double *bounds_us, int n_bounds)
 {
     for (size_t f = 0; f < sizeof(stat_families) / sizeof(stat_families[0]); f++) {
         const stat_family *sf = &stat_families[f];
         family(b, sf->name, sf->type, sf->help);
         for (int i = 0; i < n; i++) {
-            infd_metrics_buf_printf(b, "%s", sf->name);
+            infd_strbuf_printf(b, "%s", sf->name);
             model_labels_open(b, &samples[i]);
-            infd_metrics_buf_printf(b, "} %" PRIu64 "\n",
-                                    stat_field(&samples[i].stats, sf->offset) / sf->divisor);
+            infd_strbuf_printf(b, "} %" PRIu64 "\n",
+                               stat_field(&samples[i].stats, sf->offset) / sf->divisor);
         }
     }
     write_latency(b, samples, n, bounds_us, n_bounds);
@@ -342,16 +282,16 @@ void infd_metrics_read_process(infd_metrics_process_sample *out)
         out->max_fds = (double)rl.rlim_cur;
 }
 
-static void process_family(infd_metrics_buf *b, const char *name, const char *type,
-                           const char *help, double value)
+static void process_family(infd_strbuf *b, const char *name, const char *type, const char *help,
+                           double value)
 {
     if (value < 0)
         return;
     family(b, name, type, help);
-    infd_metrics_buf_printf(b, "%s %.17g\n", name, value);
+    infd_strbuf_printf(b, "%s %.17g\n", name, value);
 }
 
-void infd_metrics_write_process(infd_metrics_buf *b, const infd_metrics_process_sample *p)
+void infd_metrics_write_process(infd_strbuf *b, const infd_metrics_process_sample *p)
 {
     process_family(b, "process_cpu_seconds_total", "counter",
                    "Total user and system CPU time spent in seconds", p->cpu_seconds);

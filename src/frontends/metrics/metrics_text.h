@@ -7,7 +7,8 @@
  * it with made-up statistics. Every family is written as one block: a
  * "# HELP" and a "# TYPE" line, then its samples for every model, as the
  * format requires. Label values are escaped (backslash, double quote, line
- * feed).
+ * feed). The writers append to a core/strbuf buffer: check its `oom` once,
+ * at the end.
  *
  * Not thread-safe per buffer; no global state.
  */
@@ -18,28 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strbuf.h"
 #include "infd/infd.h"
-
-/* A growing text buffer. Zero-initialise it; a failed allocation sets
- * `failed` and later writes do nothing, so writers check once at the end.
- * `data` is NUL-terminated while `len` > 0; free it with infd_free (or
- * infd_metrics_buf_fini). */
-typedef struct infd_metrics_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool failed;
-} infd_metrics_buf;
-
-/* Frees the buffer's memory and zeroes it. */
-void infd_metrics_buf_fini(infd_metrics_buf *b);
-
-/* Appends printf-style text. */
-void infd_metrics_buf_printf(infd_metrics_buf *b, const char *fmt, ...) INFD_PRINTF(2, 3);
 
 /* Appends `s` as a label value: backslash, double quote and line feed become
  * \\, \" and \n. */
-void infd_metrics_buf_label_value(infd_metrics_buf *b, const char *s);
+void infd_metrics_label_value(infd_strbuf *b, const char *s);
 
 /* One model version's statistics at the time of the scrape. */
 typedef struct infd_metrics_model_sample {
@@ -65,7 +50,7 @@ typedef struct infd_metrics_model_sample {
  *            infd_inference_batch_compute_infer_duration_us with a third
  *            label batch_size="b", for each batch size that ran at least once
  */
-void infd_metrics_write_models(infd_metrics_buf *b, const infd_metrics_model_sample *samples, int n,
+void infd_metrics_write_models(infd_strbuf *b, const infd_metrics_model_sample *samples, int n,
                                const double *bounds_us, int n_bounds);
 
 /* The process, read from /proc/self and the C library. A field that could
@@ -87,6 +72,6 @@ void infd_metrics_read_process(infd_metrics_process_sample *out);
  * process_virtual_memory_bytes, process_start_time_seconds,
  * process_open_fds and process_max_fds (the names of the Prometheus client
  * libraries, so standard dashboards work). */
-void infd_metrics_write_process(infd_metrics_buf *b, const infd_metrics_process_sample *p);
+void infd_metrics_write_process(infd_strbuf *b, const infd_metrics_process_sample *p);
 
 #endif /* INFD_FRONTENDS_METRICS_METRICS_TEXT_H */
