@@ -7,7 +7,7 @@
  * The frontend's .c is included (STYLE.md allows it for tests) so the test
  * links without libevent and can slow the rescan timer down: a rescan lists
  * the repository, which allocates, and would blur the allocation count.
- * The model is written here with protobuf-c: INPUT0 [batch, 4] FP32 ->
+ * The model is written with tests/unit/onnx_model.h: INPUT0 [batch, 4] FP32 ->
  * OUTPUT0 = INPUT0, OUTPUT1 = INPUT0 + INPUT0.
  */
 #define RESCAN_MS 3600000
@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "onnx.pb-c.h"
+#include "onnx_model.h"
 #include "test.h"
 
 static char g_root[256];
@@ -32,118 +32,25 @@ static void rm_rf(const char *path)
         fprintf(stderr, "cannot remove %s\n", path);
 }
 
-static Onnx__ValueInfoProto *value_info(Onnx__ValueInfoProto *info, Onnx__TypeProto *type,
-                                        Onnx__TypeProto__Tensor *tensor,
-                                        Onnx__TensorShapeProto *shape,
-                                        Onnx__TensorShapeProto__Dimension *dims,
-                                        Onnx__TensorShapeProto__Dimension **dimp, const char *name)
-{
-    onnx__tensor_shape_proto__dimension__init(&dims[0]);
-    onnx__tensor_shape_proto__dimension__init(&dims[1]);
-    dims[0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-    dims[0].dim_param = "batch";
-    dims[1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    dims[1].dim_value = 4;
-    dimp[0] = &dims[0];
-    dimp[1] = &dims[1];
-    onnx__tensor_shape_proto__init(shape);
-    shape->n_dim = 2;
-    shape->dim = dimp;
-    onnx__type_proto__tensor__init(tensor);
-    tensor->has_elem_type = 1;
-    tensor->elem_type = 1; /* FLOAT */
-    tensor->shape = shape;
-    onnx__type_proto__init(type);
-    type->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    type->tensor_type = tensor;
-    onnx__value_info_proto__init(info);
-    info->name = (char *)name;
-    info->type = type;
-    return info;
-}
-
 /* Writes <root>/models/twin/{1/model.onnx,config.pbtxt}; returns the repository. */
 static const char *write_repo(void)
 {
     static char repo[300];
-    char path[400];
     infd_log_set_level(INFD_LOG_LEVEL_WARN);
     snprintf(g_root, sizeof(g_root), "/tmp/infd-test-raw-%d", (int)getpid());
     rm_rf(g_root);
     mkdir(g_root, 0755);
     snprintf(repo, sizeof(repo), "%s/models", g_root);
-    mkdir(repo, 0755);
-    snprintf(path, sizeof(path), "%s/twin", repo);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/twin/1", repo);
-    mkdir(path, 0755);
-
-    char *in[] = { "INPUT0" }, *in2[] = { "INPUT0", "INPUT0" }, *out0[] = { "OUTPUT0" },
-         *out1[] = { "OUTPUT1" };
-    Onnx__NodeProto id, add;
-    onnx__node_proto__init(&id);
-    id.op_type = "Identity";
-    id.name = "id";
-    id.n_input = 1;
-    id.input = in;
-    id.n_output = 1;
-    id.output = out0;
-    add = id;
-    add.op_type = "Add";
-    add.name = "add";
-    add.n_input = 2;
-    add.input = in2;
-    add.output = out1;
-    Onnx__NodeProto *nodes[] = { &id, &add };
-    Onnx__ValueInfoProto infos[3];
-    Onnx__TypeProto types[3];
-    Onnx__TypeProto__Tensor tensors[3];
-    Onnx__TensorShapeProto shapes[3];
-    Onnx__TensorShapeProto__Dimension dims[3][2];
-    Onnx__TensorShapeProto__Dimension *dimp[3][2];
-    const char *names[3] = { "INPUT0", "OUTPUT0", "OUTPUT1" };
-    Onnx__ValueInfoProto *vi[3];
-    for (int i = 0; i < 3; i++)
-        vi[i] =
-            value_info(&infos[i], &types[i], &tensors[i], &shapes[i], dims[i], dimp[i], names[i]);
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = "twin";
-    g.n_node = 2;
-    g.node = nodes;
-    g.n_input = 1;
-    g.input = vi;
-    g.n_output = 2;
-    g.output = vi + 1;
-    Onnx__OperatorSetIdProto opset;
-    onnx__operator_set_id_proto__init(&opset);
-    opset.domain = "";
-    opset.has_version = 1;
-    opset.version = 13;
-    Onnx__OperatorSetIdProto *opsets[] = { &opset };
-    Onnx__ModelProto mp;
-    onnx__model_proto__init(&mp);
-    mp.has_ir_version = 1;
-    mp.ir_version = 7;
-    mp.n_opset_import = 1;
-    mp.opset_import = opsets;
-    mp.graph = &g;
-    size_t n = onnx__model_proto__get_packed_size(&mp);
-    uint8_t *buf = malloc(n);
-    onnx__model_proto__pack(&mp, buf);
-    snprintf(path, sizeof(path), "%s/twin/1/model.onnx", repo);
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(buf, 1, n, f);
-        fclose(f);
-    }
-    free(buf);
-    snprintf(path, sizeof(path), "%s/twin/config.pbtxt", repo);
-    f = fopen(path, "w");
-    if (f) {
-        fputs("max_batch_size: 8\ndynamic_batching { }\n", f);
-        fclose(f);
-    }
+    const onnx_model_spec twin = {
+        .graph_name = "twin",
+        .width = 4,
+        .inputs = { "INPUT0" },
+        .outputs = { "OUTPUT0", "OUTPUT1" },
+        .nodes = { { "Identity", "id", { "INPUT0" }, "OUTPUT0" },
+                   { "Add", "add", { "INPUT0", "INPUT0" }, "OUTPUT1" } },
+    };
+    /* A failure shows as the server's missing model. */
+    onnx_model_add(repo, "twin", &twin, "max_batch_size: 8\ndynamic_batching { }\n");
     return repo;
 }
 

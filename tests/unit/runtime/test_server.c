@@ -19,7 +19,7 @@
 #include "core/clock.h"
 #include "infd/infd.h"
 #include "model_config.pb-c.h"
-#include "onnx.pb-c.h"
+#include "onnx_model.h"
 #include "test.h"
 
 static char g_root[256];
@@ -40,104 +40,20 @@ static void write_file(const char *path, const void *data, size_t n)
     fclose(f);
 }
 
-static Onnx__ValueInfoProto *value_info(const char *name, bool batch)
-{
-    static Onnx__TensorShapeProto__Dimension dims[8][2];
-    static Onnx__TensorShapeProto__Dimension *dimp[8][2];
-    static Onnx__TensorShapeProto shapes[8];
-    static Onnx__TypeProto__Tensor tensors[8];
-    static Onnx__TypeProto types[8];
-    static Onnx__ValueInfoProto infos[8];
-    static int n;
-    int k = n++ % 8;
-    onnx__tensor_shape_proto__dimension__init(&dims[k][0]);
-    onnx__tensor_shape_proto__dimension__init(&dims[k][1]);
-    if (batch) {
-        dims[k][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-        dims[k][0].dim_param = "batch";
-    } else {
-        dims[k][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        dims[k][0].dim_value = 2;
-    }
-    dims[k][1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    dims[k][1].dim_value = 16;
-    dimp[k][0] = &dims[k][0];
-    dimp[k][1] = &dims[k][1];
-    onnx__tensor_shape_proto__init(&shapes[k]);
-    shapes[k].n_dim = 2;
-    shapes[k].dim = dimp[k];
-    onnx__type_proto__tensor__init(&tensors[k]);
-    tensors[k].has_elem_type = 1;
-    tensors[k].elem_type = 1; /* FLOAT */
-    tensors[k].shape = &shapes[k];
-    onnx__type_proto__init(&types[k]);
-    types[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    types[k].tensor_type = &tensors[k];
-    onnx__value_info_proto__init(&infos[k]);
-    infos[k].name = (char *)name;
-    infos[k].type = &types[k];
-    return &infos[k];
-}
-
-/* Writes <repo>/<name>/1/model.onnx (+ config.pbtxt when `config`). */
+/* Writes <repo>/<name>/1/model.onnx (+ config.pbtxt when `config`): add_sub
+ * with inputs [batch, 16], or [2, 16] without `batch`. */
 static void add_model(const char *repo, const char *name, bool batch, const char *config)
 {
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", repo, name);
-    mkdir(repo, 0755);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/1", repo, name);
-    mkdir(path, 0755);
-
-    char *add_in[] = { "INPUT0", "INPUT1" }, *add_out[] = { "OUTPUT0" }, *sub_out[] = { "OUTPUT1" };
-    Onnx__NodeProto add, sub;
-    onnx__node_proto__init(&add);
-    onnx__node_proto__init(&sub);
-    add.op_type = "Add";
-    add.name = "add";
-    add.n_input = 2;
-    add.input = add_in;
-    add.n_output = 1;
-    add.output = add_out;
-    sub = add;
-    sub.op_type = "Sub";
-    sub.name = "sub";
-    sub.output = sub_out;
-    Onnx__NodeProto *nodes[] = { &add, &sub };
-    Onnx__ValueInfoProto *ins[] = { value_info("INPUT0", batch), value_info("INPUT1", batch) };
-    Onnx__ValueInfoProto *outs[] = { value_info("OUTPUT0", batch), value_info("OUTPUT1", batch) };
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = "add_sub";
-    g.n_node = 2;
-    g.node = nodes;
-    g.n_input = 2;
-    g.input = ins;
-    g.n_output = 2;
-    g.output = outs;
-    Onnx__OperatorSetIdProto opset;
-    onnx__operator_set_id_proto__init(&opset);
-    opset.domain = "";
-    opset.has_version = 1;
-    opset.version = 13;
-    Onnx__OperatorSetIdProto *opsets[] = { &opset };
-    Onnx__ModelProto mp;
-    onnx__model_proto__init(&mp);
-    mp.has_ir_version = 1;
-    mp.ir_version = 7;
-    mp.n_opset_import = 1;
-    mp.opset_import = opsets;
-    mp.graph = &g;
-    size_t n = onnx__model_proto__get_packed_size(&mp);
-    uint8_t *buf = malloc(n);
-    onnx__model_proto__pack(&mp, buf);
-    snprintf(path, sizeof(path), "%s/%s/1/model.onnx", repo, name);
-    write_file(path, buf, n);
-    free(buf);
-    if (config) {
-        snprintf(path, sizeof(path), "%s/%s/config.pbtxt", repo, name);
-        write_file(path, config, strlen(config));
-    }
+    const onnx_model_spec add_sub = {
+        .graph_name = "add_sub",
+        .rows = batch ? 0 : 2,
+        .width = 16,
+        .inputs = { "INPUT0", "INPUT1" },
+        .outputs = { "OUTPUT0", "OUTPUT1" },
+        .nodes = { { "Add", "add", { "INPUT0", "INPUT1" }, "OUTPUT0" },
+                   { "Sub", "sub", { "INPUT0", "INPUT1" }, "OUTPUT1" } },
+    };
+    ASSERT_TRUE(onnx_model_add(repo, name, &add_sub, config));
 }
 
 static const char *new_repo(const char *tag)
