@@ -81,6 +81,13 @@ typedef struct infd_kernel_args {
      * outputs stay in the value's dtype. Constant folding always passes
      * INFD_PRECISION_FP32. */
     infd_precision precision;
+    /* A tuning record this backend's compile() wrote for this node in an
+     * earlier build (infd_kernel.tuning, kept in a plan file), or NULL:
+     * tune afresh. A kernel that takes it skips its tuning (timing cuDNN's
+     * algorithms, say); one it cannot use (another shape, a library that
+     * rejects it) is ignored and the kernel tunes as if it were NULL. */
+    const void *tuning;
+    size_t tuning_bytes;
 } infd_kernel_args;
 
 /* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except
@@ -111,6 +118,9 @@ typedef enum infd_backend_copy {
 
 typedef struct infd_backend_ops infd_backend_ops;
 
+/* Bytes of tuning record a kernel may keep (infd_kernel.tuning). */
+#define INFD_KERNEL_TUNING_MAX 64
+
 /* A compiled node. Backends allocate a larger struct that starts with this
  * one and free it in destroy_kernel. */
 typedef struct infd_kernel {
@@ -122,6 +132,11 @@ typedef struct infd_kernel {
      * readers as input_layouts[i]) and the bytes it occupies. NULL: plain. */
     const void *output_layout;
     size_t output_layout_bytes;
+    /* What compile chose by tuning (an algorithm id, say), as bytes the
+     * same backend's compile reads back from infd_kernel_args.tuning on a
+     * later build of the same node and shapes; 0 bytes: nothing to keep. */
+    uint8_t tuning[INFD_KERNEL_TUNING_MAX];
+    size_t tuning_bytes;
 } infd_kernel;
 
 #define INFD_BACKEND_OPS_VERSION 2
