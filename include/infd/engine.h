@@ -115,7 +115,21 @@ INFD_API void infd_plan_options_init(infd_plan_options *opts);
  * node or input at fault: NOT_FOUND / IO (file), INVALID_ARGUMENT (malformed
  * model, bad shapes), UNIMPLEMENTED (an operator or attribute infd does not
  * support, named with its node), UNAVAILABLE (device), OUT_OF_MEMORY.
- * Cost: the load plus kernel compilation (about a second for ResNet-50). */
+ * Cost: the load plus kernel compilation (about a second for ResNet-50).
+ *
+ * A plan file (`infd build`, infd_plan_builder; the file starts with
+ * "INFDPLAN") is loaded instead of an ONNX model: its fingerprint must
+ * match this process (infd version, backend and, for GPU plans or plans
+ * holding tuning records, the device description), else INVALID_ARGUMENT
+ * saying what it was built for and "rebuild it with infd build". The
+ * input shapes, bound values, device and precision come from the file:
+ * opts->shapes and opts->values are ignored, opts->device and
+ * opts->precision must be the defaults (CPU, FP32: "as built") or the
+ * file's, and opts->batch must be one of the batch sizes built (0: the
+ * smallest), else INVALID_ARGUMENT listing them. n_threads and
+ * max_contexts are taken from opts. Kernels are compiled with the stored
+ * tuning records, so they skip tuning (infd_plan_stats.n_from_cache); a
+ * truncated or corrupted file is INVALID_ARGUMENT naming the byte offset. */
 INFD_API infd_status infd_plan_create(const char *path, const infd_plan_options *opts,
                                       infd_plan **out, infd_error *err);
 
@@ -154,9 +168,89 @@ typedef struct infd_plan_stats {
     size_t arena_bytes;  /* activation memory per context */
     size_t weight_bytes; /* constant data held by the plan */
     double compile_ms;   /* load + optimize + compile */
+    /* Tuning (plan files): kernels that chose something by tuning (timing
+     * cuDNN's algorithms, say) while this plan was compiled, and kernels
+     * that took the record a plan file kept instead (n_tuned is then 0
+     * unless a record was refused: another library version, say). Their
+     * sum is the records `infd build` keeps; both 0 on the CPU backend,
+     * which tunes nothing. */
+    int n_tuned;
+    int n_from_cache;
 } infd_plan_stats;
 
 INFD_API void infd_plan_get_stats(const infd_plan *plan, infd_plan_stats *out);
+
+/* ------------------------------------------------------------------------- */
+/* Plan files (`infd build`; docs/ENGINE.md, "Plan files")                   */
+/* ------------------------------------------------------------------------- */
+
+/* A plan file holds the ONNX model, the options it was built with and, per
+ * batch size built, the tuning record of every kernel (what cuDNN's timing
+ * chose, say): loading it with infd_plan_create skips the tuning, as a
+ * TensorRT engine file does. It is tied to the infd version and the device
+ * it was built on. */
+typedef struct infd_plan_builder infd_plan_builder;
+
+/* Most batch sizes one plan file holds. */
+#define INFD_PLAN_FILE_MAX_BATCHES 32
+
+/* The batch sizes a server compiles for `max_batch` (>= 1): the powers of
+ * two below it, then max_batch itself, ascending. Writes at most `cap`
+ * into `out` and returns how many there are (0 when max_batch < 1). */
+INFD_API int infd_plan_batch_sizes(int64_t max_batch, int64_t *out, int cap);
+
+/* Starts a plan file for the ONNX model at `path` (read into memory now;
+ * external data files are refused) built with `opts` (copied: shapes and
+ * bound values included; opts->batch is ignored, see _add). On success
+ * `*out` is a new builder (infd_plan_builder_destroy). Errors: NOT_FOUND /
+ * IO (file), INVALID_ARGUMENT (a plan file, not a model), OUT_OF_MEMORY. */
+INFD_API infd_status infd_plan_builder_create(const char *path, const infd_plan_options *opts,
+                                              infd_plan_builder **out, infd_error *err);
+
+/* Compiles the model for batch size `batch` (>= 1; each at most once, up to
+ * INFD_PLAN_FILE_MAX_BATCHES) with the builder's options, keeps every
+ * kernel's tuning record and frees the plan. `stats` (nullable) gets the
+ * plan's statistics (n_tuned: the records kept; compile_ms: the build
+ * time). Errors: those of infd_plan_create, INVALID_ARGUMENT for a bad or
+ * repeated batch. Cost: a full compile, tuning included. */
+INFD_API infd_status infd_plan_builder_add(infd_plan_builder *b, int64_t batch,
+                                           infd_plan_stats *stats, infd_error *err);
+
+/* Writes the plan file to `path` atomically (a temporary file in the same
+ * folder, then rename): readers see the old file or the new one. Needs at
+ * least one batch added. Errors: IO naming the file, OUT_OF_MEMORY. */
+INFD_API infd_status infd_plan_builder_write(infd_plan_builder *b, const char *path,
+                                             infd_error *err);
+
+/* Frees a builder. NULL is a no-op. */
+INFD_API void infd_plan_builder_destroy(infd_plan_builder *b);
+
+/* What a plan file says about itself (strings NUL-terminated, cut to fit). */
+typedef struct infd_plan_file_info {
+    char infd_version[64]; /* infd_version() of the build */
+    char infd_git[64];     /* infd_version_git() of the build */
+    char backend[32];      /* "cpu", "cuda" */
+    char device[256];      /* infd_engine_device_describe() of device 0 */
+    infd_device_kind device_kind;
+    infd_precision precision;
+    int n_batches; /* batch sizes built, ascending */
+    int64_t batches[INFD_PLAN_FILE_MAX_BATCHES];
+    int n_kernels;        /* kernels per plan, of the first batch size */
+    int n_records;        /* non-empty tuning records, all batch sizes */
+    char model_name[256]; /* the model's file name when built */
+    uint64_t model_bytes; /* bytes of ONNX model embedded */
+    uint64_t model_hash;  /* a 64-bit hash of those bytes */
+} infd_plan_file_info;
+
+/* True when the file at `path` starts with a plan file's magic ("INFDPLAN"). */
+INFD_API bool infd_plan_file_is(const char *path);
+
+/* Reads and checks a plan file (structure, every length, the checksum) and
+ * fills `out`, without checking it against this process or compiling
+ * anything. Errors: NOT_FOUND / IO (file), INVALID_ARGUMENT naming the
+ * byte offset of what is wrong. */
+INFD_API infd_status infd_plan_file_read_info(const char *path, infd_plan_file_info *out,
+                                              infd_error *err);
 
 /* A context for running `plan` on one thread at a time: allocates the
  * activation arena and starts opts.n_threads - 1 helper threads. Fails with

@@ -20,6 +20,7 @@ int infd_cli_run(int argc, char **argv);
 int infd_cli_bench(int argc, char **argv);
 int infd_cli_perf(int argc, char **argv);
 int infd_cli_serve(int argc, char **argv);
+int infd_cli_build(int argc, char **argv);
 
 /* Options shared by run and bench, filled by infd_cli_parse_common. */
 #define INFD_CLI_MAX_SHAPES 16
@@ -28,6 +29,8 @@ typedef struct infd_cli_common {
     infd_plan_options plan;
     infd_input_shape shapes[INFD_CLI_MAX_SHAPES];
     char shape_names[INFD_CLI_MAX_SHAPES][256];
+    bool device_given; /* --device or --precision was on the command line */
+    bool precision_given;
 } infd_cli_common;
 
 /* Consumes argv[*i] (and its value) if it is a common option (--batch,
@@ -35,6 +38,11 @@ typedef struct infd_cli_common {
  * cpu|cuda); returns 1 when
  * consumed, 0 when not a common option, -1 after printing a usage error. */
 int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, const char *cmd);
+
+/* When c->model is a plan file (`infd build`): takes the device and
+ * precision it was built with unless given, and refuses given ones that
+ * differ; 0 when it is not a plan file. -1 after printing an error. */
+int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
 
 /* Parses "1,3,224,224" into `shape`; -1 on a malformed list. */
 int infd_cli_parse_dims(const char *s, infd_shape *shape);

@@ -1,7 +1,7 @@
 /*
  * cmd_bench.c - `infd bench`: engine-only latency and throughput.
  *
- *   infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]
+ *   infd bench MODEL.onnx|MODEL.plan [--batch N] [--threads N] [--iterations N]
  *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16|fp16] [--device
  * cpu|cuda]
  *              [--json] [--profile]
@@ -132,6 +132,8 @@ int infd_cli_bench(int argc, char **argv)
         usage();
         return INFD_EXIT_USAGE;
     }
+    if (infd_cli_use_plan_file(&c, "bench") != 0)
+        return INFD_EXIT_FAILURE;
     uint64_t t0 = infd_clock_ns();
     if (infd_plan_create(c.model, &c.plan, &plan, &err) != INFD_STATUS_OK ||
         infd_context_create(plan, &ctx, &err) != INFD_STATUS_OK) {
@@ -189,17 +191,20 @@ int infd_cli_bench(int argc, char **argv)
         printf("{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %lld, \"threads\": %d, "
                "\"precision\": \"%s\", \"iterations\": %ld, "
                "\"load_ms\": %.2f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
-               "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d}\n",
+               "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d, "
+               "\"tuned\": %d, \"from_cache\": %d}\n",
                c.model, device, (long long)batch, threads,
                infd_cli_precision_name(c.plan.precision), iterations, load_ms, p50, p90, p99, tput,
-               rss_mib, stats.n_kernels);
+               rss_mib, stats.n_kernels, stats.n_tuned, stats.n_from_cache);
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
                "arena %.1f MiB, weights %.1f MiB\n",
                stats.n_nodes_model, stats.n_kernels, stats.n_folded, stats.n_fused, stats.n_opaque,
                (double)stats.arena_bytes / 1048576.0, (double)stats.weight_bytes / 1048576.0);
-        printf("load        %.1f ms (file to ready plan and context)\n", load_ms);
+        printf("load        %.1f ms (file to ready plan and context; %d kernels tuned, %d "
+               "from the plan file)\n",
+               load_ms, stats.n_tuned, stats.n_from_cache);
         printf("batch       %lld, device %s, threads %d, precision %s, %ld iterations after %ld "
                "warm-up\n",
                (long long)batch, device, threads, infd_cli_precision_name(c.plan.precision),

@@ -2,7 +2,7 @@
  * cmd_run.c - `infd run`: compile a model, run it once, print and write its
  * outputs.
  *
- *   infd run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]
+ *   infd run MODEL.onnx|MODEL.plan [--input NAME=FILE.npy]... [--output-dir DIR]
  *            [--batch N] [--shape NAME=D0,D1,...] [--threads N] [--seed S]
  *            [--precision fp32|bf16|fp16] [--device cpu|cuda]
  *
@@ -204,6 +204,8 @@ int infd_cli_run(int argc, char **argv)
         rc = INFD_EXIT_USAGE;
         goto out;
     }
+    if (infd_cli_use_plan_file(&c, "run") != 0)
+        goto out;
     /* Given inputs fix their shapes. */
     for (int k = 0; k < n_given; k++) {
         if (infd_npy_read(given[k].path, &given[k].tensor, &err) != INFD_STATUS_OK) {

@@ -56,6 +56,7 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
             fprintf(stderr, "infd %s: --precision needs fp32, bf16 or fp16\n", cmd);
             return -1;
         }
+        c->precision_given = true;
         (*i)++;
         return 1;
     }
@@ -68,6 +69,7 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
             fprintf(stderr, "infd %s: --device needs cpu or cuda\n", cmd);
             return -1;
         }
+        c->device_given = true;
         (*i)++;
         return 1;
     }
@@ -87,6 +89,34 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
         (*i)++;
         return 1;
     }
+    return 0;
+}
+
+int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd)
+{
+    infd_plan_file_info info;
+    infd_error err = { 0 };
+    if (!infd_plan_file_is(c->model))
+        return 0;
+    /* A damaged file, or one of another version, is left to
+     * infd_plan_create, whose message says what it was built for. */
+    if (infd_plan_file_read_info(c->model, &info, &err) != INFD_STATUS_OK)
+        return 0;
+    if (c->device_given && c->plan.device != info.device_kind) {
+        fprintf(stderr,
+                "infd %s: %s was built for device %s: rebuild it with infd build --device\n", cmd,
+                c->model, info.device_kind == INFD_DEVICE_CUDA ? "cuda" : "cpu");
+        return -1;
+    }
+    if (c->precision_given && c->plan.precision != info.precision) {
+        fprintf(stderr,
+                "infd %s: %s was built with precision %s: rebuild it with infd build "
+                "--precision\n",
+                cmd, c->model, infd_cli_precision_name(info.precision));
+        return -1;
+    }
+    c->plan.device = info.device_kind;
+    c->plan.precision = info.precision;
     return 0;
 }
 

@@ -34,15 +34,18 @@ static const command commands[] = {
       "serve a model repository over KServe v2 HTTP and gRPC, raw sockets and Prometheus metrics",
       infd_cli_serve, NULL },
     { "run",
-      "run MODEL.onnx [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
+      "run MODEL.onnx|MODEL.plan [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
       "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16|fp16] [--device cpu|cuda]",
       "run a model once and print or write its outputs", infd_cli_run, NULL },
     { "bench",
-      "bench MODEL.onnx [--batch N] [--threads N] [--iterations N] [--shape ..] "
+      "bench MODEL.onnx|MODEL.plan [--batch N] [--threads N] [--iterations N] [--shape ..] "
       "[--precision fp32|bf16|fp16] [--device cpu|cuda] [--json]",
       "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
-    { "build", "build MODEL.onnx -o MODEL.plan [--device cuda --fp16 --max-batch N]",
-      "compile and tune a model into a plan file", NULL, "#6" },
+    { "build",
+      "build MODEL.onnx -o MODEL.plan [--device cpu|cuda] [--precision fp32|bf16|fp16 | --fp16] "
+      "[--max-batch N | --batch N] [--shape NAME=D0,D1,..] [--threads N]",
+      "compile and tune a model into a plan file (run, bench and serve load it)", infd_cli_build,
+      NULL },
     { "perf",
       "perf --model NAME (--url HOST:PORT | --unix PATH) [--protocol http|raw|grpc] "
       "[--streaming] [--binary] [--framed] [--concurrency-range 1:64:2] "

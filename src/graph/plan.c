@@ -50,6 +50,7 @@
 #include "core/pool.h"
 #include "graph/backend.h"
 #include "graph/passes.h"
+#include "graph/planfile.h"
 #include "graph/shape.h"
 #include "infd/engine.h"
 #include "onnx/loader.h"
@@ -86,6 +87,10 @@ struct infd_plan {
     int n_opaque;             /* values kept in an opaque layout */
     infd_precision precision; /* handed to every kernel compiled for run time */
     infd_plan_stats stats;
+    /* Plan files: the tuning record per step, handed to compile (borrowed
+     * while the plan is created, then NULL). */
+    const infd_plan_record *records;
+    int32_t n_records;
     bool device;          /* the backend computes on its own memory (backend.h) */
     void *dev_weights;    /* device plans: constants read at run time (offset[] per value) */
     size_t staging_bytes; /* device plans: pinned bytes per context, inputs then outputs */
@@ -270,6 +275,8 @@ static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **i
     a->output_opaque_ok = false;
     a->precision =
         INFD_PRECISION_FP32; /* folding computes in FP32; compile_steps sets the plan's */
+    a->tuning = NULL;        /* tune afresh unless compile_steps has a record */
+    a->tuning_bytes = 0;
 }
 
 /* Runs node n once now on the CPU backend and makes its outputs constants. */
@@ -635,6 +642,53 @@ static infd_status choose_opaque(infd_plan *p, const infd_ir_value **ins,
     return INFD_STATUS_OK;
 }
 
+/* Plan files: the record kept for the next step, checked against the node
+ * it was made for. The model and the infd version are the file's, and the
+ * passes are deterministic, so a mismatch means a damaged file (or a bug):
+ * an error rather than silently tuning, so it is seen. */
+static infd_status take_record(const infd_plan *p, const infd_ir_node *node, infd_kernel_args *a,
+                               infd_error *err)
+{
+    const char *src = p->g->source;
+    if (p->n_steps >= p->n_records)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: the plan has more kernels than the file's %d tuning records "
+                              "(node '%s'); rebuild it with infd build",
+                              src, (int)p->n_records, node->name);
+    const infd_plan_record *r = &p->records[p->n_steps];
+    if (strcmp(r->node, node->name) != 0 || strcmp(r->op_type, node->op_type) != 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: tuning record %d is for node '%s' (%s) but kernel %d is node "
+                              "'%s' (%s); rebuild it with infd build",
+                              src, (int)p->n_steps, r->node, r->op_type, (int)p->n_steps,
+                              node->name, node->op_type);
+    a->tuning = r->n_bytes ? r->bytes : NULL;
+    a->tuning_bytes = r->n_bytes;
+    return INFD_STATUS_OK;
+}
+
+/* Counts a compiled kernel's tuning: a kernel that took the record it was
+ * given keeps the same bytes in kernel->tuning (backend.h); any other
+ * record it wrote came from tuning now. */
+static infd_status count_tuning(infd_plan *p, const infd_ir_node *node, const infd_kernel_args *a,
+                                const infd_kernel *k, infd_error *err)
+{
+    if (k->tuning_bytes > INFD_KERNEL_TUNING_MAX)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "%s: node '%s' (%s): kernel wrote a %zu-byte tuning record (at "
+                              "most %d)",
+                              p->g->source, node->name, node->op_type, k->tuning_bytes,
+                              INFD_KERNEL_TUNING_MAX);
+    if (!k->tuning_bytes)
+        return INFD_STATUS_OK;
+    if (a->tuning && a->tuning_bytes == k->tuning_bytes &&
+        memcmp(a->tuning, k->tuning, k->tuning_bytes) == 0)
+        p->stats.n_from_cache++;
+    else
+        p->stats.n_tuned++;
+    return INFD_STATUS_OK;
+}
+
 static infd_status compile_steps(infd_plan *p, infd_error *err)
 {
     infd_ir_graph *g = p->g;
@@ -669,6 +723,11 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         a.precision = p->precision;
         a.output_opaque_ok =
             node->n_outputs > 0 && node->outputs[0] >= 0 && opaque_ok[node->outputs[0]];
+        if (p->records) {
+            st = take_record(p, node, &a, err);
+            if (st != INFD_STATUS_OK)
+                goto out;
+        }
         infd_kernel *k = NULL;
         st = infd_backend_compile(p->backend, &a, &k, err);
         if (st != INFD_STATUS_OK)
@@ -676,6 +735,9 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         p->steps[p->n_steps].node = n;
         p->steps[p->n_steps].kernel = k;
         p->n_steps++;
+        st = count_tuning(p, node, &a, k, err);
+        if (st != INFD_STATUS_OK)
+            goto out;
         if (k->output_layout) {
             if (!a.output_opaque_ok) {
                 st = infd_error_set(err, INFD_STATUS_INTERNAL,
@@ -688,6 +750,11 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
             p->n_opaque++;
         }
     }
+    if (p->records && p->n_steps != p->n_records)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: the plan has %d kernels but the file keeps %d tuning records; "
+                            "rebuild it with infd build",
+                            g->source, (int)p->n_steps, (int)p->n_records);
 out:
     infd_free(ins);
     infd_free(outs);
@@ -763,6 +830,8 @@ typedef struct model_source {
     const char *path; /* the file, or the name used in messages */
     const void *data; /* NULL: read `path` */
     size_t n;
+    const infd_plan_record *records; /* plan files: a record per step, or NULL */
+    int32_t n_records;
 } model_source;
 
 static infd_status plan_create(const model_source *src, const infd_plan_options *opts,
@@ -822,6 +891,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     p->precision = opts->precision;
     const char *plain = getenv("INFD_PLAIN_LAYOUTS");
     p->plain_layouts = plain && plain[0] && plain[0] != '0';
+    p->records = src->records;
+    p->n_records = src->n_records;
 
     if (src->data)
         st = infd_onnx_load_buffer(src->data, src->n, path, NULL, &p->g, err);
@@ -847,6 +918,7 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     if (st != INFD_STATUS_OK)
         goto fail;
     st = compile_steps(p, err);
+    p->records = NULL; /* borrowed for the build only */
     if (st != INFD_STATUS_OK)
         goto fail;
 
@@ -891,6 +963,8 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
                              infd_error *err)
 {
     model_source src = { .path = path };
+    if (path && infd_plan_file_is(path))
+        return infd_planfile_load(NULL, 0, path, opts, out, err);
     return plan_create(&src, opts, out, err);
 }
 
@@ -904,7 +978,42 @@ infd_status infd_plan_create_from_memory(const void *data, size_t n, const char 
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the model is empty",
                               src.path);
     }
+    if (infd_planfile_has_magic(data, n))
+        return infd_planfile_load(data, n, src.path, opts, out, err);
     return plan_create(&src, opts, out, err);
+}
+
+infd_status infd_plan_create_tuned(const void *onnx, size_t n, const char *name,
+                                   const infd_plan_options *opts, const infd_plan_record *records,
+                                   int32_t n_records, infd_plan **out, infd_error *err)
+{
+    model_source src = {
+        .path = name, .data = onnx, .n = n, .records = records, .n_records = n_records
+    };
+    *out = NULL;
+    if (!onnx || n == 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the model is empty", name);
+    return plan_create(&src, opts, out, err);
+}
+
+int32_t infd_plan_n_records(const infd_plan *p)
+{
+    return p->n_steps;
+}
+
+void infd_plan_record_at(const infd_plan *p, int32_t s, infd_plan_record *out)
+{
+    const infd_ir_node *node = &p->g->nodes[p->steps[s].node];
+    const infd_kernel *k = p->steps[s].kernel;
+    out->node = node->name;
+    out->op_type = node->op_type;
+    out->n_bytes = (uint32_t)k->tuning_bytes;
+    out->bytes = k->tuning_bytes ? k->tuning : NULL;
+}
+
+const char *infd_plan_backend_name(const infd_plan *p)
+{
+    return p->backend->name;
 }
 
 void infd_plan_destroy(infd_plan *p)
