@@ -40,6 +40,7 @@ typedef struct infd_cuda_op {
 extern const infd_cuda_op infd_cuda_ops_conv[];
 extern const infd_cuda_op infd_cuda_ops_gemm[];
 extern const infd_cuda_op infd_cuda_ops_misc[];
+extern const infd_cuda_op infd_cuda_ops_extra[]; /* cuda_extra.c */
 
 /* A zeroed kernel struct of `size` bytes (>= sizeof(infd_cuda_kernel)) with
  * the base filled in; NULL when out of memory. Freed by the backend's
