@@ -78,11 +78,22 @@ typedef enum infd_precision {
 } infd_precision;
 
 typedef struct infd_plan_options {
-    /* INFD_DEVICE_CPU, or INFD_DEVICE_CUDA: every kernel on GPU 0 (FP32;
-     * an op the CUDA backend lacks fails the build, naming it; no usable
-     * GPU fails with UNAVAILABLE "no usable CUDA device: ..."). Inputs and
-     * outputs of infd_plan_run stay host memory either way. */
+    /* INFD_DEVICE_CPU, or INFD_DEVICE_CUDA: every kernel on GPU
+     * device_index (FP32; an op the CUDA backend lacks fails the build,
+     * naming it; no usable GPU fails with UNAVAILABLE "no usable CUDA
+     * device: ..."). Inputs and outputs of infd_plan_run stay host memory
+     * either way. */
     infd_device_kind device;
+    /* Which device of that kind: the CUDA ordinal (as CUDA_VISIBLE_DEVICES
+     * numbers the GPUs); default 0. Everything of the plan lives there: the
+     * compile, the weights, and each context's arena, stream and pinned
+     * staging. Every call on the plan or its contexts (create, run,
+     * destroy) makes that device current on the calling thread first
+     * (cudaSetDevice, a thread-local switch), so contexts of plans on
+     * different GPUs may run on one thread in turn. A GPU that does not
+     * exist is INVALID_ARGUMENT "GPU 3 does not exist (this machine has
+     * 1)"; the CPU backend has device 0 only. */
+    int device_index;
     int n_threads;                  /* threads per context, caller included; 0: all cores */
     int max_contexts;               /* contexts that may run at once; 0: 4 */
     int64_t batch;                  /* value for a symbolic first dim of an input; 0: 1 */
@@ -107,7 +118,7 @@ typedef struct infd_plan_options {
     infd_precision precision;
 } infd_plan_options;
 
-/* Defaults: CPU, all cores, 4 contexts, batch 1, no explicit shapes, FP32. */
+/* Defaults: CPU (device 0), all cores, 4 contexts, batch 1, no explicit shapes, FP32. */
 INFD_API void infd_plan_options_init(infd_plan_options *opts);
 
 /* Loads the ONNX model at `path`, optimizes it and compiles it for

@@ -213,6 +213,19 @@ struct infd_backend_ops {
     infd_status (*capture_begin)(void *stream, infd_error *err);
     infd_status (*capture_end)(void *stream, infd_error *err);
     void (*replay)(void *stream);
+
+    /* Optional (NULL: the backend has one device, index 0). Makes device
+     * `index` (infd_plan_options.device_index) current on the calling
+     * thread, so that the slots above (compile, alloc, stream_create, copy,
+     * run, sync) act on it until another call changes it. The plan calls it
+     * before compiling, before creating or destroying a context or the
+     * plan, and at the start of every run (it must be cheap when the
+     * device is already current: no allocation, no lock). INVALID_ARGUMENT
+     * "GPU 3 does not exist (this machine has 1)" for an index outside
+     * the devices, UNAVAILABLE when the device cannot be used. Added
+     * within version 2: a table that ends before this slot (`size`) has
+     * none. */
+    infd_status (*set_device)(int index, infd_error *err);
 };
 
 /* True when the backend computes on its own memory (the memory slots are
@@ -234,6 +247,22 @@ static inline infd_status infd_backend_compile(const infd_backend_ops *ops,
                                                infd_error *err)
 {
     return ops->compile(a, out, err);
+}
+
+/* Makes device `index` of `ops` current on this thread (see set_device). A
+ * backend without the slot has device 0 only. */
+static inline infd_status infd_backend_set_device(const infd_backend_ops *ops, int index,
+                                                  infd_error *err)
+{
+    bool has_slot = ops->size >= offsetof(infd_backend_ops, set_device) + sizeof(ops->set_device) &&
+                    ops->set_device != NULL;
+    if (has_slot)
+        return ops->set_device(index, err);
+    if (index != 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "device %d does not exist: the %s backend has device 0 only", index,
+                              ops->name);
+    return INFD_STATUS_OK;
 }
 
 static inline void infd_kernel_run(const infd_kernel *k, const infd_kernel_io *io)

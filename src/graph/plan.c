@@ -35,7 +35,10 @@
  * buffer; a run copies the caller's inputs into staging, enqueues the H2D
  * copies, the kernels and the D2H copies of the outputs on the stream,
  * waits once (sync), and copies staging to the caller's buffers. Callers
- * keep plain host memory on both sides.
+ * keep plain host memory on both sides. A device plan lives on one device
+ * (infd_plan_options.device_index): plan create and destroy, context create
+ * and destroy, and every run make it current on the calling thread first
+ * (the backend's set_device), so one thread may serve plans on several GPUs.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -92,6 +95,7 @@ struct infd_plan {
     const infd_plan_record *records;
     int32_t n_records;
     bool device;          /* the backend computes on its own memory (backend.h) */
+    int device_index;     /* infd_plan_options.device_index, made current by every call */
     void *dev_weights;    /* device plans: constants read at run time (offset[] per value) */
     size_t staging_bytes; /* device plans: pinned bytes per context, inputs then outputs */
     size_t *stage_offset; /* device plans: per graph input, then per graph output */
@@ -879,12 +883,18 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         if (st != INFD_STATUS_OK)
             return st;
     }
+    st = infd_backend_set_device(backend, opts->device_index, err);
+    if (st != INFD_STATUS_OK) {
+        infd_error_prefix(err, "%s", path);
+        return st;
+    }
     p = infd_calloc(1, sizeof(*p));
     if (!p)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
     pthread_mutex_init(&p->mu, NULL);
     p->backend = backend;
     p->device = infd_backend_is_device(backend);
+    p->device_index = opts->device_index;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     p->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)(cores > 0 ? cores : 1);
     p->max_contexts = opts->max_contexts > 0 ? opts->max_contexts : 4;
@@ -1020,6 +1030,7 @@ void infd_plan_destroy(infd_plan *p)
 {
     if (!p)
         return;
+    (void)infd_backend_set_device(p->backend, p->device_index, NULL); /* frees on its device */
     for (int32_t s = 0; s < p->n_steps; s++)
         infd_kernel_destroy(p->steps[s].kernel);
     if (p->dev_weights)
@@ -1097,6 +1108,9 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
     const infd_ir_graph *g = p->g;
     size_t n_in = 0, n_out = 0;
     *out = NULL;
+    st = infd_backend_set_device(p->backend, p->device_index, err); /* stream, arena, staging */
+    if (st != INFD_STATUS_OK)
+        return st;
 
     int slot = -1;
     pthread_mutex_lock(&p->mu);
@@ -1210,6 +1224,7 @@ void infd_context_destroy(infd_context *c)
     pthread_mutex_unlock(&c->plan->mu);
     if (c->plan->device) {
         const infd_backend_ops *b = c->plan->backend;
+        (void)infd_backend_set_device(b, c->plan->device_index, NULL);
         b->free(INFD_BACKEND_MEM_DEVICE, c->arena);
         b->free(INFD_BACKEND_MEM_HOST, c->staging);
         b->stream_destroy(c->stream);
@@ -1388,8 +1403,13 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
                                   "%s: output '%s' needs a %zu-byte buffer, got %zu", g->source,
                                   p->outputs[i].name, p->outputs[i].nbytes, outputs[i].nbytes);
     }
-    if (p->device)
+    if (p->device) {
+        /* The calling thread may last have run a plan on another GPU. */
+        infd_status st = infd_backend_set_device(p->backend, p->device_index, err);
+        if (st != INFD_STATUS_OK)
+            return st;
         return run_device(p, c, inputs, n_inputs, outputs, n_outputs, err);
+    }
     for (int i = 0; i < n_inputs; i++) {
         for (size_t k = c->patch_start[i]; k < c->patch_start[i + 1]; k++)
             c->in_ptrs[c->patch[k]] = inputs[i].data;

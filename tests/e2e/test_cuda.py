@@ -116,6 +116,30 @@ def test_bench_cuda_json(gpu, infd_bin, repo_root):
     assert j["p50_ms"] > 0
 
 
+@pytest.mark.parametrize("name,rel,where,least", [
+    ("resnet50", "models/resnet50.onnx", "cache", 50),
+    ("blazeface", "models/blazeface/1/model.onnx", "repo", 30),
+])
+def test_fp16_keeps_nhwc_between_kernels(gpu, name, rel, where, least, infd_bin, repo_root):
+    """FP16 plans keep activations in FP16 NHWC between convolutions, pools,
+    residual Adds and Concats (the backend's opaque layout) instead of
+    converting around every Conv; FP32 plans keep everything plain."""
+    cache = pathlib.Path(os.environ.get("INFD_CACHE") or repo_root / ".cache")
+    model = (repo_root if where == "repo" else cache) / rel
+    if not model.exists():
+        pytest.skip(f"{model} not found (run scripts/setup.sh)")
+    got = {}
+    for precision in ("fp32", "fp16"):
+        r = subprocess.run([str(infd_bin), "bench", str(model), "--device", "cuda", "--precision",
+                            precision, "--iterations", "5", "--warmup", "1", "--json"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[precision] = json.loads(r.stdout)["opaque_values"]
+    print(f"{name}: opaque values fp32 {got['fp32']}, fp16 {got['fp16']}")
+    assert got["fp32"] == 0
+    assert got["fp16"] >= least
+
+
 def test_cuda_refused_without_a_gpu(infd_bin, repo_root):
     """CI: no GPU. `--device cuda` fails clearly and exits non-zero."""
     usable, line = cuda_state(infd_bin)

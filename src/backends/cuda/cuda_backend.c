@@ -159,6 +159,7 @@ const infd_backend_ops infd_cuda_backend = {
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .replay = infd_cuda_replay,
+    .set_device = infd_cuda_set_device,
 };
 
 infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,

@@ -10,16 +10,23 @@
  * input is padded into the workspace first and convolved unpadded.
  *
  * FP16 plans: a Conv with constant weights runs in FP16 NHWC on tensor
- * cores between two conversion kernels (compile_fp16); values between
- * kernels stay FP32 NCHW (keeping FP16 NHWC between convs through the
- * plan's opaque layouts is the next step of #6). Where cuDNN has no FP16
- * algorithm for a shape the Conv stays FP32.
+ * cores (compile_fp16), reading and writing the backend's opaque FP16 NHWC
+ * layout (cuda_nhwc.h) where the plan keeps values in it, and converting
+ * at the edges where it does not. Bias + ReLU (or identity) + residual run
+ * inside cuDNN when its fused call has an algorithm for the shape; anything
+ * else runs in one epilogue kernel. Where cuDNN has no FP16 algorithm for
+ * a shape the Conv stays FP32 (plain layouts only).
+ *
+ * Tuning records (infd_kernel.tuning): the algorithm and whether the fused
+ * call won, so a plan file skips the timing.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_conv.h"
+#include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_movement.h"
+#include "backends/cuda/cuda_nhwc.h"
 #include "backends/cuda/cuda_ops.h"
 #include "core/alloc.h"
 #include "core/common.h"
@@ -27,10 +34,14 @@
 typedef struct conv_kernel {
     infd_cuda_kernel base;
     infd_cuda_conv *conv;
+    /* FP16 1x1 stride-1 convolutions over FP16 NHWC are a GEMM,
+     * [n*h*w, c] x [c, k], with bias, residual and ReLU in cuBLASLt's
+     * epilogue; used instead of conv when it times faster. */
+    infd_cuda_gemm *gemm;
     char name[64];
     infd_cuda_act act;
     float alpha, beta;
-    bool fused; /* bias + ReLU (+ residual) inside cuDNN */
+    bool fused; /* bias + activation (+ residual) inside cuDNN */
     bool has_sum;
     bool has_bias;
     int64_t n_out, k, hw;
@@ -38,14 +49,27 @@ typedef struct conv_kernel {
     bool prepad;
     int64_t in_dims[4], pad_dims[4], pad_begin[4];
     size_t pad_bytes; /* workspace bytes the padded input takes (aligned) */
-    /* FP16 (an FP16 plan with constant weights): x converted to FP16 NHWC
-     * (padding included) into the workspace, the convolution into FP16
-     * NHWC after it, then back to FP32 NCHW with bias, residual and
-     * activation in one kernel. */
+    /* FP16 (an FP16 plan with constant weights): the convolution reads and
+     * writes FP16 NHWC. x is used in place when it arrives in that layout
+     * (cuda_nhwc.h) and needs no padding; otherwise it is packed (converted,
+     * padded) into the workspace. y is written in place when the plan keeps
+     * the output in that layout, else into the workspace and converted out
+     * by the epilogue, which also applies what cuDNN did not fuse. */
     bool fp16;
-    int n, c, h, w, hp, wp, pt, pl, oh, ow;
+    bool pack, epilogue;
+    infd_cuda_fmt fx, fr, fy; /* formats of x, the residual and y */
+    infd_cuda_dims xd, yd;    /* logical input and output dims (h = 1 for 1-D) */
+    int64_t hp, wp, pt, pl;   /* the packed input's size and where x sits in it */
+    int64_t cp;               /* the packed input's channels (>= xd.c: see PAD_CHANNELS) */
     size_t xh_bytes, yh_bytes;
 } conv_kernel;
+
+/* The tuning record a conv keeps (infd_kernel.tuning): the cuDNN algorithm
+ * chosen by timing, for the same shapes, precision and fusion. */
+typedef struct conv_record {
+    char tag[4]; /* "cnv1" */
+    int32_t fp16, fused, algo;
+} conv_record;
 
 typedef struct window {
     int64_t k[2], s[2], d[2], pl[2], pr[2];
@@ -160,26 +184,39 @@ static bool conv_supports(const infd_kernel_args *a, infd_error *why)
 static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const conv_kernel *k = (const conv_kernel *)base;
-    const float *x = io->inputs[0], *w = io->inputs[1];
+    const void *x = io->inputs[0];
+    const float *w = io->inputs[1];
     const float *b = k->has_bias ? io->inputs[2] : NULL;
-    const float *res = k->has_sum ? io->inputs[3] : NULL;
-    float *y = io->outputs[0];
+    const void *res = k->has_sum ? io->inputs[3] : NULL;
+    void *y = io->outputs[0];
     uint8_t *ws = io->workspace;
     if (k->fp16) {
-        uint8_t *xh = ws, *yh = ws + k->xh_bytes;
-        infd_cuda_to_nhwc_half(io->stream, x, xh, k->n, k->c, k->h, k->w, k->hp, k->wp, k->pt,
-                               k->pl);
-        infd_cuda_conv_run(k->conv, io->stream, (const float *)xh, w, NULL, NULL, (float *)yh,
-                           yh + k->yh_bytes);
-        infd_cuda_from_nhwc_half(io->stream, yh, y, b, res, k->n, (int)k->k, k->oh, k->ow,
-                                 (int)k->act, k->alpha, k->beta);
+        if (k->pack) {
+            infd_cuda_nhwc_pack(io->stream, x, k->fx, k->xd, ws, k->hp, k->wp, k->pt, k->pl, k->cp);
+            x = ws;
+            ws += k->xh_bytes;
+        }
+        void *yh = y;
+        if (k->fy != INFD_CUDA_FMT_F16_NHWC) {
+            yh = ws;
+            ws += k->yh_bytes;
+        }
+        if (k->gemm)
+            infd_cuda_gemm_run(k->gemm, io->stream, x, NULL, res, yh, ws);
+        else
+            infd_cuda_conv_run(k->conv, io->stream, x, NULL, NULL, res, yh, ws);
+        if (k->epilogue)
+            infd_cuda_nhwc_eltwise(io->stream, k->yd, yh, INFD_CUDA_FMT_F16_NHWC,
+                                   k->fused ? NULL : b, INFD_CUDA_BIN_ADD, k->fused ? NULL : res,
+                                   k->fr, y, k->fy, k->fused ? INFD_CUDA_ACT_NONE : (int)k->act,
+                                   k->alpha, k->beta);
         return;
     }
     if (k->prepad) {
         int64_t n = k->pad_dims[0] * k->pad_dims[1] * k->pad_dims[2] * k->pad_dims[3];
         infd_cuda_pad(io->stream, x, (float *)ws, 4, k->in_dims, k->pad_dims, k->pad_begin, 0, 0.0f,
                       n);
-        x = (const float *)ws;
+        x = ws;
         ws += k->pad_bytes;
     }
     infd_cuda_conv_run(k->conv, io->stream, x, w, b, res, y, ws);
@@ -190,37 +227,198 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 static void conv_fini(infd_cuda_kernel *base)
 {
     infd_cuda_conv_destroy(((conv_kernel *)base)->conv);
+    infd_cuda_gemm_destroy(((conv_kernel *)base)->gemm);
 }
 
-/* The FP16 variant of the convolution `d` describes (FP32, padded when
- * k->prepad); false when cuDNN has none (the caller builds FP32 instead). */
-static bool compile_fp16(conv_kernel *k, const infd_cuda_conv_desc *d, const float *weights)
+/* The algorithm a tuning record names for this variant, or -1. */
+static int recorded_algo(const infd_kernel_args *a, int fp16, int fused)
+{
+    conv_record r;
+    if (!a->tuning || a->tuning_bytes != sizeof(r))
+        return -1;
+    memcpy(&r, a->tuning, sizeof(r));
+    if (memcmp(r.tag, "cnv1", 4) != 0 || r.fp16 != fp16 || r.fused != fused || r.algo < 0)
+        return -1;
+    return r.algo;
+}
+
+/* Whether a tuning record says the fused variant lost (no fused algorithm
+ * ran), so compile goes straight to the plain one. */
+static bool recorded_unfused(const infd_kernel_args *a, int fp16)
+{
+    conv_record r;
+    if (!a->tuning || a->tuning_bytes != sizeof(r))
+        return false;
+    memcpy(&r, a->tuning, sizeof(r));
+    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == fp16 && r.fused == 0;
+}
+
+/* Creates the cuDNN convolution for `d`, from the record when it has one
+ * that works, and keeps the choice as the kernel's tuning record. */
+static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
+                                   const infd_cuda_conv_desc *d, const float *w, const float *b,
+                                   size_t *ws, char *why, size_t why_n)
+{
+    int algo = recorded_algo(a, d->fp16, d->fused), chosen = -1;
+    infd_cuda_conv *c = NULL;
+    if (algo >= 0)
+        c = infd_cuda_conv_create(d, w, b, algo, ws, &chosen, k->name, sizeof(k->name), why, why_n);
+    if (!c)
+        c = infd_cuda_conv_create(d, w, b, -1, ws, &chosen, k->name, sizeof(k->name), why, why_n);
+    if (c) {
+        conv_record r = { { 'c', 'n', 'v', '1' }, d->fp16, d->fused, chosen };
+        memcpy(k->base.base.tuning, &r, sizeof(r));
+        k->base.base.tuning_bytes = sizeof(r);
+    }
+    return c;
+}
+
+/* Whether a tuning record chose the GEMM form (conv_record.fused == 3). */
+static bool recorded_gemm(const infd_kernel_args *a)
+{
+    conv_record r;
+    if (!a->tuning || a->tuning_bytes != sizeof(r))
+        return false;
+    memcpy(&r, a->tuning, sizeof(r));
+    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == 1 && r.fused == 3;
+}
+
+/* A 1x1, stride-1, unpadded, ungrouped FP16 convolution between FP16 NHWC
+ * values is Y[n*h*w, k] = X[n*h*w, c] W[k, c]^T: cuBLASLt with bias,
+ * residual (beta = 1) and ReLU in the epilogue. Replaces the cuDNN
+ * convolution (k->conv, or none when a record chose the GEMM) when it runs
+ * faster, or when there is none. */
+static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d,
+                     size_t *ws)
+{
+    const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
+    char why[256] = "";
+    if (d->r != 1 || d->s != 1 || d->stride_h != 1 || d->stride_w != 1 || d->pad_h || d->pad_w ||
+        d->groups != 1 || k->pack || k->prepad || k->fy != INFD_CUDA_FMT_F16_NHWC ||
+        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || (b && !b->data) ||
+        (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU))
+        return;
+    bool from_record = recorded_gemm(a);
+    conv_record rec;
+    if (from_record)
+        memcpy(&rec, a->tuning, sizeof(rec));
+    infd_cuda_gemm_desc g = { .m = (int64_t)d->n * d->oh * d->ow,
+                              .n = d->k,
+                              .k = d->c,
+                              .trans_b = 1,
+                              .alpha = 1.0f,
+                              .host_bias = b ? b->data : NULL,
+                              .relu = k->act == INFD_CUDA_ACT_RELU,
+                              .has_res = k->has_sum,
+                              .fp16 = 1,
+                              .host_b = a->inputs[1]->data,
+                              .tune = !from_record,
+                              .pick = from_record ? rec.algo : 0 };
+    size_t gws = 0;
+    float ms = 0.0f;
+    infd_cuda_gemm *gm = infd_cuda_gemm_create(&g, &gws, &ms, why, sizeof(why));
+    if (!gm)
+        return;
+    if (k->conv && !from_record && infd_cuda_conv_ms(k->conv) <= ms) {
+        infd_cuda_gemm_destroy(gm); /* cuDNN is faster */
+        return;
+    }
+    infd_cuda_conv_destroy(k->conv);
+    k->conv = NULL;
+    k->gemm = gm;
+    k->fused = true; /* bias, residual and ReLU are in the epilogue */
+    *ws = gws;
+    snprintf(k->name, sizeof(k->name), "cublaslt:conv1x1_fp16%s", b ? "_bias" : "");
+    conv_record r = { { 'c', 'n', 'v', '1' }, 1, 3, infd_cuda_gemm_pick(gm) };
+    memcpy(k->base.base.tuning, &r, sizeof(r));
+    k->base.base.tuning_bytes = sizeof(r);
+}
+
+/* A packed input with fewer channels than this (the image at a network's
+ * first conv: 3) is padded with zero channels to it: cuDNN's FP16 NHWC
+ * tensor-core kernels want channels in multiples of 8, and at C = 3 it
+ * falls back to kernels many times slower. */
+#define PAD_CHANNELS 8
+
+/* The FP16 variant of the convolution `d` describes (FP32 NCHW sizes,
+ * padded when k->prepad); false when cuDNN has none (the caller builds
+ * FP32 instead, which works only with plain layouts). */
+static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d)
 {
     char why[256] = "";
     size_t ws = 0;
-    infd_cuda_conv_desc h = *d;
-    h.fp16 = 1;
-    h.fused_relu = h.has_res = 0;
-    k->conv = infd_cuda_conv_create(&h, weights, &ws, k->name, sizeof(k->name), why, sizeof(why));
-    if (!k->conv)
-        return false;
-    k->fp16 = true;
-    k->fused = false;
-    k->n = d->n;
-    k->c = d->c;
+    const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
+    const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
+    bool sp1 = x->shape.rank == 3;
+    const void *const *lay = a->input_layouts;
+    k->fx = lay && lay[0] ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
+    k->fr = k->has_sum && lay && a->n_inputs > 3 && lay[3] ? INFD_CUDA_FMT_F16_NHWC
+                                                           : INFD_CUDA_FMT_F32_NCHW;
+    k->fy = a->output_opaque_ok && !sp1 ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
+    k->xd = (infd_cuda_dims){ d->n, d->c, k->prepad ? k->in_dims[2] : d->h,
+                              k->prepad ? k->in_dims[3] : d->w };
+    k->yd = (infd_cuda_dims){ d->n, d->k, d->oh, d->ow };
     k->hp = d->h; /* padded, when prepad */
     k->wp = d->w;
-    k->h = k->prepad ? (int)k->in_dims[2] : d->h;
-    k->w = k->prepad ? (int)k->in_dims[3] : d->w;
-    k->pt = k->prepad ? (int)k->pad_begin[2] : 0;
-    k->pl = k->prepad ? (int)k->pad_begin[3] : 0;
-    k->oh = d->oh;
-    k->ow = d->ow;
-    k->prepad = false; /* the conversion pads */
+    k->pt = k->prepad ? k->pad_begin[2] : 0;
+    k->pl = k->prepad ? k->pad_begin[3] : 0;
+    k->pack = k->prepad || k->fx != INFD_CUDA_FMT_F16_NHWC;
+    k->cp = d->c;
+
+    infd_cuda_conv_desc h = *d;
+    h.fp16 = 1;
+    h.fused = h.has_res = 0;
+    const float *wt = a->inputs[1]->data;
+    float *wpad = NULL;
+    if (k->pack && d->groups == 1 && d->c < PAD_CHANNELS) {
+        /* Zero input channels, and zero weights for them: the same sums. */
+        size_t rs = (size_t)d->r * d->s;
+        wpad = infd_calloc((size_t)d->k * PAD_CHANNELS * rs, sizeof(float));
+        if (!wpad)
+            return false;
+        for (int ko = 0; ko < d->k; ko++)
+            memcpy(wpad + (size_t)ko * PAD_CHANNELS * rs, wt + (size_t)ko * d->c * rs,
+                   (size_t)d->c * rs * sizeof(float));
+        wt = wpad;
+        k->cp = h.c = PAD_CHANNELS;
+    }
+    /* cuDNN fuses bias + ReLU or identity (+ residual) when everything
+     * stays FP16 NHWC; anything else runs in the epilogue. */
+    bool fusable = k->fy == INFD_CUDA_FMT_F16_NHWC && b && b->data &&
+                   (k->act == INFD_CUDA_ACT_RELU || k->act == INFD_CUDA_ACT_NONE) &&
+                   (!k->has_sum || k->fr == INFD_CUDA_FMT_F16_NHWC);
+    k->conv = NULL;
+    k->fused = false;
+    if (fusable && !recorded_unfused(a, 1) && !recorded_gemm(a)) {
+        infd_cuda_conv_desc f = h;
+        f.fused = k->act == INFD_CUDA_ACT_RELU ? 1 : 2;
+        f.has_res = k->has_sum;
+        k->conv = create_conv(a, k, &f, wt, b->data, &ws, why, sizeof(why));
+        k->fused = k->conv != NULL;
+    }
+    if (!k->conv && !recorded_gemm(a))
+        k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
+    try_gemm(a, k, d, &ws);
+    if (!k->conv && !k->gemm) /* the record's GEMM failed */
+        k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
+    infd_free(wpad);
+    if (!k->conv && !k->gemm)
+        return false;
+    k->fp16 = true;
+    k->prepad = false; /* the pack pads */
     k->pad_bytes = 0;
-    k->xh_bytes = infd_align_up((size_t)k->n * k->c * k->hp * k->wp * 2, INFD_ALIGNMENT);
-    k->yh_bytes = infd_align_up((size_t)k->n * d->k * k->oh * k->ow * 2, INFD_ALIGNMENT);
+    k->epilogue = k->fy != INFD_CUDA_FMT_F16_NHWC ||
+                  (!k->fused && (k->has_bias || k->has_sum || k->act != INFD_CUDA_ACT_NONE));
+    k->xh_bytes =
+        k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2, INFD_ALIGNMENT) : 0;
+    k->yh_bytes = k->fy != INFD_CUDA_FMT_F16_NHWC
+                      ? infd_align_up((size_t)infd_cuda_numel(y) * 2, INFD_ALIGNMENT)
+                      : 0;
     k->base.base.workspace_bytes = k->xh_bytes + k->yh_bytes + ws;
+    if (k->fy == INFD_CUDA_FMT_F16_NHWC) {
+        k->base.base.output_layout = &infd_cuda_layout_f16_nhwc;
+        k->base.base.output_layout_bytes = (size_t)infd_cuda_numel(y) * 2;
+    }
     return true;
 }
 
@@ -266,7 +464,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
     d.dil_h = (int)w.d[0];
     d.dil_w = (int)w.d[1];
     d.groups = (int)group;
-    d.fused_relu = k->fused;
+    d.fused = k->fused ? 1 : 0;
     d.has_res = k->fused && k->has_sum;
     if (w.pl[0] == w.pr[0] && w.pl[1] == w.pr[1]) {
         d.pad_h = (int)w.pl[0];
@@ -285,16 +483,22 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         d.w = (int)padded[3];
     }
     size_t ws = 0;
-    if (a->precision == INFD_PRECISION_FP16 && wt->data && compile_fp16(k, &d, wt->data))
+    if (a->precision == INFD_PRECISION_FP16 && wt->data && compile_fp16(a, k, &d))
         goto done;
-    k->conv = infd_cuda_conv_create(&d, wt->data ? (const float *)wt->data : NULL, &ws, k->name,
-                                    sizeof(k->name), why, sizeof(why));
-    if (!k->conv && d.fused_relu) { /* no algorithm takes the fused call: epilogue instead */
-        k->fused = false;
-        d.fused_relu = d.has_res = 0;
-        k->conv = infd_cuda_conv_create(&d, wt->data ? (const float *)wt->data : NULL, &ws, k->name,
-                                        sizeof(k->name), why, sizeof(why));
+    if (a->input_layouts && (a->input_layouts[0] || (a->n_inputs > 3 && a->input_layouts[3]))) {
+        infd_free(k);
+        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                    "cuDNN has no FP16 algorithm for this convolution");
     }
+    k->conv = NULL;
+    if (d.fused && !recorded_unfused(a, 0))
+        k->conv = create_conv(a, k, &d, wt->data, NULL, &ws, why, sizeof(why));
+    if (!k->conv && d.fused) { /* no algorithm takes the fused call: epilogue instead */
+        k->fused = false;
+        d.fused = d.has_res = 0;
+    }
+    if (!k->conv)
+        k->conv = create_conv(a, k, &d, wt->data, NULL, &ws, why, sizeof(why));
     if (!k->conv) {
         infd_free(k);
         return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
@@ -303,6 +507,21 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
 done:
     *out = &k->base.base;
     return INFD_STATUS_OK;
+}
+
+bool infd_cuda_conv_opaque(const infd_kernel_args *a, int i)
+{
+    const infd_ir_value *x = a->n_inputs > 0 ? a->inputs[0] : NULL;
+    const infd_ir_value *w = a->n_inputs > 1 ? a->inputs[1] : NULL;
+    const infd_ir_value *y = a->n_outputs > 0 ? a->outputs[0] : NULL;
+    if (a->precision != INFD_PRECISION_FP16 || strcmp(a->node->op_type, "Conv") != 0 || !x || !w ||
+        !w->data || !y || x->dtype != INFD_DTYPE_FP32 || y->dtype != INFD_DTYPE_FP32 ||
+        x->shape.rank != 4 || y->shape.rank != 4 || a->n_outputs != 1)
+        return false;
+    if (i == 3)
+        return infd_cuda_fused_sum(a) && a->n_inputs > 3 && a->inputs[3] &&
+               a->inputs[3]->dtype == INFD_DTYPE_FP32 && a->inputs[3]->shape.rank == 4;
+    return i <= 0;
 }
 
 const infd_cuda_op infd_cuda_ops_conv[] = {

@@ -31,6 +31,8 @@ struct infd_cuda_conv {
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws_bytes;
     __half *w16; /* FP16: the weights, KRSC (owned) */
+    __half *b16; /* FP16 fused: the bias (owned) */
+    float ms;    /* the chosen algorithm's time per run (0: not timed) */
 };
 
 static const char *algo_name(cudnnConvolutionFwdAlgo_t a)
@@ -58,17 +60,21 @@ static const char *algo_name(cudnnConvolutionFwdAlgo_t a)
 }
 
 static cudnnStatus_t launch(const infd_cuda_conv *c, cudnnHandle_t h,
-                            cudnnConvolutionFwdAlgo_t algo, const float *x, const float *w,
-                            const float *bias, const float *z, float *y, void *ws, size_t ws_bytes)
+                            cudnnConvolutionFwdAlgo_t algo, const void *x, const void *w,
+                            const void *bias, const void *z, void *y, void *ws, size_t ws_bytes)
 {
     const float one = 1.0f, zero = 0.0f;
-    if (!c->d.fused_relu)
+    if (c->w16)
+        w = c->w16;
+    if (c->b16)
+        bias = c->b16;
+    if (!c->d.fused)
         return cudnnConvolutionForward(h, &one, c->xd, x, c->wd, w, c->cd, algo, ws, ws_bytes,
                                        &zero, c->yd, y);
     const float alpha2 = c->d.has_res ? 1.0f : 0.0f;
-    return cudnnConvolutionBiasActivationForward(
-        h, &one, c->xd, x, c->wd, w, c->cd, algo, ws, ws_bytes, &alpha2, c->yd,
-        c->d.has_res ? (const void *)z : (const void *)y, c->bd, bias, c->ad, c->yd, y);
+    return cudnnConvolutionBiasActivationForward(h, &one, c->xd, x, c->wd, w, c->cd, algo, ws,
+                                                 ws_bytes, &alpha2, c->yd, c->d.has_res ? z : y,
+                                                 c->bd, bias, c->ad, c->yd, y);
 }
 
 /* Hash-based values in [-1, 1): timing on zeros can run faster than on real
@@ -113,95 +119,6 @@ static void fill_half(__half *p, size_t n, unsigned seed, cudaStream_t s)
     fill_half_kernel<<<blocks, 256, 0, s>>>(p, n, seed);
 }
 
-/* One thread per NHWC output element (padding written as 0): consecutive
- * threads write consecutive channels; reads stride over H*W. */
-__global__ void to_nhwc_half_kernel(const float *x, __half *xh, int n, int c, int h, int w, int hp,
-                                    int wp, int pt, int pl, size_t total)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        int ci = (int)(i % c);
-        size_t rest = i / c;
-        int xw = (int)(rest % wp) - pl;
-        rest /= wp;
-        int yh = (int)(rest % hp) - pt;
-        int ni = (int)(rest / hp);
-        float v = 0.0f;
-        if (yh >= 0 && yh < h && xw >= 0 && xw < w)
-            v = x[(((size_t)ni * c + ci) * h + yh) * w + xw];
-        xh[i] = __float2half(v);
-    }
-}
-
-extern "C" void infd_cuda_to_nhwc_half(void *stream, const float *x, void *xh, int n, int c, int h,
-                                       int w, int hp, int wp, int pt, int pl)
-{
-    cudaStream_t s = ((infd_cuda_stream *)stream)->s;
-    size_t total = (size_t)n * c * hp * wp;
-    unsigned blocks = infd_cuda_blocks((long long)total);
-    if (blocks > 65536)
-        blocks = 65536;
-    to_nhwc_half_kernel<<<blocks, 256, 0, s>>>(x, (__half *)xh, n, c, h, w, hp, wp, pt, pl, total);
-}
-
-/* One thread per NCHW output element, so writes (and the residual reads)
- * are coalesced; the FP16 reads stride by K. */
-__global__ void from_nhwc_half_kernel(const __half *yh, float *y, const float *bias,
-                                      const float *res, int n, int k, int oh, int ow, int act,
-                                      float alpha, float beta, size_t total)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        int xw = (int)(i % ow);
-        size_t rest = i / ow;
-        int yy = (int)(rest % oh);
-        rest /= oh;
-        int ki = (int)(rest % k);
-        int ni = (int)(rest / k);
-        float v = __half2float(yh[(((size_t)ni * oh + yy) * ow + xw) * k + ki]);
-        if (bias)
-            v += bias[ki];
-        if (res)
-            v += res[i];
-        switch (act) {
-        case INFD_CUDA_ACT_RELU:
-            v = v > 0.0f ? v : 0.0f;
-            break;
-        case INFD_CUDA_ACT_LEAKY_RELU:
-            v = v >= 0.0f ? v : v * alpha;
-            break;
-        case INFD_CUDA_ACT_CLIP:
-            v = fminf(fmaxf(v, alpha), beta);
-            break;
-        case INFD_CUDA_ACT_SIGMOID:
-            v = 1.0f / (1.0f + expf(-v));
-            break;
-        case INFD_CUDA_ACT_HARD_SIGMOID:
-            v = fminf(fmaxf(alpha * v + beta, 0.0f), 1.0f);
-            break;
-        case INFD_CUDA_ACT_TANH:
-            v = tanhf(v);
-            break;
-        default:
-            break;
-        }
-        y[i] = v;
-    }
-}
-
-extern "C" void infd_cuda_from_nhwc_half(void *stream, const void *yh, float *y, const float *bias,
-                                         const float *res, int n, int k, int oh, int ow, int act,
-                                         float alpha, float beta)
-{
-    cudaStream_t s = ((infd_cuda_stream *)stream)->s;
-    size_t total = (size_t)n * k * oh * ow;
-    unsigned blocks = infd_cuda_blocks((long long)total);
-    if (blocks > 65536)
-        blocks = 65536;
-    from_nhwc_half_kernel<<<blocks, 256, 0, s>>>((const __half *)yh, y, bias, res, n, k, oh, ow,
-                                                 act, alpha, beta, total);
-}
-
 extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
 {
     if (!c)
@@ -220,6 +137,8 @@ extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
         cudnnDestroyActivationDescriptor(c->ad);
     if (c->w16)
         cudaFree(c->w16);
+    if (c->b16)
+        cudaFree(c->b16);
     free(c);
 }
 
@@ -232,9 +151,32 @@ extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
         }                                                                   \
     } while (0)
 
+/* Uploads n floats as FP16 into *dst (device); false with the reason. */
+static bool upload_half(__half **dst, const float *src, size_t n, char *why, size_t why_n)
+{
+    __half *h16 = (__half *)malloc(n * sizeof(__half));
+    if (!h16) {
+        snprintf(why, why_n, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        h16[i] = __float2half_rn(src[i]);
+    cudaError_t rc = cudaMalloc(dst, n * sizeof(__half));
+    if (rc == cudaSuccess)
+        rc = cudaMemcpy(*dst, h16, n * sizeof(__half), cudaMemcpyHostToDevice);
+    free(h16);
+    if (rc != cudaSuccess) {
+        snprintf(why, why_n, "FP16 constants: %s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
 extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, const float *host_w,
-                                                 size_t *workspace_bytes, char *name, size_t name_n,
-                                                 char *why, size_t why_n)
+                                                 const float *host_b, int forced_algo,
+                                                 size_t *workspace_bytes, int *algo_out, char *name,
+                                                 size_t name_n, char *why, size_t why_n)
 {
     infd_cuda_conv *c = (infd_cuda_conv *)calloc(1, sizeof(*c));
     infd_cuda_stream *st = NULL;
@@ -255,15 +197,15 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
         return NULL;
     }
     c->d = *d;
-    if (d->fp16 && (!host_w || d->fused_relu)) {
-        snprintf(why, why_n, "FP16 convolution needs constant weights and no fused call");
+    if (d->fp16 && (!host_w || (d->fused && !host_b))) {
+        snprintf(why, why_n, "FP16 convolution needs constant weights (and bias when fused)");
         goto fail;
     }
     if (d->fp16) {
-        /* KCRS FP32 -> KRSC FP16, once. */
+        /* KCRS FP32 -> KRSC, once. */
         int cg = d->c / d->groups;
-        __half *h16 = (__half *)malloc(wn * sizeof(__half));
-        if (!h16) {
+        float *krsc = (float *)malloc(wn * sizeof(float));
+        if (!krsc) {
             snprintf(why, why_n, "out of memory");
             goto fail;
         }
@@ -271,17 +213,12 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
             for (int ci = 0; ci < cg; ci++)
                 for (int r = 0; r < d->r; r++)
                     for (int q = 0; q < d->s; q++)
-                        h16[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
-                            __float2half(host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q]);
-        cudaError_t rc = cudaMalloc(&c->w16, wn * sizeof(__half));
-        if (rc == cudaSuccess)
-            rc = cudaMemcpy(c->w16, h16, wn * sizeof(__half), cudaMemcpyHostToDevice);
-        free(h16);
-        if (rc != cudaSuccess) {
-            snprintf(why, why_n, "FP16 weights: %s", cudaGetErrorString(rc));
-            cudaGetLastError();
+                        krsc[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
+                            host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q];
+        bool ok = upload_half(&c->w16, krsc, wn, why, why_n);
+        free(krsc);
+        if (!ok || (d->fused && !upload_half(&c->b16, host_b, (size_t)d->k, why, why_n)))
             goto fail;
-        }
     }
     CHECK(cudnnCreateTensorDescriptor(&c->xd));
     CHECK(cudnnCreateTensorDescriptor(&c->yd));
@@ -291,7 +228,7 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     CHECK(cudnnCreateActivationDescriptor(&c->ad));
     CHECK(cudnnSetTensor4dDescriptor(c->xd, fmt, dt, d->n, d->c, d->h, d->w));
     CHECK(cudnnSetTensor4dDescriptor(c->yd, fmt, dt, d->n, d->k, d->oh, d->ow));
-    CHECK(cudnnSetTensor4dDescriptor(c->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->k, 1, 1));
+    CHECK(cudnnSetTensor4dDescriptor(c->bd, CUDNN_TENSOR_NCHW, dt, 1, d->k, 1, 1));
     CHECK(cudnnSetFilter4dDescriptor(c->wd, dt, fmt, d->k, d->c / d->groups, d->r, d->s));
     CHECK(cudnnSetConvolution2dDescriptor(c->cd, d->pad_h, d->pad_w, d->stride_h, d->stride_w,
                                           d->dil_h, d->dil_w, CUDNN_CROSS_CORRELATION,
@@ -300,7 +237,9 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     /* FP32: no TF32. FP16: tensor cores, FP32 accumulation (compute type
      * FLOAT above). */
     CHECK(cudnnSetConvolutionMathType(c->cd, d->fp16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-    CHECK(cudnnSetActivationDescriptor(c->ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    CHECK(cudnnSetActivationDescriptor(
+        c->ad, d->fused == 2 ? CUDNN_ACTIVATION_IDENTITY : CUDNN_ACTIVATION_RELU,
+        CUDNN_NOT_PROPAGATE_NAN, 0.0));
     {
         int dims[4];
         CHECK(cudnnGetConvolution2dForwardOutputDim(c->cd, c->xd, c->wd, &dims[0], &dims[1],
@@ -315,7 +254,11 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
     if (!st)
         goto fail;
-    {
+    if (forced_algo >= 0) {
+        n_perf = 1;
+        perf[0].algo = (cudnnConvolutionFwdAlgo_t)forced_algo;
+        perf[0].status = CUDNN_STATUS_SUCCESS;
+    } else {
         cudnnStatus_t s = cudnnGetConvolutionForwardAlgorithm_v7(
             st->dnn, c->xd, c->wd, c->cd, c->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n_perf, perf);
         if (s != CUDNN_STATUS_SUCCESS) {
@@ -331,11 +274,13 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
         cudaGetLastError();
         goto unlock;
     }
-    if (d->fp16)
+    if (d->fp16) {
         fill_half((__half *)x, xn, 1, st->s);
-    else
+        fill_half((__half *)z, yn, 2, st->s);
+    } else {
         fill(x, xn, 1, st->s);
-    fill(z, yn, 2, st->s);
+        fill(z, yn, 2, st->s);
+    }
     fill(b, (size_t)d->k, 3, st->s);
     if (host_w)
         cudaMemcpyAsync(w, host_w, wn * 4, cudaMemcpyHostToDevice, st->s);
@@ -357,15 +302,16 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
             continue;
         }
         bool ok = true;
-        for (int r = 0; r < 2 && ok; r++)
-            ok = launch(c, st->dnn, perf[i].algo, x, c->w16 ? (const float *)c->w16 : w, b, z, y,
-                        cand_ws, need) == CUDNN_STATUS_SUCCESS;
+        for (int r = 0; r < (forced_algo >= 0 ? 1 : 2) && ok; r++)
+            ok = launch(c, st->dnn, perf[i].algo, x, w, b, z, y, cand_ws, need) ==
+                 CUDNN_STATUS_SUCCESS;
         float ms = 0.0f;
-        if (ok) {
+        if (ok && forced_algo >= 0) {
+            ok = cudaStreamSynchronize(st->s) == cudaSuccess;
+        } else if (ok) {
             cudaEventRecord(e0, st->s);
             for (int r = 0; r < 5; r++)
-                launch(c, st->dnn, perf[i].algo, x, c->w16 ? (const float *)c->w16 : w, b, z, y,
-                       cand_ws, need);
+                launch(c, st->dnn, perf[i].algo, x, w, b, z, y, cand_ws, need);
             cudaEventRecord(e1, st->s);
             ok = cudaEventSynchronize(e1) == cudaSuccess &&
                  cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
@@ -374,14 +320,16 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
         cudaFree(cand_ws);
         if (ok && ms < best_ms) {
             best_ms = ms;
+            c->ms = ms / 5.0f;
             c->algo = perf[i].algo;
             c->ws_bytes = need;
             found = 1;
         }
     }
     if (!found)
-        snprintf(why, why_n, "cuDNN has no working algorithm for this convolution%s",
-                 d->fused_relu ? " (fused with bias and ReLU)" : "");
+        snprintf(why, why_n, "cuDNN has %s for this convolution%s",
+                 forced_algo >= 0 ? "rejected the recorded algorithm" : "no working algorithm",
+                 d->fused ? " (fused with bias and activation)" : "");
 unlock:
     if (e0)
         cudaEventDestroy(e0);
@@ -399,9 +347,10 @@ unlock:
     if (!found)
         goto fail;
     *workspace_bytes = c->ws_bytes;
-    snprintf(name, name_n, "cudnn:conv%s:%s",
-             d->fp16         ? "_fp16"
-             : d->fused_relu ? "_bias_relu"
+    *algo_out = (int)c->algo;
+    snprintf(name, name_n, "cudnn:conv%s%s:%s", d->fp16 ? "_fp16" : "",
+             d->fused == 1   ? "_bias_relu"
+             : d->fused == 2 ? "_bias"
                              : "",
              algo_name(c->algo));
     return c;
@@ -410,13 +359,16 @@ fail:
     return NULL;
 }
 
-extern "C" void infd_cuda_conv_run(const infd_cuda_conv *c, void *stream, const float *x,
-                                   const float *w, const float *bias, const float *z, float *y,
+extern "C" float infd_cuda_conv_ms(const infd_cuda_conv *c)
+{
+    return c->ms;
+}
+
+extern "C" void infd_cuda_conv_run(const infd_cuda_conv *c, void *stream, const void *x,
+                                   const float *w, const float *bias, const void *z, void *y,
                                    void *workspace)
 {
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
-    if (c->w16)
-        w = (const float *)c->w16;
     cudnnStatus_t s = launch(c, st->dnn, c->algo, x, w, bias, z, y, workspace, c->ws_bytes);
     if (s != CUDNN_STATUS_SUCCESS)
         infd_cuda_stream_fail(st, "cuDNN convolution: %s", cudnnGetErrorString(s));

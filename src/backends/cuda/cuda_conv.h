@@ -1,11 +1,12 @@
 /*
- * cuda_conv.h - C-linkage 2-D convolution on cuDNN (cuda_conv.cu), FP32
- * NCHW, no TF32 (CUDNN_FMA_MATH).
+ * cuda_conv.h - C-linkage 2-D convolution on cuDNN (cuda_conv.cu).
  *
  * infd_cuda_conv_create builds the descriptors for one concrete shape and
  * picks the algorithm by timing cuDNN's candidates on that shape on the
  * compile stream (cudnnFind's own times are ~5x off on the H100), with the
- * real weights and the exact call run() will make (fused or not).
+ * real weights and the exact call run() will make (fused or not), unless a
+ * tuning record names the algorithm. FP32 NCHW (no TF32: CUDNN_FMA_MATH) or
+ * FP16 NHWC (tensor cores).
  */
 #ifndef INFD_BACKENDS_CUDA_CONV_H
 #define INFD_BACKENDS_CUDA_CONV_H
@@ -21,41 +22,41 @@ typedef struct infd_cuda_conv_desc {
     int k, oh, ow;  /* output channels and size */
     int r, s;       /* kernel */
     int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;
-    int fused_relu; /* run cudnnConvolutionBiasActivationForward with ReLU */
-    int has_res;    /* fused: z (residual) is added before the ReLU */
-    /* FP16: x and y are FP16 NHWC, the weights (host_w, required) are
-     * converted to FP16 KRSC and kept by the convolution; FP32 accumulation
-     * on tensor cores. Not combined with fused_relu. */
+    /* 0: a plain convolution; 1: relu(conv + bias (+ z)) and 2: conv + bias
+     * (+ z), both in cudnnConvolutionBiasActivationForward. */
+    int fused;
+    int has_res; /* fused: z (the residual, shaped like y) is added */
+    /* FP16: x, y and z are FP16 NHWC; the weights (host_w, required) are
+     * converted to FP16 KRSC and kept by the convolution, and so is the
+     * bias (host_b, required when fused); FP32 accumulation on tensor
+     * cores. */
     int fp16;
 } infd_cuda_conv_desc;
 
 typedef struct infd_cuda_conv infd_cuda_conv;
 
-/* Creates the convolution and times its algorithms. `host_w` (K*C/G*R*S
- * floats) are the real weights, or NULL. On success fills *workspace_bytes
- * (what run needs) and `name` ("cudnn:conv:ALGO"); NULL with the reason in
- * `why` on failure. */
+/* Creates the convolution. `host_w` (K*C/G*R*S floats) are the real
+ * weights, or NULL; `host_b` (K floats) the bias, or NULL. algo < 0: times
+ * cuDNN's candidates and keeps the fastest; otherwise uses cuDNN algorithm
+ * `algo` (a tuning record) after one trial launch, failing when it does not
+ * run. On success fills *workspace_bytes (what run needs), *algo_out and
+ * `name` ("cudnn:conv:ALGO"); NULL with the reason in `why` on failure. */
 infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, const float *host_w,
-                                      size_t *workspace_bytes, char *name, size_t name_n, char *why,
+                                      const float *host_b, int algo, size_t *workspace_bytes,
+                                      int *algo_out, char *name, size_t name_n, char *why,
                                       size_t why_n);
 
-/* y = conv(x, w) (unfused), or relu(conv(x, w) + bias + z) (fused; bias
- * required, z when has_res). */
-void infd_cuda_conv_run(const infd_cuda_conv *c, void *stream, const float *x, const float *w,
-                        const float *bias, const float *z, float *y, void *workspace);
+/* y = conv(x, w) (plain), or act(conv(x, w) + bias + z) (fused; bias
+ * required, z when has_res). FP16 convolutions use their own weights and
+ * bias (w and bias are ignored). */
+void infd_cuda_conv_run(const infd_cuda_conv *c, void *stream, const void *x, const float *w,
+                        const float *bias, const void *z, void *y, void *workspace);
 
 void infd_cuda_conv_destroy(infd_cuda_conv *c);
 
-/* FP16 helpers around an FP16 convolution. xh[n, y + pt, x + pl, c] =
- * x[n, c, y, x] over a zeroed [n, hp, wp, c] (padding included). */
-void infd_cuda_to_nhwc_half(void *stream, const float *x, void *xh, int n, int c, int h, int w,
-                            int hp, int wp, int pt, int pl);
-
-/* y[n, k, i, j] = act(yh[n, i, j, k] + bias[k] + res[n, k, i, j]); bias and
- * res may be NULL; act, alpha, beta as infd_cuda_act. */
-void infd_cuda_from_nhwc_half(void *stream, const void *yh, float *y, const float *bias,
-                              const float *res, int n, int k, int oh, int ow, int act, float alpha,
-                              float beta);
+/* The time per run of the algorithm chosen by timing, in ms (0 when a
+ * record chose it). */
+float infd_cuda_conv_ms(const infd_cuda_conv *c);
 
 #ifdef __cplusplus
 }

@@ -183,7 +183,7 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
                               .relu = p.act == INFD_CUDA_ACT_RELU,
                               .has_res = p.res_input >= 0 };
     size_t ws = 0;
-    k->gemm = infd_cuda_gemm_create(&d, &ws, why, sizeof(why));
+    k->gemm = infd_cuda_gemm_create(&d, &ws, NULL, why, sizeof(why));
     infd_free(bias);
     if (!k->gemm) {
         infd_free(k);

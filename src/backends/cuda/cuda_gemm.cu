@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda_fp16.h>
+
 #include "cuda_gemm.h"
 #include "cuda_runtime_impl.h"
 
@@ -22,8 +24,28 @@ struct infd_cuda_gemm {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
     size_t ws_bytes;
-    float *bias; /* device copy, or NULL */
+    void *bias; /* device copy (FP16 for an FP16 gemm), or NULL */
+    void *b16;  /* FP16: B, device copy */
+    int pick;   /* the heuristic candidate chosen */
 };
+
+/* A device copy of n floats, as FP16 when `half`; false on failure. */
+static bool upload(void **dst, const float *src, size_t n, bool half)
+{
+    size_t es = half ? 2 : 4;
+    void *tmp = half ? malloc(n * es) : (void *)src;
+    if (!tmp)
+        return false;
+    for (size_t i = 0; half && i < n; i++)
+        ((__half *)tmp)[i] = __float2half_rn(src[i]);
+    bool ok = cudaMalloc(dst, n * es) == cudaSuccess &&
+              cudaMemcpy(*dst, tmp, n * es, cudaMemcpyHostToDevice) == cudaSuccess;
+    if (half)
+        free(tmp);
+    if (!ok)
+        cudaGetLastError();
+    return ok;
+}
 
 extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
 {
@@ -39,6 +61,8 @@ extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
         cublasLtMatrixLayoutDestroy(g->lc);
     if (g->bias)
         cudaFree(g->bias);
+    if (g->b16)
+        cudaFree(g->b16);
     free(g);
 }
 
@@ -51,8 +75,70 @@ extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
         }                                                                 \
     } while (0)
 
+/* Runs each heuristic candidate 2 + 5 times on random-free scratch (the
+ * numbers do not change a GEMM's speed) and returns the fastest index, its
+ * time in *best_ms; -1 when none ran. */
+static int time_candidates(infd_cuda_gemm *g, infd_cuda_stream *st,
+                           const cublasLtMatmulHeuristicResult_t *res, int n_res, float *best_ms)
+{
+    const infd_cuda_gemm_desc *d = &g->d;
+    size_t es = d->fp16 ? 2 : 4;
+    void *a = NULL, *b = NULL, *y = NULL, *ws = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int best = -1;
+    size_t max_ws = 0;
+    for (int i = 0; i < n_res; i++)
+        max_ws = res[i].workspaceSize > max_ws ? res[i].workspaceSize : max_ws;
+    if (cudaMalloc(&a, (size_t)(d->m * d->k) * es) != cudaSuccess ||
+        cudaMalloc(&b, (size_t)(d->k * d->n) * es) != cudaSuccess ||
+        cudaMalloc(&y, (size_t)(d->m * d->n) * es) != cudaSuccess ||
+        (max_ws && cudaMalloc(&ws, max_ws) != cudaSuccess)) {
+        cudaGetLastError();
+        goto out;
+    }
+    cudaMemsetAsync(a, 0x3c, (size_t)(d->m * d->k) * es, st->s);
+    cudaMemsetAsync(b, 0x3c, (size_t)(d->k * d->n) * es, st->s);
+    cudaMemsetAsync(y, 0, (size_t)(d->m * d->n) * es, st->s);
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    *best_ms = 1e30f;
+    for (int i = 0; i < n_res; i++) {
+        const float beta = d->has_res ? 1.0f : 0.0f;
+        bool ok = true;
+        for (int r = 0; r < 7 && ok; r++) {
+            if (r == 2)
+                cudaEventRecord(e0, st->s);
+            ok = cublasLtMatmul(st->lt, g->op, &d->alpha, b, g->la, a, g->lb, &beta, y, g->lc, y,
+                                g->lc, &res[i].algo, ws, res[i].workspaceSize,
+                                st->s) == CUBLAS_STATUS_SUCCESS;
+        }
+        float ms = 0.0f;
+        cudaEventRecord(e1, st->s);
+        ok = ok && cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        cudaGetLastError();
+        if (ok && ms / 5.0f < *best_ms) {
+            *best_ms = ms / 5.0f;
+            best = i;
+        }
+    }
+out:
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    cudaStreamSynchronize(st->s);
+    cudaGetLastError();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(y);
+    cudaFree(ws);
+    return best;
+}
+
 extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
-                                                 size_t *workspace_bytes, char *why, size_t why_n)
+                                                 size_t *workspace_bytes, float *ms, char *why,
+                                                 size_t why_n)
 {
     infd_cuda_gemm *g = (infd_cuda_gemm *)calloc(1, sizeof(*g));
     cublasLtMatmulPreference_t pref = NULL;
@@ -61,21 +147,27 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     int n_res = 0;
     cublasLtEpilogue_t epi;
     cublasOperation_t ta, tb;
+    cudaDataType_t dt;
     size_t max_ws = MAX_WORKSPACE;
+    int pick = 0;
     if (!g) {
         snprintf(why, why_n, "out of memory");
         return NULL;
     }
     g->d = *d;
-    if (d->host_bias) {
-        if (cudaMalloc(&g->bias, (size_t)d->n * 4) != cudaSuccess ||
-            cudaMemcpy(g->bias, d->host_bias, (size_t)d->n * 4, cudaMemcpyHostToDevice) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            snprintf(why, why_n, "out of device memory for the bias");
-            goto fail;
-        }
+    if (d->fp16 && !d->host_b) {
+        snprintf(why, why_n, "an FP16 matmul needs constant B");
+        goto fail;
     }
+    if (d->host_bias && !upload(&g->bias, d->host_bias, (size_t)d->n, d->fp16 != 0)) {
+        snprintf(why, why_n, "out of device memory for the bias");
+        goto fail;
+    }
+    if (d->fp16 && !upload(&g->b16, d->host_b, (size_t)(d->k * d->n), true)) {
+        snprintf(why, why_n, "out of device memory for the weights");
+        goto fail;
+    }
+    dt = d->fp16 ? CUDA_R_16F : CUDA_R_32F;
     CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     /* cuBLASLt's A is our B: stored [N,K] (trans_b) is column-major [K,N],
      * transposed to [N,K]; stored [K,N] is column-major [N,K] as is. */
@@ -90,14 +182,14 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                              sizeof(g->bias)));
     if (d->trans_b)
-        CHECK(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, d->k, d->n, d->k));
+        CHECK(cublasLtMatrixLayoutCreate(&g->la, dt, d->k, d->n, d->k));
     else
-        CHECK(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, d->n, d->k, d->n));
+        CHECK(cublasLtMatrixLayoutCreate(&g->la, dt, d->n, d->k, d->n));
     if (d->trans_a)
-        CHECK(cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_32F, d->m, d->k, d->m));
+        CHECK(cublasLtMatrixLayoutCreate(&g->lb, dt, d->m, d->k, d->m));
     else
-        CHECK(cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_32F, d->k, d->m, d->k));
-    CHECK(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_32F, d->n, d->m, d->n));
+        CHECK(cublasLtMatrixLayoutCreate(&g->lb, dt, d->k, d->m, d->k));
+    CHECK(cublasLtMatrixLayoutCreate(&g->lc, dt, d->n, d->m, d->n));
     CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &max_ws, sizeof(max_ws)));
@@ -107,16 +199,25 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     {
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->la, g->lb, g->lc, g->lc,
                                                           pref, 8, res, &n_res);
+        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && !d->tune)
+            pick = d->pick < 0 ? 0 : d->pick < n_res ? d->pick : n_res - 1;
+        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && d->tune) {
+            float best = 0.0f;
+            pick = time_candidates(g, st, res, n_res, &best);
+            if (ms)
+                *ms = best;
+        }
         infd_cuda_compile_stream_unlock();
-        if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
+        if (s != CUBLAS_STATUS_SUCCESS || n_res == 0 || pick < 0) {
             snprintf(why, why_n,
                      "cuBLASLt has no algorithm for a %lldx%lldx%lld matmul (status %d)",
                      (long long)d->m, (long long)d->n, (long long)d->k, (int)s);
             goto fail;
         }
     }
-    g->algo = res[0].algo;
-    g->ws_bytes = res[0].workspaceSize;
+    g->pick = pick;
+    g->algo = res[pick].algo;
+    g->ws_bytes = res[pick].workspaceSize;
     cublasLtMatmulPreferenceDestroy(pref);
     *workspace_bytes = g->ws_bytes;
     return g;
@@ -127,14 +228,21 @@ fail:
     return NULL;
 }
 
-extern "C" void infd_cuda_gemm_run(const infd_cuda_gemm *g, void *stream, const float *a,
-                                   const float *b, const float *r, float *y, void *workspace)
+extern "C" int infd_cuda_gemm_pick(const infd_cuda_gemm *g)
+{
+    return g->pick;
+}
+
+extern "C" void infd_cuda_gemm_run(const infd_cuda_gemm *g, void *stream, const void *a,
+                                   const void *b, const void *r, void *y, void *workspace)
 {
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
     const float beta = g->d.has_res ? 1.0f : 0.0f;
-    cublasStatus_t s = cublasLtMatmul(st->lt, g->op, &g->d.alpha, b, g->la, a, g->lb, &beta,
-                                      g->d.has_res ? (const void *)r : (const void *)y, g->lc, y,
-                                      g->lc, &g->algo, workspace, g->ws_bytes, st->s);
+    if (g->b16)
+        b = g->b16;
+    cublasStatus_t s =
+        cublasLtMatmul(st->lt, g->op, &g->d.alpha, b, g->la, a, g->lb, &beta, g->d.has_res ? r : y,
+                       g->lc, y, g->lc, &g->algo, workspace, g->ws_bytes, st->s);
     if (s != CUBLAS_STATUS_SUCCESS)
         infd_cuda_stream_fail(st, "cublasLtMatmul %lldx%lldx%lld: status %d", (long long)g->d.m,
                               (long long)g->d.n, (long long)g->d.k, (int)s);

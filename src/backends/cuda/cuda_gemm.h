@@ -1,8 +1,9 @@
 /*
- * cuda_gemm.h - C-linkage FP32 matrix multiply on cuBLASLt (cuda_gemm.cu),
+ * cuda_gemm.h - C-linkage matrix multiply on cuBLASLt (cuda_gemm.cu),
  * row-major like ONNX: Y[M,N] = op(A)[M,K] * op(B)[K,N] (+ bias[N])
  * (+ R[M,N]), then ReLU when asked, all in the cuBLASLt epilogue. FP32
- * compute (CUBLAS_COMPUTE_32F: no TF32).
+ * data and compute (CUBLAS_COMPUTE_32F: no TF32), or FP16 data with FP32
+ * accumulation on tensor cores (a 1x1 convolution over FP16 NHWC).
  */
 #ifndef INFD_BACKENDS_CUDA_GEMM_H
 #define INFD_BACKENDS_CUDA_GEMM_H
@@ -21,19 +22,33 @@ typedef struct infd_cuda_gemm_desc {
     const float *host_bias; /* N floats copied to the device at create, or NULL */
     int relu;               /* ReLU after bias and residual */
     int has_res;            /* R is added (beta = 1) */
+    /* FP16: A, R and Y are FP16; B is host_b (required: K*N floats as
+     * stored, converted to FP16 and kept on the device by the gemm; run's
+     * b is ignored) and the bias is kept in FP16. */
+    int fp16;
+    const float *host_b;
+    /* tune: time the heuristic's candidates on the compile stream and keep
+     * the fastest, reporting its time in *ms (may be NULL); else take
+     * candidate `pick` (a tuning record; the last one when fewer). */
+    int tune;
+    int pick;
 } infd_cuda_gemm_desc;
 
 typedef struct infd_cuda_gemm infd_cuda_gemm;
 
-/* NULL with the reason in `why` when cuBLASLt has no algorithm. */
+/* NULL with the reason in `why` when cuBLASLt has no algorithm. With
+ * d->tune, *ms gets the fastest candidate's time per run (ms may be NULL). */
 infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d, size_t *workspace_bytes,
-                                      char *why, size_t why_n);
+                                      float *ms, char *why, size_t why_n);
 
-/* r may be NULL unless has_res. */
-void infd_cuda_gemm_run(const infd_cuda_gemm *g, void *stream, const float *a, const float *b,
-                        const float *r, float *y, void *workspace);
+/* r may be NULL unless has_res. Pointers are FP16 data for an FP16 gemm. */
+void infd_cuda_gemm_run(const infd_cuda_gemm *g, void *stream, const void *a, const void *b,
+                        const void *r, void *y, void *workspace);
 
 void infd_cuda_gemm_destroy(infd_cuda_gemm *g);
+
+/* The heuristic candidate the gemm runs (for a tuning record). */
+int infd_cuda_gemm_pick(const infd_cuda_gemm *g);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_movement.h"
+#include "backends/cuda/cuda_nhwc.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_pool.h"
 #include "backends/cuda/cuda_runtime.h"
@@ -29,6 +30,45 @@ static size_t value_bytes(const infd_ir_value *v)
     return (size_t)infd_cuda_numel(v) * infd_dtype_size(v->dtype);
 }
 
+/* FP16 NHWC layout (cuda_nhwc.h): input i's format as the plan gave it. */
+static infd_cuda_fmt in_fmt(const infd_kernel_args *a, int i)
+{
+    return a->input_layouts && i < a->n_inputs && a->input_layouts[i] ? INFD_CUDA_FMT_F16_NHWC
+                                                                      : INFD_CUDA_FMT_F32_NCHW;
+}
+
+/* Output 0's format: FP16 NHWC when the plan allows it (published in the
+ * kernel), else plain. */
+static infd_cuda_fmt out_fmt(const infd_kernel_args *a, infd_kernel *k)
+{
+    if (!a->output_opaque_ok)
+        return INFD_CUDA_FMT_F32_NCHW;
+    k->output_layout = &infd_cuda_layout_f16_nhwc;
+    k->output_layout_bytes = (size_t)infd_cuda_numel(a->outputs[0]) * 2;
+    return INFD_CUDA_FMT_F16_NHWC;
+}
+
+static bool is_4d_fp32(const infd_ir_value *v)
+{
+    return v && v->dtype == INFD_DTYPE_FP32 && v->shape.rank == 4;
+}
+
+static infd_cuda_dims dims_of(const infd_ir_value *v)
+{
+    return (infd_cuda_dims){ v->shape.dims[0].value, v->shape.dims[1].value, v->shape.dims[2].value,
+                             v->shape.dims[3].value };
+}
+
+static bool same_dims(const infd_ir_value *a, const infd_ir_value *b)
+{
+    if (a->shape.rank != b->shape.rank)
+        return false;
+    for (int d = 0; d < a->shape.rank; d++)
+        if (a->shape.dims[d].value != b->shape.dims[d].value)
+            return false;
+    return true;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Unary                                                                     */
 /* ------------------------------------------------------------------------- */
@@ -38,6 +78,9 @@ typedef struct unary_kernel {
     infd_cuda_act act;
     float alpha, beta;
     int64_t n;
+    bool nhwc; /* an operand is FP16 NHWC */
+    infd_cuda_fmt fx, fy;
+    infd_cuda_dims d;
 } unary_kernel;
 
 static const struct {
@@ -120,7 +163,11 @@ static bool unary_supports(const infd_kernel_args *a, infd_error *why)
 static void unary_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const unary_kernel *k = (const unary_kernel *)base;
-    infd_cuda_unary(io->stream, k->act, k->alpha, k->beta, io->inputs[0], io->outputs[0], k->n);
+    if (k->nhwc)
+        infd_cuda_nhwc_eltwise(io->stream, k->d, io->inputs[0], k->fx, NULL, 0, NULL, k->fx,
+                               io->outputs[0], k->fy, (int)k->act, k->alpha, k->beta);
+    else
+        infd_cuda_unary(io->stream, k->act, k->alpha, k->beta, io->inputs[0], io->outputs[0], k->n);
 }
 
 static infd_status unary_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -133,6 +180,11 @@ static infd_status unary_compile(const infd_kernel_args *a, infd_kernel **out, i
         infd_free(k);
         return err ? err->code : INFD_STATUS_UNIMPLEMENTED;
     }
+    k->fx = in_fmt(a, 0);
+    k->fy = out_fmt(a, &k->base.base);
+    k->nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW || k->fy != INFD_CUDA_FMT_F32_NCHW;
+    if (k->nhwc)
+        k->d = dims_of(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -147,6 +199,9 @@ typedef struct binary_kernel {
     int same_shape;
     int64_t n;
     infd_cuda_bcast bc;
+    bool nhwc; /* an operand is FP16 NHWC (all are shaped alike) */
+    infd_cuda_fmt fa, fb, fy;
+    infd_cuda_dims d;
 } binary_kernel;
 
 static const struct {
@@ -224,8 +279,13 @@ static bool binary_supports(const infd_kernel_args *a, infd_error *why)
 static void binary_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const binary_kernel *k = (const binary_kernel *)base;
-    infd_cuda_binary(io->stream, k->op, io->inputs[0], io->inputs[1], io->outputs[0], k->n,
-                     k->same_shape, &k->bc);
+    if (k->nhwc)
+        infd_cuda_nhwc_eltwise(io->stream, k->d, io->inputs[0], k->fa, NULL, (int)k->op,
+                               io->inputs[1], k->fb, io->outputs[0], k->fy, INFD_CUDA_ACT_NONE,
+                               0.0f, 0.0f);
+    else
+        infd_cuda_binary(io->stream, k->op, io->inputs[0], io->inputs[1], io->outputs[0], k->n,
+                         k->same_shape, &k->bc);
 }
 
 static infd_status binary_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -240,6 +300,13 @@ static infd_status binary_compile(const infd_kernel_args *a, infd_kernel **out, 
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
+    k->fa = in_fmt(a, 0);
+    k->fb = in_fmt(a, 1);
+    k->fy = out_fmt(a, &k->base.base);
+    k->nhwc = k->fa != INFD_CUDA_FMT_F32_NCHW || k->fb != INFD_CUDA_FMT_F32_NCHW ||
+              k->fy != INFD_CUDA_FMT_F32_NCHW;
+    if (k->nhwc)
+        k->d = dims_of(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -253,6 +320,9 @@ typedef struct pool_kernel {
     infd_cuda_pool_desc d;
     int global;
     int64_t rows, len;
+    bool nhwc; /* an operand is FP16 NHWC (4-D only) */
+    infd_cuda_fmt fx, fy;
+    infd_cuda_dims xd;
 } pool_kernel;
 
 static bool pool_params(const infd_kernel_args *a, pool_kernel *k, infd_error *why)
@@ -344,7 +414,12 @@ static bool pool_supports(const infd_kernel_args *a, infd_error *why)
 static void pool_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const pool_kernel *k = (const pool_kernel *)base;
-    if (k->global)
+    if (k->nhwc && k->global)
+        infd_cuda_nhwc_global_pool(io->stream, k->d.max, io->inputs[0], io->outputs[0], k->xd);
+    else if (k->nhwc)
+        infd_cuda_nhwc_pool(io->stream, &k->d, k->xd, k->d.oh, k->d.ow, io->inputs[0], k->fx,
+                            io->outputs[0], k->fy);
+    else if (k->global)
         infd_cuda_global_pool(io->stream, k->d.max, io->inputs[0], io->outputs[0], k->rows, k->len);
     else
         infd_cuda_pool2d(io->stream, &k->d, io->inputs[0], io->outputs[0]);
@@ -362,6 +437,11 @@ static infd_status pool_compile(const infd_kernel_args *a, infd_kernel **out, in
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
+    k->fx = in_fmt(a, 0);
+    k->fy = tmp.global ? INFD_CUDA_FMT_F32_NCHW : out_fmt(a, &k->base.base);
+    k->nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW || k->fy != INFD_CUDA_FMT_F32_NCHW;
+    if (k->nhwc)
+        k->xd = dims_of(a->inputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -492,6 +572,9 @@ static infd_status copy_compile(const infd_kernel_args *a, infd_kernel **out, in
 /* Concat: per input, `outer` rows of its slice, copied 2-D into place. */
 typedef struct concat_kernel {
     infd_cuda_kernel base;
+    bool nhwc; /* 4-D on axis 1 with an operand in FP16 NHWC */
+    infd_cuda_fmt fy, *fx;
+    infd_cuda_dims *xd;
     int n;
     size_t out_row;
     size_t outer;
@@ -530,6 +613,18 @@ static bool concat_supports(const infd_kernel_args *a, infd_error *why)
 static void concat_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const concat_kernel *k = (const concat_kernel *)base;
+    if (k->nhwc) {
+        int64_t c_total = 0, c_off = 0;
+        for (int i = 0; i < k->n; i++)
+            c_total += k->xd[i].c;
+        for (int i = 0; i < k->n; i++) {
+            if (k->xd[i].n * k->xd[i].c * k->xd[i].h * k->xd[i].w != 0)
+                infd_cuda_nhwc_concat(io->stream, io->inputs[i], k->fx[i], k->xd[i], io->outputs[0],
+                                      k->fy, c_off, c_total);
+            c_off += k->xd[i].c;
+        }
+        return;
+    }
     for (int i = 0; i < k->n; i++)
         infd_cuda_copy2d(io->stream, (uint8_t *)io->outputs[0] + k->offset[i], k->out_row,
                          io->inputs[i], k->row[i], k->row[i], k->outer);
@@ -540,6 +635,8 @@ static void concat_fini(infd_cuda_kernel *base)
     concat_kernel *k = (concat_kernel *)base;
     infd_free(k->row);
     infd_free(k->offset);
+    infd_free(k->fx);
+    infd_free(k->xd);
 }
 
 static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -580,6 +677,23 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
         return infd_cuda_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
                                     "input sizes along the axis do not add up to the output");
     }
+    k->fy = out_fmt(a, &k->base.base);
+    k->nhwc = k->fy != INFD_CUDA_FMT_F32_NCHW;
+    for (int i = 0; i < k->n; i++)
+        k->nhwc = k->nhwc || in_fmt(a, i) != INFD_CUDA_FMT_F32_NCHW;
+    if (k->nhwc) {
+        k->fx = infd_calloc((size_t)k->n, sizeof(*k->fx));
+        k->xd = infd_calloc((size_t)k->n, sizeof(*k->xd));
+        if (!k->fx || !k->xd) {
+            concat_fini(&k->base);
+            infd_free(k);
+            return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        for (int i = 0; i < k->n; i++) {
+            k->fx[i] = in_fmt(a, i);
+            k->xd[i] = dims_of(a->inputs[i]);
+        }
+    }
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -587,6 +701,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
 /* Transpose: output dims and, per output dim, the input stride. */
 typedef struct transpose_kernel {
     infd_cuda_kernel base;
+    bool from_nhwc; /* FP16 NHWC in, perm (0, 2, 3, 1): a conversion */
     int rank, esize;
     int64_t n;
     int64_t dims[INFD_CUDA_MAX_RANK], strides[INFD_CUDA_MAX_RANK];
@@ -639,7 +754,9 @@ static bool transpose_supports(const infd_kernel_args *a, infd_error *why)
 static void transpose_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const transpose_kernel *k = (const transpose_kernel *)base;
-    if (k->n)
+    if (k->from_nhwc)
+        infd_cuda_half_to_float(io->stream, io->inputs[0], io->outputs[0], k->n);
+    else if (k->n)
         infd_cuda_transpose(io->stream, io->inputs[0], io->outputs[0], k->esize, k->rank, k->dims,
                             k->strides, k->n);
 }
@@ -656,6 +773,7 @@ static infd_status transpose_compile(const infd_kernel_args *a, infd_kernel **ou
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
+    k->from_nhwc = in_fmt(a, 0) == INFD_CUDA_FMT_F16_NHWC;
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -892,3 +1010,57 @@ const infd_cuda_op infd_cuda_ops_misc[] = {
     { "Dropout", copy_supports, copy_compile },
     { NULL, NULL, NULL },
 };
+
+/* ------------------------------------------------------------------------- */
+/* FP16 NHWC layout policy                                                   */
+/* ------------------------------------------------------------------------- */
+
+static bool is_op(const infd_kernel_args *a, const char *const *names)
+{
+    for (; *names; names++)
+        if (strcmp(a->node->op_type, *names) == 0)
+            return true;
+    return false;
+}
+
+bool infd_cuda_misc_opaque(const infd_kernel_args *a, int i)
+{
+    static const char *const unary[] = { "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+                                         "Tanh", "HardSwish", "Elu",  NULL };
+    static const char *const binary[] = { "Add", "Sub", "Mul", "Div", "Max", "Min", NULL };
+    static const char *const pools[] = { "MaxPool", "AveragePool", NULL };
+    static const char *const global[] = { "GlobalAveragePool", "GlobalMaxPool", NULL };
+    const infd_ir_value *y = a->n_outputs > 0 ? a->outputs[0] : NULL;
+    const infd_ir_value *x = in_at(a, 0);
+    if (a->precision != INFD_PRECISION_FP16 || !is_4d_fp32(x))
+        return false;
+    if (is_op(a, global))
+        return i == 0;
+    if (!is_4d_fp32(y))
+        return false;
+    if (is_op(a, unary))
+        return i <= 0 && a->n_outputs == 1;
+    if (is_op(a, binary)) {
+        const infd_ir_value *b = in_at(a, 1);
+        return i <= 1 && a->n_inputs == 2 && is_4d_fp32(b) && same_dims(x, y) && same_dims(b, y);
+    }
+    if (is_op(a, pools))
+        return i <= 0 && (a->n_outputs == 1 || !a->outputs[1]);
+    if (strcmp(a->node->op_type, "Concat") == 0) {
+        int64_t axis = 0;
+        if (infd_ir_attr_int(a->g, a->node, "axis", 0, &axis, NULL) != INFD_STATUS_OK ||
+            (axis != 1 && axis != -3))
+            return false;
+        for (int j = 0; j < a->n_inputs; j++)
+            if (!is_4d_fp32(a->inputs[j]))
+                return false;
+        return true;
+    }
+    if (strcmp(a->node->op_type, "Transpose") == 0 && i == 0) {
+        const int64_t *perm = NULL;
+        int32_t np = 0;
+        return infd_ir_attr_ints(a->g, a->node, "perm", &perm, &np, NULL) == INFD_STATUS_OK &&
+               perm && np == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
+    }
+    return false;
+}

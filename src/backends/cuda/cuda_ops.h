@@ -74,4 +74,10 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
 /* Whether the node has the _fused_sum hook (a residual input). */
 bool infd_cuda_fused_sum(const infd_kernel_args *a);
 
+/* The FP16 NHWC layout policy (cuda_nhwc.h), per op family: whether the
+ * node can write output 0 (i == -1) or read input i in that layout. Only
+ * FP16 plans use it. */
+bool infd_cuda_conv_opaque(const infd_kernel_args *a, int i);
+bool infd_cuda_misc_opaque(const infd_kernel_args *a, int i);
+
 #endif /* INFD_BACKENDS_CUDA_OPS_H */

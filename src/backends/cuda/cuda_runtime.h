@@ -5,12 +5,15 @@
  * handles (cuDNN, cuBLASLt) the kernels need, plus the first error any
  * enqueued work hit (reported by infd_cuda_sync).
  *
- * Every function runs on device 0 of the process (multi-GPU: issue #6).
+ * Every function acts on the calling thread's current device, which
+ * infd_cuda_set_device (the set_device slot) selects per plan.
  */
 #ifndef INFD_BACKENDS_CUDA_RUNTIME_H
 #define INFD_BACKENDS_CUDA_RUNTIME_H
 
 #include <stddef.h>
+
+#include "infd/infd.h" /* infd_status, infd_error (infd_cuda_set_device) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +56,11 @@ void infd_cuda_replay(void *stream);
  * lock that serialises its users. */
 void *infd_cuda_compile_stream_lock(char *why, size_t n);
 void infd_cuda_compile_stream_unlock(void);
+
+/* The backend's set_device slot (cuda_device_select.cu): makes GPU `index`
+ * current on the calling thread; INVALID_ARGUMENT "GPU 3 does not exist
+ * (this machine has 1)" outside the GPUs. */
+infd_status infd_cuda_set_device(int index, infd_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""infd's CUDA backend against PyTorch on the same GPU, side by side in one run.
+
+Run on the GPU machine (python3 there has torch + torchvision):
+
+    python3 bench/cuda_vs_torch.py --infd build/gpu/infd --batches 1,8,32,128,256
+
+For each model (torchvision ResNet-50 and MobileNetV2, random weights: speed
+does not depend on them) it exports the ONNX file here (opset 17, dynamic
+batch, torch.onnx.export with dynamo=False), then for each batch size:
+
+- PyTorch FP16 channels_last, eager, and the same forward captured once in
+  a CUDA graph and replayed (torch.cuda.CUDAGraph): input already on the
+  GPU, timed with CUDA events over --iters runs after warm-up.
+- infd: `infd bench MODEL --device cuda --precision fp16 --batch B --json`,
+  which times infd_plan_run: FP32 input copied from host memory to the GPU,
+  the plan (a CUDA graph replay after the second run), the output copied
+  back, one sync. So infd's number includes the host<->device copies that
+  PyTorch's does not (about 0.6 MB per image in at ~25 GB/s).
+- infd again with `--pinned-io --contexts 2`: inputs written straight into
+  the contexts' page-locked buffers (as a frontend receiving into them
+  does) and two contexts on two streams, so one's copies overlap the
+  other's kernels: the throughput a server with two instances gets.
+
+Prints one row per (model, batch): images/s for each side and infd /
+best-PyTorch; --json writes the rows too. torch.compile (max-autotune) is
+not run here (minutes of autotuning per shape); the issue quotes its
+ResNet-50 b128 number (about 19k img/s), compared against in RESULTS.md.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def torch_rows(name, batches, iters, warmup):
+    import torch
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    m = getattr(torchvision.models, name)(weights=None).eval().half().cuda()
+    m = m.to(memory_format=torch.channels_last)
+    rows = {}
+    for b in batches:
+        x = torch.randn(b, 3, 224, 224, device="cuda").half().to(
+            memory_format=torch.channels_last)
+        with torch.inference_mode():
+            for _ in range(warmup):
+                m(x)
+            torch.cuda.synchronize()
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(iters):
+                m(x)
+            e1.record()
+            torch.cuda.synchronize()
+            eager_ms = e0.elapsed_time(e1) / iters
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    m(x)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                m(x)
+            for _ in range(warmup):
+                g.replay()
+            torch.cuda.synchronize()
+            e0.record()
+            for _ in range(iters):
+                g.replay()
+            e1.record()
+            torch.cuda.synchronize()
+            graph_ms = e0.elapsed_time(e1) / iters
+            del g
+        rows[b] = {"torch_eager_ms": eager_ms, "torch_graph_ms": graph_ms}
+        torch.cuda.empty_cache()
+    return rows
+
+
+def export(name, path):
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)(weights=None).eval()
+    torch.onnx.export(m, torch.randn(1, 3, 224, 224), path, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                      dynamo=False, opset_version=17)
+
+
+def infd_row(infd, model, b, iters, warmup, precision):
+    row = {}
+    for key, extra in (("infd", []), ("infd2", ["--pinned-io", "--contexts", "2"])):
+        r = subprocess.run([infd, "bench", model, "--device", "cuda", "--precision", precision,
+                            "--batch", str(b), "--iterations", str(iters), "--warmup",
+                            str(warmup), "--json", *extra],
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            row["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+            return row
+        j = json.loads(r.stdout)
+        row.update({f"{key}_ms": j["p50_ms"], f"{key}_img_s": j["throughput_per_s"],
+                    f"{key}_load_ms": j["load_ms"]})
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--infd", required=True)
+    ap.add_argument("--models", default="resnet50,mobilenet_v2")
+    ap.add_argument("--batches", default="1,8,32,128,256")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--precision", default="fp16")
+    ap.add_argument("--dir", default="/tmp/infd_bench")
+    ap.add_argument("--json", help="write the rows here")
+    a = ap.parse_args()
+    batches = [int(b) for b in a.batches.split(",")]
+    os.makedirs(a.dir, exist_ok=True)
+    out = []
+    print(f"{'model':<13} {'batch':>5} {'torch eager':>12} {'torch graph':>12} {'infd':>12} "
+          f"{'infd 2ctx':>10} {'best/torch':>10}  (images/s; infd p50 ms, 1 context)",
+          flush=True)
+    for name in a.models.split(","):
+        path = os.path.join(a.dir, f"{name}.onnx")
+        if not os.path.exists(path):
+            t0 = time.time()
+            export(name, path)
+            print(f"# exported {path} in {time.time() - t0:.1f} s", flush=True)
+        trows = torch_rows(name, batches, a.iters, a.warmup)
+        for b in batches:
+            row = {"model": name, "batch": b, **trows[b],
+                   **infd_row(a.infd, path, b, a.iters, a.warmup, a.precision)}
+            te = b * 1000.0 / row["torch_eager_ms"]
+            tg = b * 1000.0 / row["torch_graph_ms"]
+            row["torch_eager_img_s"], row["torch_graph_img_s"] = te, tg
+            if "infd2_img_s" in row:
+                ratio = max(row["infd_img_s"], row["infd2_img_s"]) / max(te, tg)
+                row["ratio_vs_best_torch"] = ratio
+                print(f"{name:<13} {b:>5} {te:>12.0f} {tg:>12.0f} {row['infd_img_s']:>12.0f} "
+                      f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f}  "
+                      f"(infd p50 {row['infd_ms']:.3f} ms)", flush=True)
+            else:
+                print(f"{name:<13} {b:>5} {te:>12.0f} {tg:>12.0f} {'error':>12}  "
+                      f"{row['error']}", flush=True)
+            out.append(row)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

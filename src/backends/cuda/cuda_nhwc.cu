@@ -1,0 +1,272 @@
+/*
+ * cuda_nhwc.cu - kernels over the FP16 NHWC layout (cuda_nhwc.h).
+ *
+ * Threads walk tensors in NHWC order (channels fastest), so FP16 NHWC
+ * operands are read and written coalesced; a plain FP32 NCHW operand is
+ * addressed through its own index (strided, but it only occurs at the
+ * plan's edges). The all-FP16 elementwise case, the epilogue after every
+ * convolution, moves eight channels (16 bytes) per thread when the channel
+ * count allows.
+ */
+#include <float.h>
+
+#include <cuda_fp16.h>
+
+#include "cuda_act.cuh"
+#include "cuda_nhwc.h"
+#include "cuda_pool.h"
+#include "cuda_runtime_impl.h"
+
+const infd_cuda_layout infd_cuda_layout_f16_nhwc = { INFD_CUDA_FMT_F16_NHWC };
+
+static cudaStream_t stream_of(void *stream)
+{
+    return ((infd_cuda_stream *)stream)->s;
+}
+
+static unsigned grid_for(int64_t n)
+{
+    unsigned b = infd_cuda_blocks((long long)n);
+    return b > 65536 ? 65536 : b;
+}
+
+/* Element (n, c, h, w) of a tensor of dims d, where i is its NHWC index. */
+__device__ __forceinline__ float load_at(const void *p, int fmt, int64_t i, int64_t n, int64_t c,
+                                         int64_t h, int64_t w, const infd_cuda_dims &d)
+{
+    if (fmt == INFD_CUDA_FMT_F16_NHWC)
+        return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[((n * d.c + c) * d.h + h) * d.w + w];
+}
+
+__device__ __forceinline__ void store_at(void *p, int fmt, int64_t i, int64_t n, int64_t c,
+                                         int64_t h, int64_t w, const infd_cuda_dims &d, float v)
+{
+    if (fmt == INFD_CUDA_FMT_F16_NHWC)
+        ((__half *)p)[i] = __float2half_rn(v);
+    else
+        ((float *)p)[((n * d.c + c) * d.h + h) * d.w + w] = v;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Pack                                                                      */
+/* ------------------------------------------------------------------------- */
+
+__global__ void pack_kernel(const void *x, int fx, infd_cuda_dims d, __half *xh, int64_t hp,
+                            int64_t wp, int64_t pt, int64_t pl, int64_t c_out, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % c_out, rest = i / c_out;
+        int64_t xw = rest % wp - pl;
+        rest /= wp;
+        int64_t yh = rest % hp - pt, n = rest / hp;
+        float v = 0.0f;
+        if (c < d.c && yh >= 0 && yh < d.h && xw >= 0 && xw < d.w)
+            v = load_at(x, fx, ((n * d.h + yh) * d.w + xw) * d.c + c, n, c, yh, xw, d);
+        xh[i] = __float2half_rn(v);
+    }
+}
+
+extern "C" void infd_cuda_nhwc_pack(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d,
+                                    void *xh, int64_t hp, int64_t wp, int64_t pt, int64_t pl,
+                                    int64_t c_out)
+{
+    int64_t total = d.n * hp * wp * c_out;
+    pack_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(x, (int)fx, d, (__half *)xh, hp, wp,
+                                                                pt, pl, c_out, total);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Elementwise                                                               */
+/* ------------------------------------------------------------------------- */
+
+__global__ void eltwise_kernel(infd_cuda_dims d, const void *a, int fa, const float *bias, int op,
+                               const void *b, int fb, void *y, int fy, int act, float alpha,
+                               float beta, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % d.c, rest = i / d.c;
+        int64_t w = rest % d.w;
+        rest /= d.w;
+        int64_t h = rest % d.h, n = rest / d.h;
+        float v = load_at(a, fa, i, n, c, h, w, d);
+        if (bias)
+            v += bias[c];
+        if (b)
+            v = apply_bin(op, v, load_at(b, fb, i, n, c, h, w, d));
+        store_at(y, fy, i, n, c, h, w, d, apply_act(act, v, alpha, beta));
+    }
+}
+
+/* All operands FP16 NHWC and c % 8 == 0: eight channels per thread. */
+__global__ void eltwise_h8_kernel(int64_t c, const uint4 *a, const float *bias, int op,
+                                  const uint4 *b, uint4 *y, int act, float alpha, float beta,
+                                  int64_t total8)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total8;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint4 av = a[i], bv = b ? b[i] : make_uint4(0, 0, 0, 0), yv;
+        const __half2 *ah = (const __half2 *)&av, *bh = (const __half2 *)&bv;
+        __half2 *yh = (__half2 *)&yv;
+        int64_t c0 = (i * 8) % c;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float2 v = __half22float2(ah[j]);
+            if (bias) {
+                v.x += bias[c0 + 2 * j];
+                v.y += bias[c0 + 2 * j + 1];
+            }
+            if (b) {
+                float2 u = __half22float2(bh[j]);
+                v.x = apply_bin(op, v.x, u.x);
+                v.y = apply_bin(op, v.y, u.y);
+            }
+            v.x = apply_act(act, v.x, alpha, beta);
+            v.y = apply_act(act, v.y, alpha, beta);
+            yh[j] = __float22half2_rn(v);
+        }
+        y[i] = yv;
+    }
+}
+
+extern "C" void infd_cuda_nhwc_eltwise(void *stream, infd_cuda_dims d, const void *a,
+                                       infd_cuda_fmt fa, const float *bias, int op, const void *b,
+                                       infd_cuda_fmt fb, void *y, infd_cuda_fmt fy, int act,
+                                       float alpha, float beta)
+{
+    int64_t total = d.n * d.c * d.h * d.w;
+    bool all_h = fa == INFD_CUDA_FMT_F16_NHWC && fy == INFD_CUDA_FMT_F16_NHWC &&
+                 (!b || fb == INFD_CUDA_FMT_F16_NHWC);
+    bool aligned =
+        ((uintptr_t)a % 16) == 0 && ((uintptr_t)y % 16) == 0 && (!b || ((uintptr_t)b % 16) == 0);
+    if (all_h && aligned && d.c % 8 == 0) {
+        int64_t total8 = total / 8;
+        eltwise_h8_kernel<<<grid_for(total8), 256, 0, stream_of(stream)>>>(
+            d.c, (const uint4 *)a, bias, op, (const uint4 *)b, (uint4 *)y, act, alpha, beta,
+            total8);
+        return;
+    }
+    eltwise_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(
+        d, a, (int)fa, bias, op, b, (int)fb, y, (int)fy, act, alpha, beta, total);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Pooling                                                                   */
+/* ------------------------------------------------------------------------- */
+
+__global__ void pool_kernel(infd_cuda_pool_desc p, infd_cuda_dims d, int64_t oh, int64_t ow,
+                            const void *x, int fx, void *y, int fy, int64_t total)
+{
+    infd_cuda_dims od = { d.n, d.c, oh, ow };
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % d.c, rest = i / d.c;
+        int64_t ox = rest % ow;
+        rest /= ow;
+        int64_t oy = rest % oh, n = rest / oh;
+        float acc = p.max ? -FLT_MAX : 0.0f;
+        int count = 0;
+        for (int ky = 0; ky < p.kh; ky++) {
+            int64_t iy = oy * p.sh - p.ph + (int64_t)ky * p.dh;
+            if (iy < 0 || iy >= d.h)
+                continue;
+            for (int kx = 0; kx < p.kw; kx++) {
+                int64_t ix = ox * p.sw - p.pw + (int64_t)kx * p.dw;
+                if (ix < 0 || ix >= d.w)
+                    continue;
+                float v = load_at(x, fx, ((n * d.h + iy) * d.w + ix) * d.c + c, n, c, iy, ix, d);
+                acc = p.max ? fmaxf(acc, v) : acc + v;
+                count++;
+            }
+        }
+        if (!p.max) {
+            int div = count;
+            if (p.count_include_pad) {
+                int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+                int64_t y1 = y0 + (int64_t)(p.kh - 1) * p.dh + 1,
+                        x1 = x0 + (int64_t)(p.kw - 1) * p.dw + 1;
+                y1 = y1 < d.h + p.ph ? y1 : d.h + p.ph;
+                x1 = x1 < d.w + p.pw ? x1 : d.w + p.pw;
+                div = (int)(((y1 - y0 + p.dh - 1) / p.dh) * ((x1 - x0 + p.dw - 1) / p.dw));
+            }
+            acc = div > 0 ? acc / (float)div : 0.0f;
+        }
+        store_at(y, fy, i, n, c, oy, ox, od, acc);
+    }
+}
+
+extern "C" void infd_cuda_nhwc_pool(void *stream, const struct infd_cuda_pool_desc *p,
+                                    infd_cuda_dims d, int64_t oh, int64_t ow, const void *x,
+                                    infd_cuda_fmt fx, void *y, infd_cuda_fmt fy)
+{
+    int64_t total = d.n * d.c * oh * ow;
+    pool_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(*p, d, oh, ow, x, (int)fx, y,
+                                                                (int)fy, total);
+}
+
+/* One thread per (n, c): consecutive threads read consecutive channels. */
+__global__ void global_pool_kernel(int max, const __half *x, float *y, infd_cuda_dims d)
+{
+    int64_t hw = d.h * d.w, rows = d.n * d.c;
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x) {
+        int64_t n = r / d.c, c = r % d.c;
+        const __half *p = x + n * hw * d.c + c;
+        float acc = max ? -FLT_MAX : 0.0f;
+        for (int64_t j = 0; j < hw; j++) {
+            float v = __half2float(p[j * d.c]);
+            acc = max ? fmaxf(acc, v) : acc + v;
+        }
+        y[r] = max ? acc : acc / (float)(hw ? hw : 1);
+    }
+}
+
+extern "C" void infd_cuda_nhwc_global_pool(void *stream, int max, const void *xh, float *y,
+                                           infd_cuda_dims d)
+{
+    global_pool_kernel<<<grid_for(d.n * d.c), 256, 0, stream_of(stream)>>>(max, (const __half *)xh,
+                                                                           y, d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Concat, conversion                                                        */
+/* ------------------------------------------------------------------------- */
+
+__global__ void concat_kernel(const void *x, int fx, infd_cuda_dims d, void *y, int fy,
+                              int64_t c_off, int64_t c_total, int64_t total)
+{
+    infd_cuda_dims od = { d.n, c_total, d.h, d.w };
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % d.c, rest = i / d.c;
+        int64_t w = rest % d.w;
+        rest /= d.w;
+        int64_t h = rest % d.h, n = rest / d.h;
+        float v = load_at(x, fx, i, n, c, h, w, d);
+        int64_t oi = ((n * d.h + h) * d.w + w) * c_total + c_off + c;
+        store_at(y, fy, oi, n, c_off + c, h, w, od, v);
+    }
+}
+
+extern "C" void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt fx,
+                                      infd_cuda_dims d, void *y, infd_cuda_fmt fy, int64_t c_off,
+                                      int64_t c_total)
+{
+    int64_t total = d.n * d.c * d.h * d.w;
+    concat_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(x, (int)fx, d, y, (int)fy, c_off,
+                                                                  c_total, total);
+}
+
+__global__ void half_to_float_kernel(const __half *x, float *y, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __half2float(x[i]);
+}
+
+extern "C" void infd_cuda_half_to_float(void *stream, const void *xh, float *y, int64_t n)
+{
+    half_to_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>((const __half *)xh, y, n);
+}

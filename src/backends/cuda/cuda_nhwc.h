@@ -1,0 +1,83 @@
+/*
+ * cuda_nhwc.h - the CUDA backend's opaque layout for FP16 plans, and the
+ * C-linkage launchers of the kernels that read and write it
+ * (cuda_nhwc.cu).
+ *
+ * In an FP16 plan (INFD_PRECISION_FP16) a 4-D FP32 value [n, c, h, w] that
+ * passes between two kernels which both handle it is stored as FP16 NHWC
+ * (channels innermost, the layout cuDNN's tensor-core convolutions read and
+ * write), so a chain of convolutions, pools and residual Adds converts
+ * nothing between kernels: only at the plan's edges (graph inputs and
+ * outputs, and readers that take plain data) is a value converted. The plan
+ * negotiates it through the backend's produces_opaque/accepts_opaque (see
+ * graph/backend.h); a kernel that reads a value finds
+ * &infd_cuda_layout_f16_nhwc in its input_layouts[i].
+ *
+ * Every launcher takes each operand with its format, so a kernel handles a
+ * plain FP32 NCHW operand where the plan kept one (a graph input, a value
+ * another reader needed plain) with the same code. Math is FP32; FP16
+ * values are rounded to nearest even when stored.
+ */
+#ifndef INFD_BACKENDS_CUDA_NHWC_H
+#define INFD_BACKENDS_CUDA_NHWC_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Formats of a 4-D device tensor of logical shape [n, c, h, w]. */
+typedef enum infd_cuda_fmt {
+    INFD_CUDA_FMT_F32_NCHW = 0, /* plain: what the IR says (FP32, row-major) */
+    INFD_CUDA_FMT_F16_NHWC = 1, /* opaque: FP16, [n, h, w, c] row-major */
+} infd_cuda_fmt;
+
+/* The layout object kernels publish in infd_kernel.output_layout. */
+typedef struct infd_cuda_layout {
+    infd_cuda_fmt fmt;
+} infd_cuda_layout;
+
+extern const infd_cuda_layout infd_cuda_layout_f16_nhwc;
+
+/* Logical dims of a 4-D tensor. */
+typedef struct infd_cuda_dims {
+    int64_t n, c, h, w;
+} infd_cuda_dims;
+
+/* xh (FP16 NHWC [n, hp, wp, c_out], c_out >= d.c) = x placed at (pt, pl)
+ * in channels [0, d.c), zeros around it and in the channels past d.c. */
+void infd_cuda_nhwc_pack(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d, void *xh,
+                         int64_t hp, int64_t wp, int64_t pt, int64_t pl, int64_t c_out);
+
+/* y = act(op(a + bias[c], b)) over tensors of dims `d`, each operand in its
+ * format (y may alias a or b when their formats match). bias (FP32 [c]) and
+ * b may be NULL; act, alpha, beta as infd_cuda_act; op as infd_cuda_binop. */
+void infd_cuda_nhwc_eltwise(void *stream, infd_cuda_dims d, const void *a, infd_cuda_fmt fa,
+                            const float *bias, int op, const void *b, infd_cuda_fmt fb, void *y,
+                            infd_cuda_fmt fy, int act, float alpha, float beta);
+
+/* Windowed max/average pooling of x (dims `d`) into y ([n, c, oh, ow]);
+ * window fields as infd_cuda_pool_desc (its nc, h, w, oh, ow unused). */
+struct infd_cuda_pool_desc;
+void infd_cuda_nhwc_pool(void *stream, const struct infd_cuda_pool_desc *p, infd_cuda_dims d,
+                         int64_t oh, int64_t ow, const void *x, infd_cuda_fmt fx, void *y,
+                         infd_cuda_fmt fy);
+
+/* y[n * c + ch] (FP32) = mean (max != 0: max) over h, w of FP16 NHWC xh. */
+void infd_cuda_nhwc_global_pool(void *stream, int max, const void *xh, float *y, infd_cuda_dims d);
+
+/* Copies x (dims `d`) into channels [c_off, c_off + d.c) of y, which has
+ * c_total channels and the same n, h, w. */
+void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d, void *y,
+                           infd_cuda_fmt fy, int64_t c_off, int64_t c_total);
+
+/* y[i] = (float)xh[i] for n FP16 values (FP16 NHWC read as plain NHWC FP32:
+ * a Transpose to channels-last). */
+void infd_cuda_half_to_float(void *stream, const void *xh, float *y, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFD_BACKENDS_CUDA_NHWC_H */
