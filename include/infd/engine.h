@@ -279,6 +279,18 @@ INFD_API infd_status infd_plan_run(const infd_plan *plan, infd_context *ctx,
                                    const infd_tensor *inputs, int n_inputs, infd_tensor *outputs,
                                    int n_outputs, infd_error *err);
 
+/* Zero-copy I/O for device plans: the context's page-locked staging for
+ * input (output) i, nbytes of the plan's input (output) i, or NULL for a
+ * host plan (or an input the plan does not copy). infd_plan_run copies
+ * inputs from caller memory into staging before the host-to-device copy
+ * and outputs back after the device-to-host copy; an infd_tensor whose
+ * data is this buffer skips that copy, so a caller that writes its input
+ * straight into it (a frontend receiving from a socket) saves a pass over
+ * the bytes. Valid while the context lives; only its own thread writes it,
+ * and an output buffer holds the output until the context's next run. */
+INFD_API void *infd_context_input_buffer(infd_context *ctx, int i);
+INFD_API void *infd_context_output_buffer(infd_context *ctx, int i);
+
 /* Per-kernel timing, off by default. When on, each run times every kernel
  * (two clock reads per kernel, about 40 ns each). */
 INFD_API void infd_context_set_profiling(infd_context *ctx, bool on);

@@ -1241,6 +1241,22 @@ void infd_context_destroy(infd_context *c)
     infd_free(c);
 }
 
+void *infd_context_input_buffer(infd_context *c, int i)
+{
+    const infd_plan *p = c->plan;
+    if (!c->staging || i < 0 || i >= p->g->n_inputs || p->home[p->g->inputs[i]] != HOME_ARENA)
+        return NULL;
+    return c->staging + p->stage_offset[i];
+}
+
+void *infd_context_output_buffer(infd_context *c, int i)
+{
+    const infd_plan *p = c->plan;
+    if (!c->staging || i < 0 || i >= p->g->n_outputs || p->home[p->g->outputs[i]] != HOME_ARENA)
+        return NULL;
+    return c->staging + p->stage_offset[p->g->n_inputs + i];
+}
+
 void infd_context_set_profiling(infd_context *c, bool on)
 {
     c->profiling = on;
@@ -1320,8 +1336,10 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
     const infd_backend_ops *b = p->backend;
     infd_status st = INFD_STATUS_OK;
     for (int i = 0; i < n_inputs; i++) {
-        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes)
-            memcpy(c->staging + p->stage_offset[i], inputs[i].data, p->inputs[i].nbytes);
+        uint8_t *stage = c->staging + p->stage_offset[i];
+        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes &&
+            inputs[i].data != stage) /* infd_context_input_buffer: already there */
+            memcpy(stage, inputs[i].data, p->inputs[i].nbytes);
     }
     if (c->graph == GRAPH_READY && !c->profiling) {
         b->replay(c->stream);
@@ -1355,7 +1373,7 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
         size_t nb = p->outputs[i].nbytes;
         const void *src = p->home[v] == HOME_ARENA ? c->staging + p->stage_offset[n_inputs + i]
                                                    : g->values[v].data;
-        if (nb)
+        if (nb && outputs[i].data != src)
             memcpy(outputs[i].data, src, nb);
         outputs[i].dtype = p->outputs[i].dtype;
         outputs[i].shape = p->outputs[i].shape;

@@ -63,6 +63,16 @@ static infd_status cuda_compile(const infd_kernel_args *a, infd_kernel **out, in
     return op->compile(a, out, err);
 }
 
+static bool cuda_produces_opaque(const infd_kernel_args *a)
+{
+    return infd_cuda_conv_opaque(a, -1) || infd_cuda_misc_opaque(a, -1);
+}
+
+static bool cuda_accepts_opaque(const infd_kernel_args *a, int i)
+{
+    return infd_cuda_conv_opaque(a, i) || infd_cuda_misc_opaque(a, i);
+}
+
 static void cuda_run(const infd_kernel *k, const infd_kernel_io *io)
 {
     const infd_cuda_kernel *ck = (const infd_cuda_kernel *)k;
@@ -147,8 +157,8 @@ const infd_backend_ops infd_cuda_backend = {
     .compile = cuda_compile,
     .run = cuda_run,
     .destroy_kernel = cuda_destroy_kernel,
-    .produces_opaque = NULL, /* plain NCHW FP32 between kernels for now */
-    .accepts_opaque = NULL,
+    .produces_opaque = cuda_produces_opaque, /* FP16 plans: FP16 NHWC (cuda_nhwc.h) */
+    .accepts_opaque = cuda_accepts_opaque,
     .available = cuda_available,
     .alloc = cuda_alloc,
     .free = cuda_free,
