@@ -15,10 +15,19 @@
  * max_batch_size itself and every preferred_batch_size. A batch runs on the
  * smallest plan that holds it; the rows past the batch are padding whose
  * results are dropped.
+ *
+ * Instance groups are resolved as Triton resolves them (resolve_groups) and
+ * place every instance on a device: the CPU, or a GPU. Each device gets its
+ * own plans, compiled for it (infd_plan_options.device / device_index) with
+ * max_contexts equal to its instance count, and each instance creates its
+ * contexts from its device's plans. GPUs are compiled first, so that a
+ * KIND_AUTO group whose GPU plan fails (an op the CUDA backend lacks) can
+ * move to the CPU before the CPU's plans are sized.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +40,9 @@
 
 /* Triton's default max_batch_size when auto-completing a batching model. */
 #define RT_DEFAULT_MAX_BATCH 4
+/* Most instances, and instance groups, per model. */
+#define RT_MAX_INSTANCES 64
+#define RT_MAX_GROUPS    RT_MAX_INSTANCES
 
 /* ------------------------------------------------------------------------- */
 /* Config files                                                              */
@@ -440,14 +452,14 @@ static infd_status complete_outputs(infd_model *m, Inference__ModelConfig *c, co
 }
 
 /* Maps the model's inputs/outputs onto a plan's and checks the shapes. */
-static infd_status map_plan(infd_model *m, rt_plan *p, infd_error *err)
+static infd_status map_plan(infd_model *m, rt_plan *p, const infd_plan *plan, infd_error *err)
 {
     int lead = m->max_batch > 0 ? 1 : 0;
     for (int i = 0; i < m->n_in; i++) {
         p->in_map[i] = -1;
-        for (int k = 0; k < infd_plan_n_inputs(p->plan); k++) {
+        for (int k = 0; k < infd_plan_n_inputs(plan); k++) {
             infd_tensor_info ti;
-            infd_plan_input(p->plan, k, &ti);
+            infd_plan_input(plan, k, &ti);
             if (strcmp(ti.name, m->in[i].name) == 0)
                 p->in_map[i] = k;
         }
@@ -455,15 +467,15 @@ static infd_status map_plan(infd_model *m, rt_plan *p, infd_error *err)
             return infd_error_set(err, INFD_STATUS_INTERNAL, "input '%s' missing from the plan",
                                   m->in[i].name);
     }
-    if (infd_plan_n_inputs(p->plan) != m->n_in)
+    if (infd_plan_n_inputs(plan) != m->n_in)
         return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
                               "the plan has %d inputs, the model %d (bound inputs are not served)",
-                              infd_plan_n_inputs(p->plan), m->n_in);
+                              infd_plan_n_inputs(plan), m->n_in);
     for (int j = 0; j < m->n_out; j++) {
         p->out_map[j] = -1;
-        for (int k = 0; k < infd_plan_n_outputs(p->plan); k++) {
+        for (int k = 0; k < infd_plan_n_outputs(plan); k++) {
             infd_tensor_info ti;
-            infd_plan_output(p->plan, k, &ti);
+            infd_plan_output(plan, k, &ti);
             if (strcmp(ti.name, m->out[j].name) != 0)
                 continue;
             p->out_map[j] = k;
@@ -484,12 +496,17 @@ static infd_status map_plan(infd_model *m, rt_plan *p, infd_error *err)
     return INFD_STATUS_OK;
 }
 
-static infd_status build_plan(infd_model *m, int64_t batch, rt_plan *p, infd_error *err)
+static infd_status build_plan(infd_model *m, const rt_device *dev, int64_t batch, infd_plan **out,
+                              infd_error *err)
 {
     infd_plan_options o;
     infd_plan_options_init(&o);
-    o.n_threads = m->n_threads;
-    o.max_contexts = m->n_inst;
+    o.device = dev->kind;
+    o.device_index = dev->gpu;
+    /* Device plans run no host threads; CPU instances share the cores. */
+    o.n_threads = dev->kind == INFD_DEVICE_CPU ? m->n_threads : 1;
+    o.max_contexts = dev->n_inst;
+    o.precision = dev->kind == INFD_DEVICE_CUDA ? m->gpu_precision : INFD_PRECISION_FP32;
     o.batch = batch;
     infd_input_shape shapes[INFD_MAX_MODEL_IO];
     int lead = m->max_batch > 0 ? 1 : 0;
@@ -503,8 +520,7 @@ static infd_status build_plan(infd_model *m, int64_t batch, rt_plan *p, infd_err
     }
     o.shapes = shapes;
     o.n_shapes = m->n_in;
-    p->batch = batch;
-    return infd_plan_create(m->path, &o, &p->plan, err);
+    return infd_plan_create(m->path, &o, out, err);
 }
 
 /* Batch sizes to compile: powers of two up to max, max, preferred sizes. */
@@ -606,44 +622,433 @@ static infd_status configure_queues(infd_model *m, const Inference__ModelConfig 
     return INFD_STATUS_OK;
 }
 
-static infd_status count_instances(infd_model *m, const Inference__ModelConfig *c,
-                                   const char *cfile, infd_error *err)
+/* ------------------------------------------------------------------------- */
+/* Instance groups and devices                                               */
+/* ------------------------------------------------------------------------- */
+
+/* Reads "fp32" / "fp16" (any case) into *out; false for anything else. */
+static bool parse_precision(const char *s, infd_precision *out)
 {
+    if (strcasecmp(s, "fp32") == 0)
+        *out = INFD_PRECISION_FP32;
+    else if (strcasecmp(s, "fp16") == 0)
+        *out = INFD_PRECISION_FP16;
+    else
+        return false;
+    return true;
+}
+
+/* The precision of the model's GPU plans, from Triton's spelling
+ *   optimization { execution_accelerators { gpu_execution_accelerator [ {
+ *     name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
+ * or infd's model parameter `precision` ("fp32" / "fp16"). Both may be
+ * given when they agree. CPU plans stay FP32 either way. */
+static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c, const char *cfile,
+                                  infd_error *err)
+{
+    infd_precision prec = INFD_PRECISION_FP32;
+    bool from_accel = false;
+    const Inference__ModelOptimizationPolicy *opt = c->optimization;
+    const Inference__ModelOptimizationPolicy__ExecutionAccelerators *ea =
+        opt ? opt->execution_accelerators : NULL;
+    for (size_t k = 0; ea && k < ea->n_gpu_execution_accelerator; k++) {
+        const Inference__ModelOptimizationPolicy__ExecutionAccelerators__Accelerator *acc =
+            ea->gpu_execution_accelerator[k];
+        if (strcmp(acc->name, "cuda") == 0)
+            continue; /* onnxruntime's CUDA provider options: nothing to do */
+        if (strcmp(acc->name, "tensorrt") != 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: optimization.execution_accelerators."
+                                  "gpu_execution_accelerator[%zu]: unknown accelerator '%s' (infd "
+                                  "reads \"tensorrt\" for its precision_mode and accepts \"cuda\")",
+                                  cfile, k, acc->name);
+        for (size_t p = 0; p < acc->n_parameters; p++) {
+            if (strcmp(acc->parameters[p]->key, "precision_mode") != 0)
+                continue; /* TensorRT's workspace and segment sizes mean nothing here */
+            if (!parse_precision(acc->parameters[p]->value, &prec))
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: optimization.execution_accelerators."
+                                      "gpu_execution_accelerator[%zu].parameters['precision_mode'] "
+                                      "is '%s'; expected FP32 or FP16",
+                                      cfile, k, acc->parameters[p]->value);
+            from_accel = true;
+        }
+    }
+    for (size_t k = 0; k < c->n_parameters; k++) {
+        if (strcmp(c->parameters[k]->key, "precision") != 0)
+            continue;
+        const char *v = c->parameters[k]->value ? c->parameters[k]->value->string_value : "";
+        infd_precision p;
+        if (!parse_precision(v, &p))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: parameters['precision'].string_value is '%s'; expected "
+                                  "fp32 or fp16",
+                                  cfile, v);
+        if (from_accel && p != prec)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: parameters['precision'] is '%s' but the tensorrt "
+                                  "accelerator's precision_mode says otherwise",
+                                  cfile, v);
+        prec = p;
+    }
+    m->gpu_precision = prec;
+    return INFD_STATUS_OK;
+}
+
+static const char *kind_name(Inference__ModelInstanceGroup__Kind k)
+{
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+        &inference__model_instance_group__kind__descriptor, (int)k);
+    return v ? v->name : "KIND_?";
+}
+
+/* GPUs usable for KIND_GPU and KIND_AUTO, read once per load: the count, or
+ * 0 with the reason in `why`. */
+static int usable_gpus(char *why, size_t n)
+{
+    infd_error e = { 0 };
+    int count = infd_engine_device_count(INFD_DEVICE_CUDA, &e);
+    const char *msg = e.msg;
+    const char *prefix = "no CUDA device: "; /* devices.c's wording; ours says "usable" */
+    if (strncmp(msg, prefix, strlen(prefix)) == 0)
+        msg += strlen(prefix);
+    snprintf(why, n, "%s", count > 0 ? "" : msg[0] ? msg : "the driver reports no GPU");
+    return count > 0 ? count : 0;
+}
+
+static bool set_gpus(Inference__ModelInstanceGroup *ig, int n_gpus)
+{
+    int32_t *g = infd_malloc((size_t)n_gpus * sizeof(int32_t));
+    if (!g)
+        return false;
+    for (int i = 0; i < n_gpus; i++)
+        g[i] = i;
+    infd_free(ig->gpus);
+    ig->gpus = g;
+    ig->n_gpus = (size_t)n_gpus;
+    return true;
+}
+
+/* Resolves the config's instance groups as Triton does and writes the result
+ * back into the config (so the config APIs report it): no group means one
+ * KIND_AUTO group; KIND_AUTO becomes KIND_GPU on every listed GPU (default:
+ * all) when a CUDA device is usable and has them, else KIND_CPU; KIND_GPU
+ * without `gpus` takes every GPU; `count` (default 1) instances run per GPU
+ * listed, or on the CPU; an empty name becomes "<model>_<index>". Then
+ * places the instances: m->inst (device and group set) and m->dev (GPUs
+ * ascending, then the CPU), with `auto_group[k]` saying which groups were
+ * KIND_AUTO. */
+static void sort_devices(infd_model *m);
+
+static infd_status resolve_groups(infd_model *m, Inference__ModelConfig *c, const char *cfile,
+                                  bool *auto_group, infd_error *err)
+{
+    if (c->n_instance_group == 0) {
+        Inference__ModelInstanceGroup *ig = infd_malloc(sizeof(*ig));
+        if (!ig)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        inference__model_instance_group__init(ig);
+        if (!push_ptr((void ***)&c->instance_group, &c->n_instance_group, ig)) {
+            infd_free(ig);
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    if (c->n_instance_group > RT_MAX_GROUPS)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %zu instance groups; at most %d", cfile, c->n_instance_group,
+                              RT_MAX_GROUPS);
+    char why[INFD_ERROR_MSG_BYTES] = "";
+    int n_gpus = -1; /* not asked yet: a CPU-only config never touches the driver */
     int n = 0;
     for (size_t k = 0; k < c->n_instance_group; k++) {
-        const Inference__ModelInstanceGroup *ig = c->instance_group[k];
-        if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU)
-            return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
-                                  "%s: instance_group[%zu] asks for KIND_GPU; the CUDA backend "
-                                  "does not serve models yet (issue #6)",
-                                  cfile, k);
+        Inference__ModelInstanceGroup *ig = c->instance_group[k];
+        auto_group[k] = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO;
         if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL)
             return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
                                   "%s: instance_group[%zu]: KIND_MODEL is not supported", cfile, k);
-        int count = ig->count > 0 ? ig->count : 1;
-        if (ig->count < 0 || ig->count > 64 || n + count > 64)
+        if (ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO &&
+            ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU &&
+            ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU)
+            return infd_error_set(
+                err, INFD_STATUS_INVALID_ARGUMENT,
+                "%s: instance_group[%zu].kind is %d; expected KIND_AUTO, KIND_GPU "
+                "or KIND_CPU",
+                cfile, k, (int)ig->kind);
+        if (ig->count < 0 || ig->count > RT_MAX_INSTANCES)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "%s: instance_group[%zu].count is %d; at most 64 instances per "
+                                  "%s: instance_group[%zu].count is %d; at most %d instances per "
                                   "model",
-                                  cfile, k, ig->count);
-        n += count;
+                                  cfile, k, ig->count, RT_MAX_INSTANCES);
+        for (size_t g = 0; g < ig->n_gpus; g++) {
+            if (ig->gpus[g] < 0)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: instance_group[%zu].gpus[%zu] is %d; GPU ids start at 0",
+                                      cfile, k, g, ig->gpus[g]);
+            for (size_t g2 = 0; g2 < g; g2++)
+                if (ig->gpus[g2] == ig->gpus[g])
+                    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                          "%s: instance_group[%zu].gpus lists GPU %d twice", cfile,
+                                          k, ig->gpus[g]);
+        }
+        if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU && ig->n_gpus)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: instance_group[%zu]: KIND_CPU with gpus; gpus are for "
+                                  "KIND_GPU",
+                                  cfile, k);
+        if (ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU && n_gpus < 0)
+            n_gpus = usable_gpus(why, sizeof(why));
+        int missing = -1; /* a listed GPU past the last one */
+        for (size_t g = 0; g < ig->n_gpus && missing < 0; g++)
+            if (ig->gpus[g] >= n_gpus)
+                missing = ig->gpus[g];
+        if (auto_group[k]) {
+            char reason[INFD_ERROR_MSG_BYTES + 64];
+            if (n_gpus == 0)
+                snprintf(reason, sizeof(reason), "no usable CUDA device: %s", why);
+            else if (missing >= 0)
+                snprintf(reason, sizeof(reason), "GPU %d does not exist (%d GPU%s)", missing,
+                         n_gpus, n_gpus == 1 ? "" : "s");
+            else
+                snprintf(reason, sizeof(reason), "%d usable CUDA device%s", n_gpus,
+                         n_gpus == 1 ? "" : "s");
+            ig->kind = n_gpus > 0 && missing < 0 ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU
+                                                 : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+            if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU && ig->n_gpus) {
+                infd_free(ig->gpus);
+                ig->gpus = NULL;
+                ig->n_gpus = 0;
+            }
+            infd_log(INFD_LOG_LEVEL_INFO, "model '%s': instance_group[%zu] KIND_AUTO is %s (%s)",
+                     m->name, k, kind_name(ig->kind), reason);
+        } else if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU) {
+            if (n_gpus == 0)
+                return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                                      "%s: instance_group[%zu]: KIND_GPU, but no usable CUDA "
+                                      "device: %s",
+                                      cfile, k, why);
+            if (missing >= 0)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: instance_group[%zu]: GPU %d does not exist (%d GPU%s)",
+                                      cfile, k, missing, n_gpus, n_gpus == 1 ? "" : "s");
+        }
+        if (ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU && ig->n_gpus == 0 &&
+            !set_gpus(ig, n_gpus))
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (ig->count == 0)
+            ig->count = 1;
+        if (ig->name[0] == '\0') {
+            char name[300];
+            snprintf(name, sizeof(name), "%s_%zu", m->name, k);
+            if (!set_string(&ig->name, name))
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        int places =
+            ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU ? (int)ig->n_gpus : 1;
+        if ((int64_t)ig->count * places > RT_MAX_INSTANCES - n)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: instance_group[%zu] makes the model's instances more than "
+                                  "%d",
+                                  cfile, k, RT_MAX_INSTANCES);
+        n += ig->count * places;
     }
-    m->n_inst = n > 0 ? n : 1;
+    m->n_inst = n;
+    m->inst = infd_calloc((size_t)n, sizeof(rt_instance));
+    if (!m->inst)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    /* Instances in group order, a GPU group's per GPU in its listed order;
+     * devices are found (or added) as instances need them, then sorted. */
+    int i = 0;
+    for (size_t k = 0; k < c->n_instance_group; k++) {
+        const Inference__ModelInstanceGroup *ig = c->instance_group[k];
+        bool gpu = ig->kind == INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU;
+        int places = gpu ? (int)ig->n_gpus : 1;
+        for (int pl = 0; pl < places; pl++) {
+            for (int r = 0; r < ig->count; r++, i++) {
+                rt_instance *inst = &m->inst[i];
+                inst->model = m;
+                inst->index = i;
+                inst->group = (int)k;
+                inst->device = -1;
+                infd_device_kind kind = gpu ? INFD_DEVICE_CUDA : INFD_DEVICE_CPU;
+                int ord = gpu ? ig->gpus[pl] : 0;
+                for (int d = 0; d < m->n_dev && inst->device < 0; d++)
+                    if (m->dev[d].kind == kind && m->dev[d].gpu == ord)
+                        inst->device = d;
+                if (inst->device < 0) {
+                    /* One slot stays free for a KIND_AUTO fallback to the CPU. */
+                    if (m->n_dev == RT_MAX_DEVICES - 1)
+                        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                              "%s: the instance groups use more than %d devices",
+                                              cfile, RT_MAX_DEVICES - 1);
+                    rt_device *dev = &m->dev[m->n_dev];
+                    memset(dev, 0, sizeof(*dev));
+                    dev->kind = kind;
+                    dev->gpu = ord;
+                    dev->auto_only = true;
+                    inst->device = m->n_dev++;
+                }
+                rt_device *dev = &m->dev[inst->device];
+                dev->n_inst++;
+                dev->auto_only &= auto_group[k];
+            }
+        }
+    }
+    sort_devices(m);
+    return INFD_STATUS_OK;
+}
+
+/* Orders m->dev as GPUs ascending, then the CPU, recounts their instances
+ * and renumbers inst->device; a device left without instances is dropped
+ * (its plans must have been freed). */
+static void sort_devices(infd_model *m)
+{
+    rt_device old[RT_MAX_DEVICES];
+    int map[RT_MAX_DEVICES];
+    bool taken[RT_MAX_DEVICES] = { false };
+    int n_old = m->n_dev, n = 0;
+    memcpy(old, m->dev, sizeof(rt_device) * (size_t)n_old);
+    for (int d = 0; d < n_old; d++) {
+        old[d].n_inst = 0;
+        map[d] = -1;
+    }
+    for (int i = 0; i < m->n_inst; i++)
+        old[m->inst[i].device].n_inst++;
+    for (;;) {
+        int best = -1;
+        for (int d = 0; d < n_old; d++) {
+            if (taken[d] || old[d].n_inst == 0)
+                continue;
+            int key = old[d].kind == INFD_DEVICE_CPU ? INT32_MAX : old[d].gpu;
+            int best_key = best < 0                            ? 0
+                           : old[best].kind == INFD_DEVICE_CPU ? INT32_MAX
+                                                               : old[best].gpu;
+            if (best < 0 || key < best_key)
+                best = d;
+        }
+        if (best < 0)
+            break;
+        taken[best] = true;
+        map[best] = n;
+        m->dev[n++] = old[best];
+    }
+    m->n_dev = n;
+    for (int i = 0; i < m->n_inst; i++)
+        m->inst[i].device = map[m->inst[i].device];
+}
+
+/* KIND_AUTO found a GPU that cannot run the model (an op the CUDA backend
+ * lacks, a CUDA runtime that cannot start): every KIND_AUTO group moves to
+ * the CPU, as if there were no GPU, and the config says so. */
+static void auto_to_cpu(infd_model *m, const bool *auto_group, const char *why)
+{
+    Inference__ModelConfig *c = m->config;
+    int cpu = -1;
+    for (int d = 0; d < m->n_dev; d++)
+        if (m->dev[d].kind == INFD_DEVICE_CPU)
+            cpu = d;
+    if (cpu < 0) { /* resolve_groups keeps a slot free for it */
+        cpu = m->n_dev++;
+        memset(&m->dev[cpu], 0, sizeof(m->dev[cpu]));
+        m->dev[cpu].kind = INFD_DEVICE_CPU;
+    }
+    for (int i = 0; i < m->n_inst; i++)
+        if (auto_group[m->inst[i].group])
+            m->inst[i].device = cpu;
+    for (size_t k = 0; k < c->n_instance_group; k++) {
+        Inference__ModelInstanceGroup *ig = c->instance_group[k];
+        if (!auto_group[k] || ig->kind != INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU)
+            continue;
+        infd_log(INFD_LOG_LEVEL_WARN,
+                 "model '%s': instance_group[%zu] KIND_AUTO falls back to KIND_CPU: %s", m->name, k,
+                 why);
+        ig->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+        infd_free(ig->gpus);
+        ig->gpus = NULL;
+        ig->n_gpus = 0;
+    }
+    bool used[RT_MAX_DEVICES] = { false };
+    for (int i = 0; i < m->n_inst; i++)
+        used[m->inst[i].device] = true;
+    for (int d = 0; d < m->n_dev; d++) {
+        if (used[d])
+            continue;
+        for (int p = 0; p < RT_MAX_PLANS; p++) {
+            infd_plan_destroy(m->dev[d].plans[p]);
+            m->dev[d].plans[p] = NULL;
+        }
+    }
+    sort_devices(m);
+}
+
+/* Compiles every device's plans (GPUs first, so that a KIND_AUTO fallback
+ * is settled before the CPU's plans are sized for their instances) and maps
+ * the served batch sizes on the first plans built. */
+static infd_status build_devices(infd_model *m, Inference__ModelConfig *c, const char *cfile,
+                                 const bool *auto_group, const int64_t *sizes, int n_sizes,
+                                 infd_error *err)
+{
+    int n_mapped = 0;
+    m->n_plans = n_sizes;
+    m->n_threads = 1; /* set below when instances run on the CPU */
+    for (int d = 0; d < m->n_dev; d++) {
+        rt_device *dev = &m->dev[d];
+        if (dev->kind == INFD_DEVICE_CPU) {
+            int threads = rt_server_threads(m->server);
+            if (threads <= 0) {
+                /* One core is left to the frontends and the clients: on 2
+                 * cores a served BlazeFace batch of 8 took 6.9 ms with 2
+                 * engine threads against 4.1 ms with 1, since each parallel
+                 * step waited for the thread the HTTP loop had preempted
+                 * (bench/RESULTS.md, serving). GPU instances use no engine
+                 * threads. */
+                long cores = sysconf(_SC_NPROCESSORS_ONLN);
+                threads = (int)(cores > 1 ? cores - 1 : 1) / dev->n_inst;
+            }
+            m->n_threads = threads > 0 ? threads : 1;
+        }
+        for (int p = 0; p < n_sizes; p++) {
+            if (dev->plans[p])
+                continue; /* built before a fallback renumbered the devices */
+            infd_status st = build_plan(m, dev, sizes[p], &dev->plans[p], err);
+            if (st != INFD_STATUS_OK) {
+                if (dev->kind == INFD_DEVICE_CUDA)
+                    infd_error_prefix(err, "%s (GPU %d, batch %lld)", m->path, dev->gpu,
+                                      (long long)sizes[p]);
+                else
+                    infd_error_prefix(err, "%s (batch %lld)", m->path, (long long)sizes[p]);
+                if (dev->kind == INFD_DEVICE_CUDA && dev->auto_only &&
+                    (st == INFD_STATUS_UNIMPLEMENTED || st == INFD_STATUS_UNAVAILABLE)) {
+                    auto_to_cpu(m, auto_group, err ? err->msg : infd_status_str(st));
+                    infd_error_clear(err);
+                    d = -1; /* devices were renumbered: start over, built ones are kept */
+                    break;
+                }
+                return st;
+            }
+            if (p < n_mapped)
+                continue;
+            if (p == 0) {
+                st = complete_outputs(m, c, cfile, dev->plans[0], sizes[0], err);
+                if (st != INFD_STATUS_OK)
+                    return st;
+            }
+            m->plans[p].batch = sizes[p];
+            st = map_plan(m, &m->plans[p], dev->plans[p], err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            n_mapped = p + 1;
+        }
+    }
     return INFD_STATUS_OK;
 }
 
 static infd_status create_instances(infd_model *m, infd_error *err)
 {
-    m->inst = infd_calloc((size_t)m->n_inst, sizeof(rt_instance));
-    if (!m->inst)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     int64_t max_rows = m->plans[m->n_plans - 1].batch;
     for (int k = 0; k < m->n_inst; k++) {
         rt_instance *inst = &m->inst[k];
-        inst->model = m;
-        inst->index = k;
         for (int p = 0; p < m->n_plans; p++) {
-            infd_status st = infd_context_create(m->plans[p].plan, &inst->ctxs[p], err);
+            infd_status st = infd_context_create(rt_instance_plan(inst, p), &inst->ctxs[p], err);
             if (st != INFD_STATUS_OK)
                 return st;
         }
@@ -664,6 +1069,26 @@ static infd_status create_instances(infd_model *m, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* "2 on GPU 0 (FP16), 1 on the CPU x 3 threads" for the READY log line. */
+static void describe_devices(const infd_model *m, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < m->n_dev && at < n; d++) {
+        const rt_device *dev = &m->dev[d];
+        int w;
+        if (dev->kind == INFD_DEVICE_CUDA)
+            w = snprintf(buf + at, n - at, "%s%d on GPU %d%s", d ? ", " : "", dev->n_inst, dev->gpu,
+                         m->gpu_precision == INFD_PRECISION_FP16 ? " (FP16)" : "");
+        else
+            w = snprintf(buf + at, n - at, "%s%d on the CPU x %d thread(s)", d ? ", " : "",
+                         dev->n_inst, m->n_threads);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+}
+
 static bool file_exists(const char *path)
 {
     struct stat sb;
@@ -678,6 +1103,7 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     uint64_t t0 = infd_clock_ns();
     infd_ir_graph *g = NULL;
     infd_status st = INFD_STATUS_OK;
+    bool auto_group[RT_MAX_GROUPS] = { false };
     infd_model *m = infd_calloc(1, sizeof(*m));
     if (!m)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -748,39 +1174,18 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     g = NULL;
     if (st != INFD_STATUS_OK)
         goto out;
-    st = count_instances(m, c, cfile, err);
+    st = read_precision(m, c, cfile, err);
+    if (st == INFD_STATUS_OK)
+        st = resolve_groups(m, c, cfile, auto_group, err);
     if (st == INFD_STATUS_OK)
         st = configure_queues(m, c, cfile, err);
     if (st != INFD_STATUS_OK)
         goto out;
-    int threads = rt_server_threads(server);
-    if (threads <= 0) {
-        /* One core is left to the frontends and the clients: on 2 cores a
-         * served BlazeFace batch of 8 took 6.9 ms with 2 engine threads
-         * against 4.1 ms with 1, since each parallel step waited for the
-         * thread the HTTP loop had preempted (bench/RESULTS.md, serving). */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = (int)(cores > 1 ? cores - 1 : 1) / m->n_inst;
-    }
-    m->n_threads = threads > 0 ? threads : 1;
     int64_t sizes[RT_MAX_PLANS];
     int n_sizes = plan_sizes(m, sizes);
-    for (int p = 0; p < n_sizes; p++) {
-        st = build_plan(m, sizes[p], &m->plans[p], err);
-        if (st != INFD_STATUS_OK) {
-            infd_error_prefix(err, "%s (batch %lld)", m->path, (long long)sizes[p]);
-            goto out;
-        }
-        m->n_plans++;
-        if (p == 0) {
-            st = complete_outputs(m, c, cfile, m->plans[0].plan, sizes[0], err);
-            if (st != INFD_STATUS_OK)
-                goto out;
-        }
-        st = map_plan(m, &m->plans[p], err);
-        if (st != INFD_STATUS_OK)
-            goto out;
-    }
+    st = build_devices(m, c, cfile, auto_group, sizes, n_sizes, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
     st = create_instances(m, err);
     if (st != INFD_STATUS_OK)
         goto out;
@@ -792,11 +1197,13 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     if (st != INFD_STATUS_OK)
         goto out;
     atomic_store(&m->state, INFD_MODEL_STATE_READY);
+    char where[256];
+    describe_devices(m, where, sizeof(where));
     infd_log(INFD_LOG_LEVEL_INFO,
              "model '%s' version %lld READY: %d input(s), %d output(s), max_batch_size %d, %d "
-             "plan(s), %d instance(s) x %d thread(s), %s batching, loaded in %.0f ms",
+             "plan(s), %d instance(s) (%s), %s batching, loaded in %.0f ms",
              m->name, (long long)version, m->n_in, m->n_out, m->max_batch, m->n_plans, m->n_inst,
-             m->n_threads, m->dynamic ? "dynamic" : "no", (double)(infd_clock_ns() - t0) / 1e6);
+             where, m->dynamic ? "dynamic" : "no", (double)(infd_clock_ns() - t0) / 1e6);
     *out = m;
     m = NULL;
 out:
@@ -839,8 +1246,9 @@ void rt_model_free(infd_model *m)
         }
     }
     infd_free(m->inst);
-    for (int p = 0; p < m->n_plans; p++)
-        infd_plan_destroy(m->plans[p].plan);
+    for (int d = 0; d < m->n_dev; d++)
+        for (int p = 0; p < RT_MAX_PLANS; p++)
+            infd_plan_destroy(m->dev[d].plans[p]);
     rt_request_pool_free(m);
     rt_config_free(m->config);
     infd_histogram_destroy(m->latency);

@@ -9,10 +9,12 @@
  *    by server->mu. An entry lists its versions; a loaded version is an
  *    infd_model held by the registry (one reference) and by every handle
  *    and request that acquired it.
- *  - A model owns its plans (one per served batch size), its instances (one
- *    worker thread and one engine context per plan each), its queue and its
- *    request free list. model->mu guards the queue, the pending count and
- *    the flags; the statistics are relaxed atomics.
+ *  - A model owns its devices (the CPU and/or GPUs its instance groups
+ *    place instances on), on each device one plan per served batch size,
+ *    its instances (one worker thread and one engine context per plan of
+ *    its device each), its queue and its request free list. model->mu
+ *    guards the queue, the pending count and the flags; the statistics are
+ *    relaxed atomics.
  *  - Worker threads are joined when the model is unloaded (model_stop), so
  *    the final release (possibly from a completion callback on a worker
  *    thread) only frees memory.
@@ -31,8 +33,10 @@
 
 /* Most priority levels a model may configure. */
 #define RT_MAX_PRIORITY_LEVELS 16
-/* Most plans (distinct batch sizes) per model. */
+/* Most plans (distinct batch sizes) per model and device. */
 #define RT_MAX_PLANS 16
+/* Most devices (the CPU and GPUs) one model's instances run on. */
+#define RT_MAX_DEVICES 17
 
 typedef struct rt_queue {
     infd_request *head, *tail;
@@ -46,6 +50,8 @@ typedef struct rt_queue {
 typedef struct rt_instance {
     infd_model *model;
     int index;
+    int device; /* index in model->dev */
+    int group;  /* config instance_group index */
     pthread_t thread;
     bool started;
     infd_context *ctxs[RT_MAX_PLANS];          /* one per plan */
@@ -86,12 +92,22 @@ struct infd_request {
     bool in_flight;
 };
 
+/* One served batch size. Every device's plan for it is compiled from the
+ * same model with the same shapes, so the maps hold for all of them. */
 typedef struct rt_plan {
-    int64_t batch; /* rows the plan runs (1 for a non-batching model) */
-    infd_plan *plan;
+    int64_t batch;                  /* rows the plan runs (1 for a non-batching model) */
     int out_map[INFD_MAX_MODEL_IO]; /* plan output index of model output j */
     int in_map[INFD_MAX_MODEL_IO];  /* plan input index of model input i */
 } rt_plan;
+
+/* A device the model's instances run on, with its plans. */
+typedef struct rt_device {
+    infd_device_kind kind;
+    int gpu;                        /* CUDA ordinal (kind CUDA); 0 for the CPU */
+    int n_inst;                     /* instances on it: its plans' max_contexts */
+    bool auto_only;                 /* only KIND_AUTO groups use it: may fall back to the CPU */
+    infd_plan *plans[RT_MAX_PLANS]; /* per model->plans[p]; owned */
+} rt_device;
 
 struct infd_model {
     atomic_int refs;
@@ -105,9 +121,12 @@ struct infd_model {
     infd_model_io in[INFD_MAX_MODEL_IO], out[INFD_MAX_MODEL_IO];
     rt_plan plans[RT_MAX_PLANS]; /* ascending batch */
     int n_plans;
+    rt_device dev[RT_MAX_DEVICES]; /* GPUs first (ascending), then the CPU */
+    int n_dev;
+    infd_precision gpu_precision; /* of CUDA plans (config: precision_mode / precision) */
     rt_instance *inst;
     int n_inst;
-    int n_threads;    /* engine threads per instance */
+    int n_threads;    /* engine threads per CPU instance */
     atomic_int state; /* infd_model_state */
 
     /* Scheduling (config). */
@@ -133,6 +152,12 @@ struct infd_model {
     infd_model_stats st;
     infd_histogram *latency; /* ns, submit -> completion */
 };
+
+/* The plan instance `inst` runs for served batch size index `p`. */
+static inline infd_plan *rt_instance_plan(const rt_instance *inst, int p)
+{
+    return inst->model->dev[inst->device].plans[p];
+}
 
 /* model.c */
 infd_status rt_model_load(infd_server *server, const char *name, int64_t version,

@@ -651,32 +651,45 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
             t->data = (void *)inst->batch[0]->in[i].data;
             continue;
         }
-        char *dst = inst->in_buf[i];
+        /* A GPU plan's context has page-locked staging that its
+         * host-to-device copy reads: gathering straight into it saves the
+         * engine's copy out of in_buf. */
+        char *base = infd_context_input_buffer(inst->ctxs[pi], p->in_map[i]);
+        if (!base)
+            base = inst->in_buf[i];
+        char *dst = base;
         for (int k = 0; k < n; k++) {
             const infd_request *r = inst->batch[k];
             memcpy(dst, r->in[i].data, r->in[i].nbytes);
             dst += r->in[i].nbytes;
         }
-        t->data = inst->in_buf[i];
+        t->data = base;
     }
     /* Outputs: straight into a lone request's memory when it takes them
      * all and that memory is aligned. */
     bool direct_out = n == 1 && rows == p->batch && wants_all_outputs(inst->batch[0]);
     for (int k = 0; direct_out && k < inst->batch[0]->n_out; k++)
         direct_out = ((uintptr_t)inst->batch[0]->out[k].data % INFD_ALIGNMENT) == 0;
+    const char *out_base[INFD_MAX_MODEL_IO]; /* where each output's rows are scattered from */
     for (int j = 0; j < m->n_out; j++) {
         infd_tensor *t = &outs[p->out_map[j]];
         memset(t, 0, sizeof(*t));
         t->nbytes = (size_t)p->batch * m->out[j].row_bytes;
-        t->data = inst->out_buf[j];
+        /* GPU plans: scatter straight from the staging the device-to-host
+         * copy wrote (valid until this context's next run). */
+        t->data = direct_out ? NULL : infd_context_output_buffer(inst->ctxs[pi], p->out_map[j]);
+        if (!t->data)
+            t->data = inst->out_buf[j];
+        out_base[j] = t->data;
         if (direct_out)
             for (int k = 0; k < inst->batch[0]->n_out; k++)
                 if (inst->batch[0]->out_index[k] == j)
                     t->data = inst->batch[0]->out[k].data;
     }
     uint64_t t1 = infd_clock_ns();
-    infd_status st = infd_plan_run(p->plan, inst->ctxs[pi], ins, m->n_in, outs,
-                                   infd_plan_n_outputs(p->plan), &err);
+    infd_plan *plan = rt_instance_plan(inst, pi);
+    infd_status st =
+        infd_plan_run(plan, inst->ctxs[pi], ins, m->n_in, outs, infd_plan_n_outputs(plan), &err);
     uint64_t t2 = infd_clock_ns();
     if (st == INFD_STATUS_OK && !direct_out) {
         size_t off[INFD_MAX_MODEL_IO] = { 0 };
@@ -685,7 +698,7 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
             for (int o = 0; o < r->n_out; o++) {
                 int j = r->out_index[o];
                 size_t bytes = (size_t)r->rows * m->out[j].row_bytes;
-                memcpy(r->out[o].data, (char *)inst->out_buf[j] + off[j], bytes);
+                memcpy(r->out[o].data, out_base[j] + off[j], bytes);
             }
             for (int j = 0; j < m->n_out; j++)
                 off[j] += (size_t)r->rows * m->out[j].row_bytes;
@@ -855,9 +868,10 @@ infd_status rt_model_warmup(infd_model *m, infd_error *err)
                 t->data = inst->out_buf[j];
                 t->nbytes = (size_t)p->batch * m->out[j].row_bytes;
             }
+            infd_plan *plan = rt_instance_plan(inst, pi);
             for (int r = 0; r < count && st == INFD_STATUS_OK; r++)
-                st = infd_plan_run(p->plan, inst->ctxs[pi], ins, m->n_in, outs,
-                                   infd_plan_n_outputs(p->plan), err);
+                st = infd_plan_run(plan, inst->ctxs[pi], ins, m->n_in, outs,
+                                   infd_plan_n_outputs(plan), err);
         }
         for (int i = 0; i < m->n_in; i++) {
             infd_free(in[i]);

@@ -337,7 +337,7 @@ static void test_full_config(void)
     ASSERT_STR_HAS(json, "\"parameters\":{\"intra_op_thread_count\":{\"string_value\":\"1\"},"
                          "\"greeting\":{\"string_value\":\"hello\\n\\t\\\"AA\xc3\xa9\"}}");
     ASSERT_STR_HAS(json, "\"optimization\":{\"graph\":{\"level\":-1},\"priority\":\"PRIORITY_MAX\","
-                         "\"eager_batching\":false}");
+                         "\"gather_kernel_buffer_threshold\":0,\"eager_batching\":false}");
     ASSERT_FALSE(strstr(json, "sequence_batching") != NULL);
     infd_free(json);
     infd_pbtxt_free(&c->base);
