@@ -17,17 +17,27 @@
  * else runs in one epilogue kernel. Where cuDNN has no FP16 algorithm for
  * a shape the Conv stays FP32 (plain layouts only).
  *
- * Tuning records (infd_kernel.tuning): the algorithm and whether the fused
- * call won, so a plan file skips the timing.
+ * Each FP16 convolution times the forms that apply to it and keeps the
+ * fastest: cuDNN's legacy call (fused or with the epilogue), a cuBLASLt
+ * GEMM for 1x1 stride-1 convolutions (bias, residual and ReLU in its
+ * epilogue), our depthwise kernel (cuda_nhwc.h) for groups == channels, and
+ * cuDNN's graph API (cuda_convg.h; off unless INFD_CONV_ENABLE=convg, see
+ * form_disabled). INFD_CONV_DISABLE=gemm,dw turns forms off for debugging.
+ *
+ * Tuning records (infd_kernel.tuning): the form, the algorithm and whether
+ * the fused call won, so a plan file skips the timing.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_conv.h"
+#include "backends/cuda/cuda_convg.h"
 #include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_movement.h"
 #include "backends/cuda/cuda_nhwc.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_runtime.h"
 #include "core/alloc.h"
 #include "core/common.h"
 
@@ -38,7 +48,17 @@ typedef struct conv_kernel {
      * [n*h*w, c] x [c, k], with bias, residual and ReLU in cuBLASLt's
      * epilogue; used instead of conv when it times faster. */
     infd_cuda_gemm *gemm;
-    char name[64];
+    /* FP16 depthwise convolutions over FP16 NHWC: our own kernel
+     * (cuda_nhwc.h) with bias, residual and activation, weights [r, s, c]
+     * in FP16 (dw_w), used when it times faster than cuDNN. */
+    void *dw_w;
+    infd_cuda_dw_desc dwd;
+    /* FP16 convolutions with bias, residual and ReLU/Clip fused through
+     * cuDNN's graph API (cuda_convg.h), when one of its engines times
+     * fastest. */
+    infd_cuda_convg *convg;
+    float chosen_ms; /* the time of the form chosen so far (compile only) */
+    char name[96];
     infd_cuda_act act;
     float alpha, beta;
     bool fused; /* bias + activation (+ residual) inside cuDNN */
@@ -57,6 +77,7 @@ typedef struct conv_kernel {
      * by the epilogue, which also applies what cuDNN did not fuse. */
     bool fp16;
     bool pack, epilogue;
+    bool post_act;            /* fused (bias, residual) but the activation runs in the epilogue */
     infd_cuda_fmt fx, fr, fy; /* formats of x, the residual and y */
     infd_cuda_dims xd, yd;    /* logical input and output dims (h = 1 for 1-D) */
     int64_t hp, wp, pt, pl;   /* the packed input's size and where x sits in it */
@@ -201,15 +222,20 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
             yh = ws;
             ws += k->yh_bytes;
         }
-        if (k->gemm)
+        if (k->convg)
+            infd_cuda_convg_run(k->convg, io->stream, x, res, yh, ws);
+        else if (k->dw_w)
+            infd_cuda_nhwc_dwconv(io->stream, &k->dwd, x, k->dw_w, b, res, yh, (int)k->act,
+                                  k->alpha, k->beta);
+        else if (k->gemm)
             infd_cuda_gemm_run(k->gemm, io->stream, x, NULL, res, yh, ws);
         else
             infd_cuda_conv_run(k->conv, io->stream, x, NULL, NULL, res, yh, ws);
         if (k->epilogue)
-            infd_cuda_nhwc_eltwise(io->stream, k->yd, yh, INFD_CUDA_FMT_F16_NHWC,
-                                   k->fused ? NULL : b, INFD_CUDA_BIN_ADD, k->fused ? NULL : res,
-                                   k->fr, y, k->fy, k->fused ? INFD_CUDA_ACT_NONE : (int)k->act,
-                                   k->alpha, k->beta);
+            infd_cuda_nhwc_eltwise(
+                io->stream, k->yd, yh, INFD_CUDA_FMT_F16_NHWC, k->fused ? NULL : b,
+                INFD_CUDA_BIN_ADD, k->fused ? NULL : res, k->fr, y, k->fy,
+                k->fused && !k->post_act ? INFD_CUDA_ACT_NONE : (int)k->act, k->alpha, k->beta);
         return;
     }
     if (k->prepad) {
@@ -228,6 +254,8 @@ static void conv_fini(infd_cuda_kernel *base)
 {
     infd_cuda_conv_destroy(((conv_kernel *)base)->conv);
     infd_cuda_gemm_destroy(((conv_kernel *)base)->gemm);
+    infd_cuda_free(0, ((conv_kernel *)base)->dw_w);
+    infd_cuda_convg_destroy(((conv_kernel *)base)->convg);
 }
 
 /* The algorithm a tuning record names for this variant, or -1. */
@@ -273,14 +301,187 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
     return c;
 }
 
-/* Whether a tuning record chose the GEMM form (conv_record.fused == 3). */
-static bool recorded_gemm(const infd_kernel_args *a)
+/* INFD_CONV_DISABLE (a debugging knob): a list naming forms FP16
+ * convolutions must not use: "gemm", "dw", "convg" (e.g. "dw,gemm"). The
+ * graph-API form is off unless INFD_CONV_ENABLE names "convg": on the H100
+ * its engines' results drift from FP32 far more than FP16 rounding explains
+ * (ResNet-50 1.2e-2 of the logits' range instead of 4e-4, MobileNetV2
+ * wrong), which is not understood yet (issue #6 notes). */
+static bool form_disabled(const char *form)
+{
+    const char *e = getenv("INFD_CONV_DISABLE");
+    if (strcmp(form, "convg") == 0) {
+        const char *on = getenv("INFD_CONV_ENABLE");
+        if (!on || !strstr(on, "convg"))
+            return true;
+    }
+    return e && strstr(e, form) != NULL;
+}
+
+/* Whether a tuning record chose a form other than cuDNN: the GEMM
+ * (conv_record.fused == 3) or our depthwise kernel (4). */
+static bool recorded_form(const infd_kernel_args *a, int form)
 {
     conv_record r;
     if (!a->tuning || a->tuning_bytes != sizeof(r))
         return false;
     memcpy(&r, a->tuning, sizeof(r));
-    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == 1 && r.fused == 3;
+    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == 1 && r.fused == form;
+}
+
+/* A graph-API record: "cng1", its length, then cuda_convg's own bytes. */
+#define CONVG_TAG "cng1"
+
+static bool recorded_convg(const infd_kernel_args *a)
+{
+    return a->tuning && a->tuning_bytes > 8 && memcmp(a->tuning, CONVG_TAG, 4) == 0;
+}
+
+static bool recorded_not_cudnn(const infd_kernel_args *a)
+{
+    return recorded_form(a, 3) || recorded_form(a, 4) || recorded_convg(a);
+}
+
+/* Whether the kernel has a tuning record naming some form, so forms it
+ * does not name are not timed (a plan file loads without tuning). */
+static bool have_record(const infd_kernel_args *a)
+{
+    return recorded_convg(a) || (a->tuning && a->tuning_bytes == sizeof(conv_record) &&
+                                 memcmp(a->tuning, "cnv1", 4) == 0);
+}
+
+/* The convolution through cuDNN's graph API with everything fused
+ * (cuda_convg.h) when its fastest engine beats the form chosen so far, or
+ * when the record names it. x is FP16 NHWC (packed: unpadded, cp
+ * channels), y FP16 NHWC. */
+static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d,
+                      const float *wt, size_t *ws)
+{
+    const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
+    bool from_record = recorded_convg(a);
+    char why[256] = "";
+    if ((have_record(a) && !from_record) || form_disabled("convg") ||
+        k->fy != INFD_CUDA_FMT_F16_NHWC || (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) ||
+        (b && !b->data) ||
+        (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU &&
+         k->act != INFD_CUDA_ACT_CLIP))
+        return;
+    infd_cuda_convg_desc g = { .n = d->n,
+                               .c = (int)k->cp,
+                               .h = k->pack ? (int)k->hp : d->h,
+                               .w = k->pack ? (int)k->wp : d->w,
+                               .k = d->k,
+                               .oh = d->oh,
+                               .ow = d->ow,
+                               .r = d->r,
+                               .s = d->s,
+                               .pad_h = k->pack ? 0 : d->pad_h,
+                               .pad_w = k->pack ? 0 : d->pad_w,
+                               .stride_h = d->stride_h,
+                               .stride_w = d->stride_w,
+                               .dil_h = d->dil_h,
+                               .dil_w = d->dil_w,
+                               .groups = d->groups,
+                               .fp16 = 1,
+                               .has_bias = b != NULL,
+                               .has_res = k->has_sum,
+                               .act = k->act == INFD_CUDA_ACT_RELU   ? INFD_CUDA_CONVG_ACT_RELU
+                                      : k->act == INFD_CUDA_ACT_CLIP ? INFD_CUDA_CONVG_ACT_CLIP
+                                                                     : INFD_CUDA_CONVG_ACT_NONE,
+                               .act_lo = k->alpha,
+                               .act_hi = k->beta };
+    uint8_t rec[INFD_CUDA_CONVG_RECORD_MAX];
+    size_t rec_n = sizeof(rec), gws = 0;
+    char name[96];
+    const uint8_t *in = a->tuning;
+    infd_cuda_convg *c =
+        infd_cuda_convg_create(&g, wt, b ? b->data : NULL, from_record ? in + 8 : NULL,
+                               from_record ? a->tuning_bytes - 8 : 0, &gws, rec, &rec_n, name,
+                               sizeof(name), why, sizeof(why));
+    if (!c)
+        return;
+    float ms = infd_cuda_convg_ms(c);
+    bool others = k->conv || k->gemm || k->dw_w;
+    if (!from_record && others && k->chosen_ms <= ms) {
+        infd_cuda_convg_destroy(c);
+        return;
+    }
+    infd_cuda_conv_destroy(k->conv);
+    k->conv = NULL;
+    infd_cuda_gemm_destroy(k->gemm);
+    k->gemm = NULL;
+    infd_cuda_free(0, k->dw_w);
+    k->dw_w = NULL;
+    k->post_act = false;
+    k->convg = c;
+    k->fused = true;
+    k->chosen_ms = ms;
+    *ws = gws;
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    k->base.base.tuning_bytes = 0;
+    if (rec_n > 0 && rec_n + 8 <= INFD_KERNEL_TUNING_MAX) {
+        uint32_t n32 = (uint32_t)rec_n;
+        memcpy(k->base.base.tuning, CONVG_TAG, 4);
+        memcpy(k->base.base.tuning + 4, &n32, 4);
+        memcpy(k->base.base.tuning + 8, rec, rec_n);
+        k->base.base.tuning_bytes = rec_n + 8;
+    }
+}
+
+/* A depthwise FP16 convolution (groups == c == k) between FP16 NHWC values
+ * (x packed when it needs padding or converting): our kernel with bias,
+ * residual and activation fused, replacing cuDNN when it times faster. */
+static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d)
+{
+    char why[256] = "";
+    if (d->groups != d->c || d->k != d->c || k->fy != INFD_CUDA_FMT_F16_NHWC ||
+        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || k->cp != d->c || k->gemm)
+        return;
+    infd_cuda_dw_desc dw = { .n = d->n,
+                             .c = d->c,
+                             .h = k->pack ? k->hp : d->h,
+                             .w = k->pack ? k->wp : d->w,
+                             .oh = d->oh,
+                             .ow = d->ow,
+                             .r = d->r,
+                             .s = d->s,
+                             .sh = d->stride_h,
+                             .sw = d->stride_w,
+                             .ph = k->pack ? 0 : d->pad_h,
+                             .pw = k->pack ? 0 : d->pad_w,
+                             .dh = d->dil_h,
+                             .dw = d->dil_w };
+    bool from_record = recorded_form(a, 4);
+    float ms = 0.0f;
+    if ((have_record(a) && !from_record) || form_disabled("dw"))
+        return;
+    if (!from_record) {
+        ms = infd_cuda_nhwc_dwconv_time(&dw, k->has_sum, (int)k->act);
+        if (ms < 0 || (k->conv && k->chosen_ms <= ms))
+            return;
+    }
+    /* [k, 1, r, s] -> [r, s, c] */
+    const float *w = a->inputs[1]->data;
+    size_t rs = (size_t)d->r * d->s;
+    float *rsc = infd_malloc((size_t)d->c * rs * sizeof(float));
+    if (!rsc)
+        return;
+    for (int c = 0; c < d->c; c++)
+        for (size_t j = 0; j < rs; j++)
+            rsc[j * (size_t)d->c + (size_t)c] = w[(size_t)c * rs + j];
+    k->dw_w = infd_cuda_upload_half(rsc, (size_t)d->c * rs, why, sizeof(why));
+    infd_free(rsc);
+    if (!k->dw_w)
+        return;
+    infd_cuda_conv_destroy(k->conv);
+    k->conv = NULL;
+    k->dwd = dw;
+    k->chosen_ms = ms;
+    k->fused = true; /* bias, residual and activation are in the kernel */
+    snprintf(k->name, sizeof(k->name), "cuda:dwconv_fp16");
+    conv_record r = { { 'c', 'n', 'v', '1' }, 1, 4, 0 };
+    memcpy(k->base.base.tuning, &r, sizeof(r));
+    k->base.base.tuning_bytes = sizeof(r);
 }
 
 /* A 1x1, stride-1, unpadded, ungrouped FP16 convolution between FP16 NHWC
@@ -295,11 +496,12 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     char why[256] = "";
     if (d->r != 1 || d->s != 1 || d->stride_h != 1 || d->stride_w != 1 || d->pad_h || d->pad_w ||
         d->groups != 1 || k->pack || k->prepad || k->fy != INFD_CUDA_FMT_F16_NHWC ||
-        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || (b && !b->data) ||
-        (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU))
+        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || (b && !b->data))
         return;
-    bool from_record = recorded_gemm(a);
+    bool from_record = recorded_form(a, 3);
     conv_record rec;
+    if ((have_record(a) && !from_record) || form_disabled("gemm"))
+        return;
     if (from_record)
         memcpy(&rec, a->tuning, sizeof(rec));
     infd_cuda_gemm_desc g = { .m = (int64_t)d->n * d->oh * d->ow,
@@ -319,14 +521,16 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     infd_cuda_gemm *gm = infd_cuda_gemm_create(&g, &gws, &ms, why, sizeof(why));
     if (!gm)
         return;
-    if (k->conv && !from_record && infd_cuda_conv_ms(k->conv) <= ms) {
+    if (k->conv && !from_record && k->chosen_ms <= ms) {
         infd_cuda_gemm_destroy(gm); /* cuDNN is faster */
         return;
     }
     infd_cuda_conv_destroy(k->conv);
     k->conv = NULL;
     k->gemm = gm;
-    k->fused = true; /* bias, residual and ReLU are in the epilogue */
+    k->chosen_ms = ms;
+    k->fused = true; /* bias, residual and ReLU are in cuBLASLt's epilogue */
+    k->post_act = k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU;
     *ws = gws;
     snprintf(k->name, sizeof(k->name), "cublaslt:conv1x1_fp16%s", b ? "_bias" : "");
     conv_record r = { { 'c', 'n', 'v', '1' }, 1, 3, infd_cuda_gemm_pick(gm) };
@@ -389,25 +593,30 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
                    (!k->has_sum || k->fr == INFD_CUDA_FMT_F16_NHWC);
     k->conv = NULL;
     k->fused = false;
-    if (fusable && !recorded_unfused(a, 1) && !recorded_gemm(a)) {
+    if (fusable && !recorded_unfused(a, 1) && !recorded_not_cudnn(a)) {
         infd_cuda_conv_desc f = h;
         f.fused = k->act == INFD_CUDA_ACT_RELU ? 1 : 2;
         f.has_res = k->has_sum;
         k->conv = create_conv(a, k, &f, wt, b->data, &ws, why, sizeof(why));
         k->fused = k->conv != NULL;
     }
-    if (!k->conv && !recorded_gemm(a))
+    if (!k->conv && !recorded_not_cudnn(a))
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
+    k->chosen_ms = k->conv ? infd_cuda_conv_ms(k->conv) : 0.0f;
     try_gemm(a, k, d, &ws);
-    if (!k->conv && !k->gemm) /* the record's GEMM failed */
+    try_dw(a, k, d);
+    if (k->dw_w)
+        ws = 0;
+    try_convg(a, k, d, wt, &ws);
+    if (!k->conv && !k->gemm && !k->dw_w && !k->convg) /* the record's form failed */
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     infd_free(wpad);
-    if (!k->conv && !k->gemm)
+    if (!k->conv && !k->gemm && !k->dw_w && !k->convg)
         return false;
     k->fp16 = true;
     k->prepad = false; /* the pack pads */
     k->pad_bytes = 0;
-    k->epilogue = k->fy != INFD_CUDA_FMT_F16_NHWC ||
+    k->epilogue = k->fy != INFD_CUDA_FMT_F16_NHWC || k->post_act ||
                   (!k->fused && (k->has_bias || k->has_sum || k->act != INFD_CUDA_ACT_NONE));
     k->xh_bytes =
         k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2, INFD_ALIGNMENT) : 0;

@@ -52,6 +52,7 @@ struct infd_cuda_convg {
     cudnnBackendDescriptor_t plan;  /* the chosen execution plan */
     void *w, *b;                    /* device weights and bias (owned) */
     size_t ws_bytes;
+    float ms; /* the chosen plan's time per run (0: taken from a record) */
     char name[96];
 };
 
@@ -344,7 +345,14 @@ static cudnnStatus_t describe_cfg(const infd_cuda_convg *c, cudnnBackendDescript
                                  (int64_t)(sizeof(notes) / sizeof(notes[0])), &n,
                                  notes) == CUDNN_STATUS_SUCCESS) {
         for (int64_t i = 0; i < n && i < (int64_t)(sizeof(notes) / sizeof(notes[0])); i++) {
-            if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
+            /* Reduced-precision sums, and Winograd/FFT transforms of FP16
+             * data, lose too much for inference that must match FP32. */
+            if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+                notes[i] == CUDNN_NUMERICAL_NOTE_FFT || notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD ||
+                notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 ||
+                notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 ||
+                notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13 ||
+                (c->d.fp16 && notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
                 *skip = true;
             if (!c->d.fp16 && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
                                notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
@@ -919,6 +927,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
                 c->ws_bytes = need;
                 best_key = key;
                 best_ms = ms;
+                c->ms = ms;
                 found = true;
             } else {
                 cudnnBackendDestroyDescriptor(plan);
@@ -984,4 +993,9 @@ extern "C" void infd_cuda_convg_run(const infd_cuda_convg *c, void *stream, cons
         infd_cuda_stream_fail(st, "%s: %s%s%s%s", c->name, cudnnGetErrorString(s),
                               last[0] ? " (" : "", last, last[0] ? ")" : "");
     }
+}
+
+extern "C" float infd_cuda_convg_ms(const infd_cuda_convg *c)
+{
+    return c->ms;
 }

@@ -93,6 +93,10 @@ void infd_cuda_convg_run(const infd_cuda_convg *c, void *stream, const void *x, 
 
 void infd_cuda_convg_destroy(infd_cuda_convg *c);
 
+/* The time per run of the plan chosen by timing, in ms (0 when a record
+ * chose it). */
+float infd_cuda_convg_ms(const infd_cuda_convg *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,8 @@
  * count allows.
  */
 #include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <cuda_fp16.h>
 
@@ -269,4 +271,167 @@ __global__ void half_to_float_kernel(const __half *x, float *y, int64_t n)
 extern "C" void infd_cuda_half_to_float(void *stream, const void *xh, float *y, int64_t n)
 {
     half_to_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>((const __half *)xh, y, n);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Depthwise convolution                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* V consecutive channels of one output pixel per thread: 16-byte loads
+ * (V = 8) or half2 (V = 2); the window's rows of x are shared through L1. */
+template <int V> struct vec_t;
+template <> struct vec_t<8> {
+    typedef uint4 type;
+};
+template <> struct vec_t<2> {
+    typedef __half2 type;
+};
+template <> struct vec_t<1> {
+    typedef __half type;
+};
+
+template <int V>
+__global__ void dw_kernel(infd_cuda_dw_desc d, const __half *x, const __half *w, const float *bias,
+                          const __half *res, __half *y, int act, float alpha, float beta,
+                          int64_t total)
+{
+    typedef typename vec_t<V>::type vt;
+    int64_t cv = d.c / V;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c0 = (i % cv) * V, rest = i / cv;
+        int64_t ox = rest % d.ow;
+        rest /= d.ow;
+        int64_t oy = rest % d.oh, n = rest / d.oh;
+        float acc[V];
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            acc[j] = bias ? bias[c0 + j] : 0.0f;
+        for (int ky = 0; ky < d.r; ky++) {
+            int64_t iy = oy * d.sh - d.ph + (int64_t)ky * d.dh;
+            if (iy < 0 || iy >= d.h)
+                continue;
+            for (int kx = 0; kx < d.s; kx++) {
+                int64_t ix = ox * d.sw - d.pw + (int64_t)kx * d.dw;
+                if (ix < 0 || ix >= d.w)
+                    continue;
+                vt xv = *(const vt *)(x + ((n * d.h + iy) * d.w + ix) * d.c + c0);
+                vt wv = *(const vt *)(w + ((int64_t)ky * d.s + kx) * d.c + c0);
+                const __half *xh = (const __half *)&xv, *wh = (const __half *)&wv;
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    acc[j] = fmaf(__half2float(xh[j]), __half2float(wh[j]), acc[j]);
+            }
+        }
+        int64_t o = ((n * d.oh + oy) * d.ow + ox) * d.c + c0;
+        vt rv, yv;
+        if (res)
+            rv = *(const vt *)(res + o);
+        const __half *rh = (const __half *)&rv;
+        __half *yh = (__half *)&yv;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            float v = acc[j];
+            if (res)
+                v += __half2float(rh[j]);
+            yh[j] = __float2half_rn(apply_act(act, v, alpha, beta));
+        }
+        *(vt *)(y + o) = yv;
+    }
+}
+
+extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, const void *x,
+                                      const void *w, const float *bias, const void *res, void *y,
+                                      int act, float alpha, float beta)
+{
+    cudaStream_t s = stream_of(stream);
+    int64_t px = d->n * d->oh * d->ow;
+    if (d->c % 8 == 0) {
+        int64_t total = px * (d->c / 8);
+        dw_kernel<8><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
+                                                     (const __half *)res, (__half *)y, act, alpha,
+                                                     beta, total);
+    } else if (d->c % 2 == 0) {
+        int64_t total = px * (d->c / 2);
+        dw_kernel<2><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
+                                                     (const __half *)res, (__half *)y, act, alpha,
+                                                     beta, total);
+    } else {
+        int64_t total = px * d->c;
+        dw_kernel<1><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
+                                                     (const __half *)res, (__half *)y, act, alpha,
+                                                     beta, total);
+    }
+}
+
+extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, int has_res, int act)
+{
+    char why[128];
+    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
+    if (!st)
+        return -1.0f;
+    size_t xn = (size_t)(d->n * d->h * d->w * d->c), yn = (size_t)(d->n * d->oh * d->ow * d->c);
+    size_t wn = (size_t)d->r * d->s * d->c;
+    void *x = NULL, *w = NULL, *y = NULL, *r = NULL;
+    float *b = NULL, ms = -1.0f;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (cudaMalloc(&x, xn * 2) == cudaSuccess && cudaMalloc(&w, wn * 2) == cudaSuccess &&
+        cudaMalloc(&y, yn * 2) == cudaSuccess && cudaMalloc(&r, yn * 2) == cudaSuccess &&
+        cudaMalloc(&b, (size_t)d->c * 4) == cudaSuccess) {
+        cudaMemsetAsync(x, 0x3c, xn * 2, st->s);
+        cudaMemsetAsync(w, 0x2c, wn * 2, st->s);
+        cudaMemsetAsync(r, 0x3c, yn * 2, st->s);
+        cudaMemsetAsync(b, 0, (size_t)d->c * 4, st->s);
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        for (int i = 0; i < 7; i++) {
+            if (i == 2)
+                cudaEventRecord(e0, st->s);
+            infd_cuda_nhwc_dwconv(st, d, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
+        }
+        cudaEventRecord(e1, st->s);
+        if (cudaEventSynchronize(e1) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
+            ms /= 5.0f;
+        else
+            ms = -1.0f;
+    }
+    cudaGetLastError();
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    cudaStreamSynchronize(st->s);
+    cudaFree(x);
+    cudaFree(w);
+    cudaFree(y);
+    cudaFree(r);
+    cudaFree(b);
+    cudaGetLastError();
+    infd_cuda_compile_stream_unlock();
+    return ms;
+}
+
+extern "C" void *infd_cuda_upload_half(const float *src, size_t n, char *why, size_t why_n)
+{
+    __half *h = (__half *)malloc(n * sizeof(__half));
+    void *d = NULL;
+    if (!h) {
+        snprintf(why, why_n, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = __float2half_rn(src[i]);
+    cudaError_t rc = cudaMalloc(&d, n * sizeof(__half));
+    if (rc == cudaSuccess)
+        rc = cudaMemcpy(d, h, n * sizeof(__half), cudaMemcpyHostToDevice);
+    free(h);
+    if (rc != cudaSuccess) {
+        snprintf(why, why_n, "FP16 constants: %s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        if (d)
+            cudaFree(d);
+        return NULL;
+    }
+    return d;
 }

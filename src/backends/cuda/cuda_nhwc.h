@@ -21,6 +21,7 @@
 #ifndef INFD_BACKENDS_CUDA_NHWC_H
 #define INFD_BACKENDS_CUDA_NHWC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -75,6 +76,28 @@ void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt fx, infd_c
 /* y[i] = (float)xh[i] for n FP16 values (FP16 NHWC read as plain NHWC FP32:
  * a Transpose to channels-last). */
 void infd_cuda_half_to_float(void *stream, const void *xh, float *y, int64_t n);
+
+/* A depthwise convolution (groups == channels in == channels out) over
+ * FP16 NHWC: x [n, h, w, c] (pads ph, pw around it), weights FP16 [r, s, c]
+ * on the device, y [n, oh, ow, c] = act(conv + bias[c] + res). */
+typedef struct infd_cuda_dw_desc {
+    int64_t n, c, h, w, oh, ow;
+    int r, s, sh, sw, ph, pw, dh, dw;
+} infd_cuda_dw_desc;
+
+/* bias (FP32 [c]) and res (FP16 NHWC like y) may be NULL; act, alpha, beta
+ * as infd_cuda_act. */
+void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, const void *x, const void *w,
+                           const float *bias, const void *res, void *y, int act, float alpha,
+                           float beta);
+
+/* Times infd_cuda_nhwc_dwconv on the compile stream (scratch data, 2 + 5
+ * runs) and returns ms per run, or a negative value when it cannot run. */
+float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, int has_res, int act);
+
+/* A device copy of n floats as FP16 (freed with infd_cuda_free(0, p)), or
+ * NULL with the reason in `why`. */
+void *infd_cuda_upload_half(const float *src, size_t n, char *why, size_t why_n);
 
 #ifdef __cplusplus
 }

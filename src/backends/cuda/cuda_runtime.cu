@@ -6,8 +6,8 @@
  * synchronisation, and a kernel's run() cannot return one, so library
  * statuses that a run() sees (cuDNN, cuBLASLt) are recorded on the stream
  * object (first one wins) and infd_cuda_sync reports them with the CUDA
- * error state. The compile stream is shared by every plan being compiled
- * and serialised by a mutex (tuning times kernels on it).
+ * error state. Each GPU has one compile stream, shared by every plan being
+ * compiled there and serialised by a mutex (tuning times kernels on it).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -206,20 +206,45 @@ extern "C" void infd_cuda_replay(void *stream)
         infd_cuda_stream_fail(st, "cudaGraphLaunch: %s", cudaGetErrorString(rc));
 }
 
-static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
-static void *compile_stream;
+/* One compile stream per GPU (made on first use, on that GPU: the caller
+ * has made it current), each behind its own lock so GPUs compile in
+ * parallel. The lock taken is remembered per thread for the unlock. */
+#define MAX_DEVICES 64
+static pthread_mutex_t compile_mu[MAX_DEVICES];
+static void *compile_stream[MAX_DEVICES];
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+static __thread int compile_locked = -1;
+
+static void compile_init(void)
+{
+    for (int i = 0; i < MAX_DEVICES; i++)
+        pthread_mutex_init(&compile_mu[i], NULL);
+}
 
 extern "C" void *infd_cuda_compile_stream_lock(char *why, size_t n)
 {
-    pthread_mutex_lock(&compile_mu);
-    if (!compile_stream)
-        compile_stream = infd_cuda_stream_create(why, n);
-    if (!compile_stream)
-        pthread_mutex_unlock(&compile_mu);
-    return compile_stream; /* kept for the process: handles are costly to make */
+    int dev = 0;
+    pthread_once(&compile_once, compile_init);
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES) {
+        cudaGetLastError();
+        snprintf(why, n, "no current CUDA device for compiling");
+        return NULL;
+    }
+    pthread_mutex_lock(&compile_mu[dev]);
+    if (!compile_stream[dev])
+        compile_stream[dev] = infd_cuda_stream_create(why, n);
+    if (!compile_stream[dev]) {
+        pthread_mutex_unlock(&compile_mu[dev]);
+        return NULL;
+    }
+    compile_locked = dev;
+    return compile_stream[dev]; /* kept for the process: handles are costly to make */
 }
 
 extern "C" void infd_cuda_compile_stream_unlock(void)
 {
-    pthread_mutex_unlock(&compile_mu);
+    int dev = compile_locked;
+    compile_locked = -1;
+    if (dev >= 0)
+        pthread_mutex_unlock(&compile_mu[dev]);
 }

@@ -52,8 +52,8 @@ int infd_cuda_capture_begin(void *stream, char *why, size_t n);
 int infd_cuda_capture_end(void *stream, char *why, size_t n);
 void infd_cuda_replay(void *stream);
 
-/* The process-wide stream used while compiling (algorithm timing), and the
- * lock that serialises its users. */
+/* The current GPU's stream used while compiling (algorithm timing), and
+ * the per-GPU lock that serialises its users; unlock on the same thread. */
 void *infd_cuda_compile_stream_lock(char *why, size_t n);
 void infd_cuda_compile_stream_unlock(void);
 
