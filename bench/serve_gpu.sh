@@ -1,0 +1,68 @@
+#!/bin/bash
+# bench/serve_gpu.sh - a model served on the GPU end to end, against the
+# engine alone (bench/RESULTS.md, "Serving end to end").
+#
+#   bench/serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]
+#
+# Writes a one-model repository (KIND_GPU x INSTANCES, FP16, dynamic
+# batching preferring MAX_BATCH), starts `infd serve` on ports 18000-18002
+# with 8 HTTP and gRPC threads, measures with `infd perf`: raw framed,
+# gRPC and HTTP binary at concurrency 64 and 256 from one client process,
+# then HTTP binary and raw framed from four client processes at 64 each;
+# prints the server's batch statistics, stops it, and runs `infd bench` on
+# the same model with MAX_BATCH, INSTANCES contexts and pinned I/O for the
+# engine-only figure. Needs a GPU; meant for the GPU machine.
+set -u
+INFD=${1:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
+MODEL=${2:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
+MAXB=${3:-128}
+INST=${4:-2}
+REPO=$(mktemp -d)
+trap 'kill $PID 2>/dev/null; rm -rf "$REPO"' EXIT
+mkdir -p "$REPO/m/1"
+ln -s "$(readlink -f "$MODEL")" "$REPO/m/1/model.onnx"
+cat >"$REPO/m/config.pbtxt" <<EOF
+name: "m"
+max_batch_size: $MAXB
+instance_group [ { kind: KIND_GPU count: $INST } ]
+dynamic_batching { preferred_batch_size: [ $MAXB ] max_queue_delay_microseconds: 5000 }
+parameters { key: "precision" value: { string_value: "fp16" } }
+EOF
+"$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
+    --metrics-port 18002 --http-threads 8 --grpc-threads 8 --raw-socket-dir "$REPO/sock" \
+    >"$REPO/serve.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 300); do
+    curl -sf localhost:18000/v2/models/m/ready >/dev/null && break
+    sleep 1
+done
+curl -sf localhost:18000/v2/models/m/ready >/dev/null || { tail "$REPO/serve.log"; exit 1; }
+perf() { timeout 60 "$INFD" perf --model m --measurement-ms 5000 "$@" 2>&1 | tail -1; }
+FRAMED=(--unix "$REPO/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000)
+echo "protocol concurrency requests errors infer/s avg_us p50_us p90_us p95_us p99_us"
+for c in 64 256; do
+    echo "raw-framed $(perf "${FRAMED[@]}" --concurrency-range $c:$c:1)"
+    echo "grpc $(perf --url 127.0.0.1:18001 --protocol grpc --concurrency-range $c:$c:1)"
+    echo "http-binary $(perf --url 127.0.0.1:18000 --binary --concurrency-range $c:$c:1)"
+done
+for proto in http raw; do
+    pids=()
+    for k in 1 2 3 4; do
+        if [ $proto = http ]; then
+            perf --url 127.0.0.1:18000 --binary --concurrency-range 64:64:1 >"$REPO/p$k" &
+        else
+            perf "${FRAMED[@]}" --concurrency-range 64:64:1 >"$REPO/p$k" &
+        fi
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    awk -v p=$proto '{s += $4} END {printf "%s, 4 clients x 64: %.1f infer/s in all\n", p, s}' \
+        "$REPO"/p?
+done
+curl -s localhost:18000/v2/models/m/stats | python3 -c "import json, sys
+s = json.load(sys.stdin)['model_stats'][0]
+print('inferences', s['inference_count'], 'executions', s['execution_count'])"
+kill $PID
+wait $PID 2>/dev/null
+"$INFD" bench "$MODEL" --device cuda --precision fp16 --batch "$MAXB" --contexts "$INST" \
+    --pinned-io --iterations 30 | grep -E "latency|throughput"
