@@ -101,20 +101,22 @@ typedef struct infd_plan_options {
     int n_shapes;
     const infd_input_value *values; /* inputs bound to values (borrowed for the call) */
     int n_values;
-    /* INFD_PRECISION_BF16 (CPU backend only; opt-in, like TensorRT's --bf16): Conv and
+    /* INFD_PRECISION_BF16 (opt-in, like TensorRT's --bf16). CPU: Conv and
      * ConvTranspose with constant weights multiply in BF16 (weights
-     * converted once at compile time, inputs rounded to BF16) and accumulate
-     * in FP32 (Gemm and MatMul stay FP32 for now); activations passed between oneDNN kernels in
-     * blocked layouts are stored as BF16, so results differ from FP32 by
-     * about 1% of an output's magnitude. Other kernels, the IR, graph inputs
-     * and outputs stay FP32. infd_plan_create fails with UNAVAILABLE when the
-     * CPU has no BF16 instructions (AVX512-BF16 or AMX) rather than falling
-     * back to FP32. INFD_PRECISION_FP16 (CUDA plans only; UNIMPLEMENTED on
-     * the CPU): Conv with constant weights multiplies in FP16 on tensor
-     * cores (NHWC, FP32 accumulation; input converted to FP16 per conv,
-     * output back to FP32 with bias, residual and activation applied in
-     * FP32), so results differ from FP32 by about 1e-3 of an output's
-     * magnitude; other kernels stay FP32. */
+     * converted once at compile time, inputs rounded to BF16) and
+     * accumulate in FP32 (Gemm and MatMul stay FP32 for now); activations
+     * passed between oneDNN kernels in blocked layouts are stored as BF16,
+     * so results differ from FP32 by about 1% of an output's magnitude.
+     * infd_plan_create fails with UNAVAILABLE when the CPU has no BF16
+     * instructions (AVX512-BF16 or AMX) rather than falling back to FP32.
+     * CUDA: as FP16 below, in BF16. INFD_PRECISION_FP16 (CUDA plans only;
+     * UNIMPLEMENTED on the CPU): Conv with constant weights multiplies in
+     * FP16 on tensor cores with FP32 accumulation, and 4-D activations
+     * between convolutions, pools, residual Adds and Concats stay FP16
+     * NHWC (converted at the plan's edges), so results differ from FP32 by
+     * about 1e-3 of an output's magnitude (up to 4e-2 on deep
+     * trained models). Other kernels, the IR, graph inputs and outputs stay
+     * FP32 on both backends. */
     infd_precision precision;
 } infd_plan_options;
 

@@ -875,9 +875,6 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
                               "%s: precision fp16 is implemented on the CUDA backend only "
                               "(--device cuda)",
                               path);
-    if (opts->precision == INFD_PRECISION_BF16 && backend != &infd_cpu_backend)
-        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
-                              "%s: precision bf16 is implemented on the CPU backend only", path);
     if (backend->available) {
         st = backend->available(err);
         if (st != INFD_STATUS_OK)

@@ -78,6 +78,7 @@ typedef struct conv_kernel {
     bool fp16;
     bool pack, epilogue;
     bool post_act;            /* fused (bias, residual) but the activation runs in the epilogue */
+    infd_cuda_fmt hf;         /* the plan's 16-bit format: FP16 or BF16 NHWC */
     infd_cuda_fmt fx, fr, fy; /* formats of x, the residual and y */
     infd_cuda_dims xd, yd;    /* logical input and output dims (h = 1 for 1-D) */
     int64_t hp, wp, pt, pl;   /* the packed input's size and where x sits in it */
@@ -213,29 +214,30 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
     uint8_t *ws = io->workspace;
     if (k->fp16) {
         if (k->pack) {
-            infd_cuda_nhwc_pack(io->stream, x, k->fx, k->xd, ws, k->hp, k->wp, k->pt, k->pl, k->cp);
+            infd_cuda_nhwc_pack(io->stream, x, k->fx, k->xd, ws, k->hf, k->hp, k->wp, k->pt, k->pl,
+                                k->cp);
             x = ws;
             ws += k->xh_bytes;
         }
         void *yh = y;
-        if (k->fy != INFD_CUDA_FMT_F16_NHWC) {
+        if (k->fy != k->hf) {
             yh = ws;
             ws += k->yh_bytes;
         }
         if (k->convg)
             infd_cuda_convg_run(k->convg, io->stream, x, res, yh, ws);
         else if (k->dw_w)
-            infd_cuda_nhwc_dwconv(io->stream, &k->dwd, x, k->dw_w, b, res, yh, (int)k->act,
+            infd_cuda_nhwc_dwconv(io->stream, &k->dwd, k->hf, x, k->dw_w, b, res, yh, (int)k->act,
                                   k->alpha, k->beta);
         else if (k->gemm)
             infd_cuda_gemm_run(k->gemm, io->stream, x, NULL, res, yh, ws);
         else
             infd_cuda_conv_run(k->conv, io->stream, x, NULL, NULL, res, yh, ws);
         if (k->epilogue)
-            infd_cuda_nhwc_eltwise(
-                io->stream, k->yd, yh, INFD_CUDA_FMT_F16_NHWC, k->fused ? NULL : b,
-                INFD_CUDA_BIN_ADD, k->fused ? NULL : res, k->fr, y, k->fy,
-                k->fused && !k->post_act ? INFD_CUDA_ACT_NONE : (int)k->act, k->alpha, k->beta);
+            infd_cuda_nhwc_eltwise(io->stream, k->yd, yh, k->hf, k->fused ? NULL : b,
+                                   INFD_CUDA_BIN_ADD, k->fused ? NULL : res, k->fr, y, k->fy,
+                                   k->fused && !k->post_act ? INFD_CUDA_ACT_NONE : (int)k->act,
+                                   k->alpha, k->beta);
         return;
     }
     if (k->prepad) {
@@ -287,14 +289,15 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
                                    const infd_cuda_conv_desc *d, const float *w, const float *b,
                                    size_t *ws, char *why, size_t why_n)
 {
-    int algo = recorded_algo(a, d->fp16, d->fused), chosen = -1;
+    int prec = d->fp16 + d->bf16; /* 0 FP32, 1 FP16, 2 BF16 */
+    int algo = recorded_algo(a, prec, d->fused), chosen = -1;
     infd_cuda_conv *c = NULL;
     if (algo >= 0)
         c = infd_cuda_conv_create(d, w, b, algo, ws, &chosen, k->name, sizeof(k->name), why, why_n);
     if (!c)
         c = infd_cuda_conv_create(d, w, b, -1, ws, &chosen, k->name, sizeof(k->name), why, why_n);
     if (c) {
-        conv_record r = { { 'c', 'n', 'v', '1' }, d->fp16, d->fused, chosen };
+        conv_record r = { { 'c', 'n', 'v', '1' }, prec, d->fused, chosen };
         memcpy(k->base.base.tuning, &r, sizeof(r));
         k->base.base.tuning_bytes = sizeof(r);
     }
@@ -326,7 +329,7 @@ static bool recorded_form(const infd_kernel_args *a, int form)
     if (!a->tuning || a->tuning_bytes != sizeof(r))
         return false;
     memcpy(&r, a->tuning, sizeof(r));
-    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == 1 && r.fused == form;
+    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 >= 1 && r.fused == form;
 }
 
 /* A graph-API record: "cng1", its length, then cuda_convg's own bytes. */
@@ -361,7 +364,7 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
     bool from_record = recorded_convg(a);
     char why[256] = "";
     if ((have_record(a) && !from_record) || form_disabled("convg") ||
-        k->fy != INFD_CUDA_FMT_F16_NHWC || (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) ||
+        k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
         (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU &&
          k->act != INFD_CUDA_ACT_CLIP))
@@ -434,8 +437,8 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
 static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d)
 {
     char why[256] = "";
-    if (d->groups != d->c || d->k != d->c || k->fy != INFD_CUDA_FMT_F16_NHWC ||
-        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || k->cp != d->c || k->gemm)
+    if (d->groups != d->c || d->k != d->c || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
+        k->cp != d->c || k->gemm)
         return;
     infd_cuda_dw_desc dw = { .n = d->n,
                              .c = d->c,
@@ -456,7 +459,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     if ((have_record(a) && !from_record) || form_disabled("dw"))
         return;
     if (!from_record) {
-        ms = infd_cuda_nhwc_dwconv_time(&dw, k->has_sum, (int)k->act);
+        ms = infd_cuda_nhwc_dwconv_time(&dw, k->hf, k->has_sum, (int)k->act);
         if (ms < 0 || (k->conv && k->chosen_ms <= ms))
             return;
     }
@@ -469,7 +472,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     for (int c = 0; c < d->c; c++)
         for (size_t j = 0; j < rs; j++)
             rsc[j * (size_t)d->c + (size_t)c] = w[(size_t)c * rs + j];
-    k->dw_w = infd_cuda_upload_half(rsc, (size_t)d->c * rs, why, sizeof(why));
+    k->dw_w = infd_cuda_upload_16(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
     infd_free(rsc);
     if (!k->dw_w)
         return;
@@ -495,8 +498,8 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
     char why[256] = "";
     if (d->r != 1 || d->s != 1 || d->stride_h != 1 || d->stride_w != 1 || d->pad_h || d->pad_w ||
-        d->groups != 1 || k->pack || k->prepad || k->fy != INFD_CUDA_FMT_F16_NHWC ||
-        (k->has_sum && k->fr != INFD_CUDA_FMT_F16_NHWC) || (b && !b->data))
+        d->groups != 1 || k->pack || k->prepad || k->fy != k->hf ||
+        (k->has_sum && k->fr != k->hf) || (b && !b->data))
         return;
     bool from_record = recorded_form(a, 3);
     conv_record rec;
@@ -513,6 +516,7 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
                               .relu = k->act == INFD_CUDA_ACT_RELU,
                               .has_res = k->has_sum,
                               .fp16 = 1,
+                              .bf16 = k->hf == INFD_CUDA_FMT_BF16_NHWC,
                               .host_b = a->inputs[1]->data,
                               .tune = !from_record,
                               .pick = from_record ? rec.algo : 0 };
@@ -555,10 +559,11 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
     bool sp1 = x->shape.rank == 3;
     const void *const *lay = a->input_layouts;
-    k->fx = lay && lay[0] ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
-    k->fr = k->has_sum && lay && a->n_inputs > 3 && lay[3] ? INFD_CUDA_FMT_F16_NHWC
+    k->hf = a->precision == INFD_PRECISION_BF16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
+    k->fx = lay && lay[0] ? ((const infd_cuda_layout *)lay[0])->fmt : INFD_CUDA_FMT_F32_NCHW;
+    k->fr = k->has_sum && lay && a->n_inputs > 3 && lay[3] ? ((const infd_cuda_layout *)lay[3])->fmt
                                                            : INFD_CUDA_FMT_F32_NCHW;
-    k->fy = a->output_opaque_ok && !sp1 ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
+    k->fy = a->output_opaque_ok && !sp1 ? k->hf : INFD_CUDA_FMT_F32_NCHW;
     k->xd = (infd_cuda_dims){ d->n, d->c, k->prepad ? k->in_dims[2] : d->h,
                               k->prepad ? k->in_dims[3] : d->w };
     k->yd = (infd_cuda_dims){ d->n, d->k, d->oh, d->ow };
@@ -566,11 +571,12 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     k->wp = d->w;
     k->pt = k->prepad ? k->pad_begin[2] : 0;
     k->pl = k->prepad ? k->pad_begin[3] : 0;
-    k->pack = k->prepad || k->fx != INFD_CUDA_FMT_F16_NHWC;
+    k->pack = k->prepad || k->fx != k->hf;
     k->cp = d->c;
 
     infd_cuda_conv_desc h = *d;
     h.fp16 = 1;
+    h.bf16 = k->hf == INFD_CUDA_FMT_BF16_NHWC;
     h.fused = h.has_res = 0;
     const float *wt = a->inputs[1]->data;
     float *wpad = NULL;
@@ -588,12 +594,12 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     }
     /* cuDNN fuses bias + ReLU or identity (+ residual) when everything
      * stays FP16 NHWC; anything else runs in the epilogue. */
-    bool fusable = k->fy == INFD_CUDA_FMT_F16_NHWC && b && b->data &&
+    bool fusable = k->fy == k->hf && b && b->data &&
                    (k->act == INFD_CUDA_ACT_RELU || k->act == INFD_CUDA_ACT_NONE) &&
-                   (!k->has_sum || k->fr == INFD_CUDA_FMT_F16_NHWC);
+                   (!k->has_sum || k->fr == k->hf);
     k->conv = NULL;
     k->fused = false;
-    if (fusable && !recorded_unfused(a, 1) && !recorded_not_cudnn(a)) {
+    if (fusable && !recorded_unfused(a, h.fp16 + h.bf16) && !recorded_not_cudnn(a)) {
         infd_cuda_conv_desc f = h;
         f.fused = k->act == INFD_CUDA_ACT_RELU ? 1 : 2;
         f.has_res = k->has_sum;
@@ -616,16 +622,16 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     k->fp16 = true;
     k->prepad = false; /* the pack pads */
     k->pad_bytes = 0;
-    k->epilogue = k->fy != INFD_CUDA_FMT_F16_NHWC || k->post_act ||
+    k->epilogue = k->fy != k->hf || k->post_act ||
                   (!k->fused && (k->has_bias || k->has_sum || k->act != INFD_CUDA_ACT_NONE));
     k->xh_bytes =
         k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2, INFD_ALIGNMENT) : 0;
-    k->yh_bytes = k->fy != INFD_CUDA_FMT_F16_NHWC
-                      ? infd_align_up((size_t)infd_cuda_numel(y) * 2, INFD_ALIGNMENT)
-                      : 0;
+    k->yh_bytes =
+        k->fy != k->hf ? infd_align_up((size_t)infd_cuda_numel(y) * 2, INFD_ALIGNMENT) : 0;
     k->base.base.workspace_bytes = k->xh_bytes + k->yh_bytes + ws;
-    if (k->fy == INFD_CUDA_FMT_F16_NHWC) {
-        k->base.base.output_layout = &infd_cuda_layout_f16_nhwc;
+    if (k->fy == k->hf) {
+        k->base.base.output_layout = k->hf == INFD_CUDA_FMT_BF16_NHWC ? &infd_cuda_layout_bf16_nhwc
+                                                                      : &infd_cuda_layout_f16_nhwc;
         k->base.base.output_layout_bytes = (size_t)infd_cuda_numel(y) * 2;
     }
     return true;
@@ -692,7 +698,8 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         d.w = (int)padded[3];
     }
     size_t ws = 0;
-    if (a->precision == INFD_PRECISION_FP16 && wt->data && compile_fp16(a, k, &d))
+    if ((a->precision == INFD_PRECISION_FP16 || a->precision == INFD_PRECISION_BF16) && wt->data &&
+        compile_fp16(a, k, &d))
         goto done;
     if (a->input_layouts && (a->input_layouts[0] || (a->n_inputs > 3 && a->input_layouts[3]))) {
         infd_free(k);
@@ -723,9 +730,10 @@ bool infd_cuda_conv_opaque(const infd_kernel_args *a, int i)
     const infd_ir_value *x = a->n_inputs > 0 ? a->inputs[0] : NULL;
     const infd_ir_value *w = a->n_inputs > 1 ? a->inputs[1] : NULL;
     const infd_ir_value *y = a->n_outputs > 0 ? a->outputs[0] : NULL;
-    if (a->precision != INFD_PRECISION_FP16 || strcmp(a->node->op_type, "Conv") != 0 || !x || !w ||
-        !w->data || !y || x->dtype != INFD_DTYPE_FP32 || y->dtype != INFD_DTYPE_FP32 ||
-        x->shape.rank != 4 || y->shape.rank != 4 || a->n_outputs != 1)
+    if ((a->precision != INFD_PRECISION_FP16 && a->precision != INFD_PRECISION_BF16) ||
+        strcmp(a->node->op_type, "Conv") != 0 || !x || !w || !w->data || !y ||
+        x->dtype != INFD_DTYPE_FP32 || y->dtype != INFD_DTYPE_FP32 || x->shape.rank != 4 ||
+        y->shape.rank != 4 || a->n_outputs != 1)
         return false;
     if (i == 3)
         return infd_cuda_fused_sum(a) && a->n_inputs > 3 && a->inputs[3] &&

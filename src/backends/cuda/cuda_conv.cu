@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_conv.h"
@@ -30,9 +31,9 @@ struct infd_cuda_conv {
     cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws_bytes;
-    __half *w16; /* FP16: the weights, KRSC (owned) */
-    __half *b16; /* FP16 fused: the bias (owned) */
-    float ms;    /* the chosen algorithm's time per run (0: not timed) */
+    void *w16; /* 16-bit: the weights, KRSC (owned) */
+    void *b16; /* 16-bit fused: the bias (owned) */
+    float ms;  /* the chosen algorithm's time per run (0: not timed) */
 };
 
 static const char *algo_name(cudnnConvolutionFwdAlgo_t a)
@@ -99,7 +100,8 @@ static void fill(float *p, size_t n, unsigned seed, cudaStream_t s)
     fill_kernel<<<blocks, 256, 0, s>>>(p, n, seed);
 }
 
-__global__ void fill_half_kernel(__half *p, size_t n, unsigned seed)
+/* Hash-based values in [-1, 1) as FP16 (bf16 == 0) or BF16 bits. */
+__global__ void fill_16_kernel(uint16_t *p, size_t n, unsigned seed, int bf16)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -107,16 +109,23 @@ __global__ void fill_half_kernel(__half *p, size_t n, unsigned seed)
         h ^= h >> 15;
         h *= 2246822519u;
         h ^= h >> 13;
-        p[i] = __float2half((float)(h >> 8) / 8388608.0f - 1.0f);
+        float v = (float)(h >> 8) / 8388608.0f - 1.0f;
+        if (bf16) {
+            __nv_bfloat16 b = __float2bfloat16_rn(v);
+            p[i] = *(uint16_t *)&b;
+        } else {
+            __half b = __float2half_rn(v);
+            p[i] = *(uint16_t *)&b;
+        }
     }
 }
 
-static void fill_half(__half *p, size_t n, unsigned seed, cudaStream_t s)
+static void fill_16(void *p, size_t n, unsigned seed, int bf16, cudaStream_t s)
 {
     unsigned blocks = infd_cuda_blocks((long long)n);
     if (blocks > 4096)
         blocks = 4096;
-    fill_half_kernel<<<blocks, 256, 0, s>>>(p, n, seed);
+    fill_16_kernel<<<blocks, 256, 0, s>>>((uint16_t *)p, n, seed, bf16);
 }
 
 extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
@@ -152,21 +161,28 @@ extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
     } while (0)
 
 /* Uploads n floats as FP16 into *dst (device); false with the reason. */
-static bool upload_half(__half **dst, const float *src, size_t n, char *why, size_t why_n)
+static bool upload_16(void **dst, const float *src, size_t n, int bf16, char *why, size_t why_n)
 {
-    __half *h16 = (__half *)malloc(n * sizeof(__half));
+    uint16_t *h16 = (uint16_t *)malloc(n * sizeof(uint16_t));
     if (!h16) {
         snprintf(why, why_n, "out of memory");
         return false;
     }
-    for (size_t i = 0; i < n; i++)
-        h16[i] = __float2half_rn(src[i]);
-    cudaError_t rc = cudaMalloc(dst, n * sizeof(__half));
+    for (size_t i = 0; i < n; i++) {
+        if (bf16) {
+            __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
+            memcpy(&h16[i], &v, 2);
+        } else {
+            __half v = __float2half_rn(src[i]);
+            memcpy(&h16[i], &v, 2);
+        }
+    }
+    cudaError_t rc = cudaMalloc(dst, n * sizeof(uint16_t));
     if (rc == cudaSuccess)
-        rc = cudaMemcpy(*dst, h16, n * sizeof(__half), cudaMemcpyHostToDevice);
+        rc = cudaMemcpy(*dst, h16, n * sizeof(uint16_t), cudaMemcpyHostToDevice);
     free(h16);
     if (rc != cudaSuccess) {
-        snprintf(why, why_n, "FP16 constants: %s", cudaGetErrorString(rc));
+        snprintf(why, why_n, "16-bit constants: %s", cudaGetErrorString(rc));
         cudaGetLastError();
         return false;
     }
@@ -189,7 +205,9 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     int found = 0;
     size_t es = d->fp16 ? 2 : 4; /* element bytes of x and y */
     cudnnTensorFormat_t fmt = d->fp16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    cudnnDataType_t dt = d->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    cudnnDataType_t dt = !d->fp16  ? CUDNN_DATA_FLOAT
+                         : d->bf16 ? CUDNN_DATA_BFLOAT16
+                                   : CUDNN_DATA_HALF;
     size_t xn = (size_t)d->n * d->c * d->h * d->w, yn = (size_t)d->n * d->k * d->oh * d->ow;
     size_t wn = (size_t)d->k * (d->c / d->groups) * d->r * d->s;
     if (!c) {
@@ -215,9 +233,9 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
                     for (int q = 0; q < d->s; q++)
                         krsc[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
                             host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q];
-        bool ok = upload_half(&c->w16, krsc, wn, why, why_n);
+        bool ok = upload_16(&c->w16, krsc, wn, d->bf16, why, why_n);
         free(krsc);
-        if (!ok || (d->fused && !upload_half(&c->b16, host_b, (size_t)d->k, why, why_n)))
+        if (!ok || (d->fused && !upload_16(&c->b16, host_b, (size_t)d->k, d->bf16, why, why_n)))
             goto fail;
     }
     CHECK(cudnnCreateTensorDescriptor(&c->xd));
@@ -275,8 +293,8 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
         goto unlock;
     }
     if (d->fp16) {
-        fill_half((__half *)x, xn, 1, st->s);
-        fill_half((__half *)z, yn, 2, st->s);
+        fill_16(x, xn, 1, d->bf16, st->s);
+        fill_16(z, yn, 2, d->bf16, st->s);
     } else {
         fill(x, xn, 1, st->s);
         fill(z, yn, 2, st->s);
@@ -348,7 +366,10 @@ unlock:
         goto fail;
     *workspace_bytes = c->ws_bytes;
     *algo_out = (int)c->algo;
-    snprintf(name, name_n, "cudnn:conv%s%s:%s", d->fp16 ? "_fp16" : "",
+    snprintf(name, name_n, "cudnn:conv%s%s:%s",
+             !d->fp16  ? ""
+             : d->bf16 ? "_bf16"
+                       : "_fp16",
              d->fused == 1   ? "_bias_relu"
              : d->fused == 2 ? "_bias"
                              : "",

@@ -31,6 +31,7 @@ typedef struct infd_cuda_conv_desc {
      * bias (host_b, required when fused); FP32 accumulation on tensor
      * cores. */
     int fp16;
+    int bf16; /* with fp16: BF16 instead of FP16 throughout */
 } infd_cuda_conv_desc;
 
 typedef struct infd_cuda_conv infd_cuda_conv;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_gemm.h"
@@ -29,18 +30,21 @@ struct infd_cuda_gemm {
     int pick;   /* the heuristic candidate chosen */
 };
 
-/* A device copy of n floats, as FP16 when `half`; false on failure. */
-static bool upload(void **dst, const float *src, size_t n, bool half)
+/* A device copy of n floats: FP32 (kind 0), FP16 (1) or BF16 (2); false
+ * on failure. */
+static bool upload(void **dst, const float *src, size_t n, int kind)
 {
-    size_t es = half ? 2 : 4;
-    void *tmp = half ? malloc(n * es) : (void *)src;
+    size_t es = kind ? 2 : 4;
+    void *tmp = kind ? malloc(n * es) : (void *)src;
     if (!tmp)
         return false;
-    for (size_t i = 0; half && i < n; i++)
+    for (size_t i = 0; kind == 1 && i < n; i++)
         ((__half *)tmp)[i] = __float2half_rn(src[i]);
+    for (size_t i = 0; kind == 2 && i < n; i++)
+        ((__nv_bfloat16 *)tmp)[i] = __float2bfloat16_rn(src[i]);
     bool ok = cudaMalloc(dst, n * es) == cudaSuccess &&
               cudaMemcpy(*dst, tmp, n * es, cudaMemcpyHostToDevice) == cudaSuccess;
-    if (half)
+    if (kind)
         free(tmp);
     if (!ok)
         cudaGetLastError();
@@ -148,6 +152,7 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     cublasLtEpilogue_t epi;
     cublasOperation_t ta, tb;
     cudaDataType_t dt;
+    int kind = !d->fp16 ? 0 : d->bf16 ? 2 : 1; /* FP32, FP16, BF16 */
     size_t max_ws = MAX_WORKSPACE;
     int pick = 0;
     if (!g) {
@@ -159,15 +164,15 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         snprintf(why, why_n, "an FP16 matmul needs constant B");
         goto fail;
     }
-    if (d->host_bias && !upload(&g->bias, d->host_bias, (size_t)d->n, d->fp16 != 0)) {
+    if (d->host_bias && !upload(&g->bias, d->host_bias, (size_t)d->n, kind)) {
         snprintf(why, why_n, "out of device memory for the bias");
         goto fail;
     }
-    if (d->fp16 && !upload(&g->b16, d->host_b, (size_t)(d->k * d->n), true)) {
+    if (d->fp16 && !upload(&g->b16, d->host_b, (size_t)(d->k * d->n), kind)) {
         snprintf(why, why_n, "out of device memory for the weights");
         goto fail;
     }
-    dt = d->fp16 ? CUDA_R_16F : CUDA_R_32F;
+    dt = !d->fp16 ? CUDA_R_32F : d->bf16 ? CUDA_R_16BF : CUDA_R_16F;
     CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     /* cuBLASLt's A is our B: stored [N,K] (trans_b) is column-major [K,N],
      * transposed to [N,K]; stored [K,N] is column-major [N,K] as is. */

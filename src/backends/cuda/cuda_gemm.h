@@ -26,6 +26,7 @@ typedef struct infd_cuda_gemm_desc {
      * stored, converted to FP16 and kept on the device by the gemm; run's
      * b is ignored) and the bias is kept in FP16. */
     int fp16;
+    int bf16; /* with fp16: BF16 instead of FP16 */
     const float *host_b;
     /* tune: time the heuristic's candidates on the compile stream and keep
      * the fastest, reporting its time in *ms (may be NULL); else take

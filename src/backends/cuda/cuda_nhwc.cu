@@ -11,7 +11,9 @@
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_act.cuh"
@@ -20,6 +22,28 @@
 #include "cuda_runtime_impl.h"
 
 const infd_cuda_layout infd_cuda_layout_f16_nhwc = { INFD_CUDA_FMT_F16_NHWC };
+const infd_cuda_layout infd_cuda_layout_bf16_nhwc = { INFD_CUDA_FMT_BF16_NHWC };
+
+/* 16-bit element conversions, FP16 or BF16. */
+__device__ __forceinline__ float tof(__half v)
+{
+    return __half2float(v);
+}
+
+__device__ __forceinline__ float tof(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T fromf(float v);
+template <> __device__ __forceinline__ __half fromf<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 fromf<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
 
 static cudaStream_t stream_of(void *stream)
 {
@@ -38,6 +62,8 @@ __device__ __forceinline__ float load_at(const void *p, int fmt, int64_t i, int6
 {
     if (fmt == INFD_CUDA_FMT_F16_NHWC)
         return __half2float(((const __half *)p)[i]);
+    if (fmt == INFD_CUDA_FMT_BF16_NHWC)
+        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
     return ((const float *)p)[((n * d.c + c) * d.h + h) * d.w + w];
 }
 
@@ -46,6 +72,8 @@ __device__ __forceinline__ void store_at(void *p, int fmt, int64_t i, int64_t n,
 {
     if (fmt == INFD_CUDA_FMT_F16_NHWC)
         ((__half *)p)[i] = __float2half_rn(v);
+    else if (fmt == INFD_CUDA_FMT_BF16_NHWC)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
     else
         ((float *)p)[((n * d.c + c) * d.h + h) * d.w + w] = v;
 }
@@ -54,8 +82,9 @@ __device__ __forceinline__ void store_at(void *p, int fmt, int64_t i, int64_t n,
 /* Pack                                                                      */
 /* ------------------------------------------------------------------------- */
 
-__global__ void pack_kernel(const void *x, int fx, infd_cuda_dims d, __half *xh, int64_t hp,
-                            int64_t wp, int64_t pt, int64_t pl, int64_t c_out, int64_t total)
+template <typename T>
+__global__ void pack_kernel(const void *x, int fx, infd_cuda_dims d, T *xh, int64_t hp, int64_t wp,
+                            int64_t pt, int64_t pl, int64_t c_out, int64_t total)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -66,17 +95,21 @@ __global__ void pack_kernel(const void *x, int fx, infd_cuda_dims d, __half *xh,
         float v = 0.0f;
         if (c < d.c && yh >= 0 && yh < d.h && xw >= 0 && xw < d.w)
             v = load_at(x, fx, ((n * d.h + yh) * d.w + xw) * d.c + c, n, c, yh, xw, d);
-        xh[i] = __float2half_rn(v);
+        xh[i] = fromf<T>(v);
     }
 }
 
 extern "C" void infd_cuda_nhwc_pack(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d,
-                                    void *xh, int64_t hp, int64_t wp, int64_t pt, int64_t pl,
-                                    int64_t c_out)
+                                    void *xh, infd_cuda_fmt fo, int64_t hp, int64_t wp, int64_t pt,
+                                    int64_t pl, int64_t c_out)
 {
     int64_t total = d.n * hp * wp * c_out;
-    pack_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(x, (int)fx, d, (__half *)xh, hp, wp,
-                                                                pt, pl, c_out, total);
+    if (fo == INFD_CUDA_FMT_BF16_NHWC)
+        pack_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(
+            x, (int)fx, d, (__nv_bfloat16 *)xh, hp, wp, pt, pl, c_out, total);
+    else
+        pack_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(x, (int)fx, d, (__half *)xh, hp,
+                                                                    wp, pt, pl, c_out, total);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -102,7 +135,9 @@ __global__ void eltwise_kernel(infd_cuda_dims d, const void *a, int fa, const fl
     }
 }
 
-/* All operands FP16 NHWC and c % 8 == 0: eight channels per thread. */
+/* All operands in one 16-bit NHWC format and c % 8 == 0: eight channels
+ * (16 bytes) per thread. */
+template <typename T>
 __global__ void eltwise_h8_kernel(int64_t c, const uint4 *a, const float *bias, int op,
                                   const uint4 *b, uint4 *y, int act, float alpha, float beta,
                                   int64_t total8)
@@ -110,24 +145,17 @@ __global__ void eltwise_h8_kernel(int64_t c, const uint4 *a, const float *bias, 
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total8;
          i += (int64_t)gridDim.x * blockDim.x) {
         uint4 av = a[i], bv = b ? b[i] : make_uint4(0, 0, 0, 0), yv;
-        const __half2 *ah = (const __half2 *)&av, *bh = (const __half2 *)&bv;
-        __half2 *yh = (__half2 *)&yv;
+        const T *ah = (const T *)&av, *bh = (const T *)&bv;
+        T *yh = (T *)&yv;
         int64_t c0 = (i * 8) % c;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float2 v = __half22float2(ah[j]);
-            if (bias) {
-                v.x += bias[c0 + 2 * j];
-                v.y += bias[c0 + 2 * j + 1];
-            }
-            if (b) {
-                float2 u = __half22float2(bh[j]);
-                v.x = apply_bin(op, v.x, u.x);
-                v.y = apply_bin(op, v.y, u.y);
-            }
-            v.x = apply_act(act, v.x, alpha, beta);
-            v.y = apply_act(act, v.y, alpha, beta);
-            yh[j] = __float22half2_rn(v);
+        for (int j = 0; j < 8; j++) {
+            float v = tof(ah[j]);
+            if (bias)
+                v += bias[c0 + j];
+            if (b)
+                v = apply_bin(op, v, tof(bh[j]));
+            yh[j] = fromf<T>(apply_act(act, v, alpha, beta));
         }
         y[i] = yv;
     }
@@ -139,15 +167,19 @@ extern "C" void infd_cuda_nhwc_eltwise(void *stream, infd_cuda_dims d, const voi
                                        float alpha, float beta)
 {
     int64_t total = d.n * d.c * d.h * d.w;
-    bool all_h = fa == INFD_CUDA_FMT_F16_NHWC && fy == INFD_CUDA_FMT_F16_NHWC &&
-                 (!b || fb == INFD_CUDA_FMT_F16_NHWC);
+    bool all_h = fa != INFD_CUDA_FMT_F32_NCHW && fy == fa && (!b || fb == fa);
     bool aligned =
         ((uintptr_t)a % 16) == 0 && ((uintptr_t)y % 16) == 0 && (!b || ((uintptr_t)b % 16) == 0);
     if (all_h && aligned && d.c % 8 == 0) {
         int64_t total8 = total / 8;
-        eltwise_h8_kernel<<<grid_for(total8), 256, 0, stream_of(stream)>>>(
-            d.c, (const uint4 *)a, bias, op, (const uint4 *)b, (uint4 *)y, act, alpha, beta,
-            total8);
+        if (fa == INFD_CUDA_FMT_BF16_NHWC)
+            eltwise_h8_kernel<__nv_bfloat16><<<grid_for(total8), 256, 0, stream_of(stream)>>>(
+                d.c, (const uint4 *)a, bias, op, (const uint4 *)b, (uint4 *)y, act, alpha, beta,
+                total8);
+        else
+            eltwise_h8_kernel<__half><<<grid_for(total8), 256, 0, stream_of(stream)>>>(
+                d.c, (const uint4 *)a, bias, op, (const uint4 *)b, (uint4 *)y, act, alpha, beta,
+                total8);
         return;
     }
     eltwise_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(
@@ -209,27 +241,32 @@ extern "C" void infd_cuda_nhwc_pool(void *stream, const struct infd_cuda_pool_de
 }
 
 /* One thread per (n, c): consecutive threads read consecutive channels. */
-__global__ void global_pool_kernel(int max, const __half *x, float *y, infd_cuda_dims d)
+template <typename T>
+__global__ void global_pool_kernel(int max, const T *x, float *y, infd_cuda_dims d)
 {
     int64_t hw = d.h * d.w, rows = d.n * d.c;
     for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
          r += (int64_t)gridDim.x * blockDim.x) {
         int64_t n = r / d.c, c = r % d.c;
-        const __half *p = x + n * hw * d.c + c;
+        const T *p = x + n * hw * d.c + c;
         float acc = max ? -FLT_MAX : 0.0f;
         for (int64_t j = 0; j < hw; j++) {
-            float v = __half2float(p[j * d.c]);
+            float v = tof(p[j * d.c]);
             acc = max ? fmaxf(acc, v) : acc + v;
         }
         y[r] = max ? acc : acc / (float)(hw ? hw : 1);
     }
 }
 
-extern "C" void infd_cuda_nhwc_global_pool(void *stream, int max, const void *xh, float *y,
-                                           infd_cuda_dims d)
+extern "C" void infd_cuda_nhwc_global_pool(void *stream, int max, const void *xh, infd_cuda_fmt fx,
+                                           float *y, infd_cuda_dims d)
 {
-    global_pool_kernel<<<grid_for(d.n * d.c), 256, 0, stream_of(stream)>>>(max, (const __half *)xh,
-                                                                           y, d);
+    if (fx == INFD_CUDA_FMT_BF16_NHWC)
+        global_pool_kernel<<<grid_for(d.n * d.c), 256, 0, stream_of(stream)>>>(
+            max, (const __nv_bfloat16 *)xh, y, d);
+    else
+        global_pool_kernel<<<grid_for(d.n * d.c), 256, 0, stream_of(stream)>>>(
+            max, (const __half *)xh, y, d);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -261,16 +298,20 @@ extern "C" void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt
                                                                   c_total, total);
 }
 
-__global__ void half_to_float_kernel(const __half *x, float *y, int64_t n)
+template <typename T> __global__ void to_float_kernel(const T *x, float *y, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = __half2float(x[i]);
+        y[i] = tof(x[i]);
 }
 
-extern "C" void infd_cuda_half_to_float(void *stream, const void *xh, float *y, int64_t n)
+extern "C" void infd_cuda_nhwc_to_float(void *stream, const void *x, infd_cuda_fmt fx, float *y,
+                                        int64_t n)
 {
-    half_to_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>((const __half *)xh, y, n);
+    if (fx == INFD_CUDA_FMT_BF16_NHWC)
+        to_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>((const __nv_bfloat16 *)x, y, n);
+    else
+        to_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>((const __half *)x, y, n);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -278,22 +319,22 @@ extern "C" void infd_cuda_half_to_float(void *stream, const void *xh, float *y, 
 /* ------------------------------------------------------------------------- */
 
 /* V consecutive channels of one output pixel per thread: 16-byte loads
- * (V = 8) or half2 (V = 2); the window's rows of x are shared through L1. */
+ * (V = 8), 4-byte (V = 2) or single elements; the window's rows of x are
+ * shared through L1. T is __half or __nv_bfloat16. */
 template <int V> struct vec_t;
 template <> struct vec_t<8> {
     typedef uint4 type;
 };
 template <> struct vec_t<2> {
-    typedef __half2 type;
+    typedef unsigned type;
 };
 template <> struct vec_t<1> {
-    typedef __half type;
+    typedef unsigned short type;
 };
 
-template <int V>
-__global__ void dw_kernel(infd_cuda_dw_desc d, const __half *x, const __half *w, const float *bias,
-                          const __half *res, __half *y, int act, float alpha, float beta,
-                          int64_t total)
+template <typename T, int V>
+__global__ void dw_kernel(infd_cuda_dw_desc d, const T *x, const T *w, const float *bias,
+                          const T *res, T *y, int act, float alpha, float beta, int64_t total)
 {
     typedef typename vec_t<V>::type vt;
     int64_t cv = d.c / V;
@@ -317,54 +358,63 @@ __global__ void dw_kernel(infd_cuda_dw_desc d, const __half *x, const __half *w,
                     continue;
                 vt xv = *(const vt *)(x + ((n * d.h + iy) * d.w + ix) * d.c + c0);
                 vt wv = *(const vt *)(w + ((int64_t)ky * d.s + kx) * d.c + c0);
-                const __half *xh = (const __half *)&xv, *wh = (const __half *)&wv;
+                const T *xe = (const T *)&xv, *we = (const T *)&wv;
 #pragma unroll
                 for (int j = 0; j < V; j++)
-                    acc[j] = fmaf(__half2float(xh[j]), __half2float(wh[j]), acc[j]);
+                    acc[j] = fmaf(tof(xe[j]), tof(we[j]), acc[j]);
             }
         }
         int64_t o = ((n * d.oh + oy) * d.ow + ox) * d.c + c0;
         vt rv, yv;
         if (res)
             rv = *(const vt *)(res + o);
-        const __half *rh = (const __half *)&rv;
-        __half *yh = (__half *)&yv;
+        const T *re = (const T *)&rv;
+        T *ye = (T *)&yv;
 #pragma unroll
         for (int j = 0; j < V; j++) {
             float v = acc[j];
             if (res)
-                v += __half2float(rh[j]);
-            yh[j] = __float2half_rn(apply_act(act, v, alpha, beta));
+                v += tof(re[j]);
+            ye[j] = fromf<T>(apply_act(act, v, alpha, beta));
         }
         *(vt *)(y + o) = yv;
     }
 }
 
-extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, const void *x,
-                                      const void *w, const float *bias, const void *res, void *y,
-                                      int act, float alpha, float beta)
+template <typename T>
+static void dwconv(cudaStream_t s, const infd_cuda_dw_desc *d, const void *x, const void *w,
+                   const float *bias, const void *res, void *y, int act, float alpha, float beta)
 {
-    cudaStream_t s = stream_of(stream);
     int64_t px = d->n * d->oh * d->ow;
+    const T *xt = (const T *)x, *wt = (const T *)w, *rt = (const T *)res;
+    T *yt = (T *)y;
     if (d->c % 8 == 0) {
         int64_t total = px * (d->c / 8);
-        dw_kernel<8><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
-                                                     (const __half *)res, (__half *)y, act, alpha,
-                                                     beta, total);
+        dw_kernel<T, 8>
+            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
     } else if (d->c % 2 == 0) {
         int64_t total = px * (d->c / 2);
-        dw_kernel<2><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
-                                                     (const __half *)res, (__half *)y, act, alpha,
-                                                     beta, total);
+        dw_kernel<T, 2>
+            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
     } else {
         int64_t total = px * d->c;
-        dw_kernel<1><<<grid_for(total), 256, 0, s>>>(*d, (const __half *)x, (const __half *)w, bias,
-                                                     (const __half *)res, (__half *)y, act, alpha,
-                                                     beta, total);
+        dw_kernel<T, 1>
+            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
     }
 }
 
-extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, int has_res, int act)
+extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
+                                      const void *x, const void *w, const float *bias,
+                                      const void *res, void *y, int act, float alpha, float beta)
+{
+    if (fmt == INFD_CUDA_FMT_BF16_NHWC)
+        dwconv<__nv_bfloat16>(stream_of(stream), d, x, w, bias, res, y, act, alpha, beta);
+    else
+        dwconv<__half>(stream_of(stream), d, x, w, bias, res, y, act, alpha, beta);
+}
+
+extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
+                                            int has_res, int act)
 {
     char why[128];
     infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
@@ -387,7 +437,7 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, int has_
         for (int i = 0; i < 7; i++) {
             if (i == 2)
                 cudaEventRecord(e0, st->s);
-            infd_cuda_nhwc_dwconv(st, d, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
+            infd_cuda_nhwc_dwconv(st, d, fmt, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
         }
         cudaEventRecord(e1, st->s);
         if (cudaEventSynchronize(e1) == cudaSuccess &&
@@ -412,22 +462,30 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, int has_
     return ms;
 }
 
-extern "C" void *infd_cuda_upload_half(const float *src, size_t n, char *why, size_t why_n)
+extern "C" void *infd_cuda_upload_16(const float *src, size_t n, infd_cuda_fmt fmt, char *why,
+                                     size_t why_n)
 {
-    __half *h = (__half *)malloc(n * sizeof(__half));
+    uint16_t *h = (uint16_t *)malloc(n * sizeof(uint16_t));
     void *d = NULL;
     if (!h) {
         snprintf(why, why_n, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        h[i] = __float2half_rn(src[i]);
-    cudaError_t rc = cudaMalloc(&d, n * sizeof(__half));
+    for (size_t i = 0; i < n; i++) {
+        if (fmt == INFD_CUDA_FMT_BF16_NHWC) {
+            __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
+            memcpy(&h[i], &v, 2);
+        } else {
+            __half v = __float2half_rn(src[i]);
+            memcpy(&h[i], &v, 2);
+        }
+    }
+    cudaError_t rc = cudaMalloc(&d, n * sizeof(uint16_t));
     if (rc == cudaSuccess)
-        rc = cudaMemcpy(d, h, n * sizeof(__half), cudaMemcpyHostToDevice);
+        rc = cudaMemcpy(d, h, n * sizeof(uint16_t), cudaMemcpyHostToDevice);
     free(h);
     if (rc != cudaSuccess) {
-        snprintf(why, why_n, "FP16 constants: %s", cudaGetErrorString(rc));
+        snprintf(why, why_n, "16-bit constants: %s", cudaGetErrorString(rc));
         cudaGetLastError();
         if (d)
             cudaFree(d);

@@ -30,22 +30,24 @@ static size_t value_bytes(const infd_ir_value *v)
     return (size_t)infd_cuda_numel(v) * infd_dtype_size(v->dtype);
 }
 
-/* FP16 NHWC layout (cuda_nhwc.h): input i's format as the plan gave it. */
+/* 16-bit NHWC layouts (cuda_nhwc.h): input i's format as the plan gave it. */
 static infd_cuda_fmt in_fmt(const infd_kernel_args *a, int i)
 {
-    return a->input_layouts && i < a->n_inputs && a->input_layouts[i] ? INFD_CUDA_FMT_F16_NHWC
-                                                                      : INFD_CUDA_FMT_F32_NCHW;
+    if (!a->input_layouts || i >= a->n_inputs || !a->input_layouts[i])
+        return INFD_CUDA_FMT_F32_NCHW;
+    return ((const infd_cuda_layout *)a->input_layouts[i])->fmt;
 }
 
-/* Output 0's format: FP16 NHWC when the plan allows it (published in the
- * kernel), else plain. */
+/* Output 0's format: the plan's 16-bit NHWC (FP16, or BF16 in a BF16 plan)
+ * when the plan allows it (published in the kernel), else plain. */
 static infd_cuda_fmt out_fmt(const infd_kernel_args *a, infd_kernel *k)
 {
     if (!a->output_opaque_ok)
         return INFD_CUDA_FMT_F32_NCHW;
-    k->output_layout = &infd_cuda_layout_f16_nhwc;
+    bool bf16 = a->precision == INFD_PRECISION_BF16;
+    k->output_layout = bf16 ? &infd_cuda_layout_bf16_nhwc : &infd_cuda_layout_f16_nhwc;
     k->output_layout_bytes = (size_t)infd_cuda_numel(a->outputs[0]) * 2;
-    return INFD_CUDA_FMT_F16_NHWC;
+    return bf16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
 }
 
 static bool is_4d_fp32(const infd_ir_value *v)
@@ -415,7 +417,8 @@ static void pool_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const pool_kernel *k = (const pool_kernel *)base;
     if (k->nhwc && k->global)
-        infd_cuda_nhwc_global_pool(io->stream, k->d.max, io->inputs[0], io->outputs[0], k->xd);
+        infd_cuda_nhwc_global_pool(io->stream, k->d.max, io->inputs[0], k->fx, io->outputs[0],
+                                   k->xd);
     else if (k->nhwc)
         infd_cuda_nhwc_pool(io->stream, &k->d, k->xd, k->d.oh, k->d.ow, io->inputs[0], k->fx,
                             io->outputs[0], k->fy);
@@ -701,7 +704,8 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
 /* Transpose: output dims and, per output dim, the input stride. */
 typedef struct transpose_kernel {
     infd_cuda_kernel base;
-    bool from_nhwc; /* FP16 NHWC in, perm (0, 2, 3, 1): a conversion */
+    bool from_nhwc; /* 16-bit NHWC in, perm (0, 2, 3, 1): a conversion */
+    infd_cuda_fmt fx;
     int rank, esize;
     int64_t n;
     int64_t dims[INFD_CUDA_MAX_RANK], strides[INFD_CUDA_MAX_RANK];
@@ -755,7 +759,7 @@ static void transpose_run(const infd_cuda_kernel *base, const infd_kernel_io *io
 {
     const transpose_kernel *k = (const transpose_kernel *)base;
     if (k->from_nhwc)
-        infd_cuda_half_to_float(io->stream, io->inputs[0], io->outputs[0], k->n);
+        infd_cuda_nhwc_to_float(io->stream, io->inputs[0], k->fx, io->outputs[0], k->n);
     else if (k->n)
         infd_cuda_transpose(io->stream, io->inputs[0], io->outputs[0], k->esize, k->rank, k->dims,
                             k->strides, k->n);
@@ -773,7 +777,8 @@ static infd_status transpose_compile(const infd_kernel_args *a, infd_kernel **ou
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
-    k->from_nhwc = in_fmt(a, 0) == INFD_CUDA_FMT_F16_NHWC;
+    k->fx = in_fmt(a, 0);
+    k->from_nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW;
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -1032,7 +1037,8 @@ bool infd_cuda_misc_opaque(const infd_kernel_args *a, int i)
     static const char *const global[] = { "GlobalAveragePool", "GlobalMaxPool", NULL };
     const infd_ir_value *y = a->n_outputs > 0 ? a->outputs[0] : NULL;
     const infd_ir_value *x = in_at(a, 0);
-    if (a->precision != INFD_PRECISION_FP16 || !is_4d_fp32(x))
+    if ((a->precision != INFD_PRECISION_FP16 && a->precision != INFD_PRECISION_BF16) ||
+        !is_4d_fp32(x))
         return false;
     if (is_op(a, global))
         return i == 0;
