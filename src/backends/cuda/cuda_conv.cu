@@ -17,6 +17,7 @@
 
 #include "cuda_conv.h"
 #include "cuda_eltwise.h"
+#include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
 
 /* Workspace cap per convolution: the plan reserves the largest one once per
@@ -78,56 +79,6 @@ static cudnnStatus_t launch(const infd_cuda_conv *c, cudnnHandle_t h,
                                                  c->bd, bias, c->ad, c->yd, y);
 }
 
-/* Hash-based values in [-1, 1): timing on zeros can run faster than on real
- * data (device/METHOD.md). */
-__global__ void fill_kernel(float *p, size_t n, unsigned seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = (float)(h >> 8) / 8388608.0f - 1.0f;
-    }
-}
-
-static void fill(float *p, size_t n, unsigned seed, cudaStream_t s)
-{
-    unsigned blocks = infd_cuda_blocks((long long)n);
-    if (blocks > 4096)
-        blocks = 4096;
-    fill_kernel<<<blocks, 256, 0, s>>>(p, n, seed);
-}
-
-/* Hash-based values in [-1, 1) as FP16 (bf16 == 0) or BF16 bits. */
-__global__ void fill_16_kernel(uint16_t *p, size_t n, unsigned seed, int bf16)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        float v = (float)(h >> 8) / 8388608.0f - 1.0f;
-        if (bf16) {
-            __nv_bfloat16 b = __float2bfloat16_rn(v);
-            p[i] = *(uint16_t *)&b;
-        } else {
-            __half b = __float2half_rn(v);
-            p[i] = *(uint16_t *)&b;
-        }
-    }
-}
-
-static void fill_16(void *p, size_t n, unsigned seed, int bf16, cudaStream_t s)
-{
-    unsigned blocks = infd_cuda_blocks((long long)n);
-    if (blocks > 4096)
-        blocks = 4096;
-    fill_16_kernel<<<blocks, 256, 0, s>>>((uint16_t *)p, n, seed, bf16);
-}
-
 extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
 {
     if (!c)
@@ -159,35 +110,6 @@ extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
             goto fail;                                                      \
         }                                                                   \
     } while (0)
-
-/* Uploads n floats as FP16 into *dst (device); false with the reason. */
-static bool upload_16(void **dst, const float *src, size_t n, int bf16, char *why, size_t why_n)
-{
-    uint16_t *h16 = (uint16_t *)malloc(n * sizeof(uint16_t));
-    if (!h16) {
-        snprintf(why, why_n, "out of memory");
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (bf16) {
-            __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
-            memcpy(&h16[i], &v, 2);
-        } else {
-            __half v = __float2half_rn(src[i]);
-            memcpy(&h16[i], &v, 2);
-        }
-    }
-    cudaError_t rc = cudaMalloc(dst, n * sizeof(uint16_t));
-    if (rc == cudaSuccess)
-        rc = cudaMemcpy(*dst, h16, n * sizeof(uint16_t), cudaMemcpyHostToDevice);
-    free(h16);
-    if (rc != cudaSuccess) {
-        snprintf(why, why_n, "16-bit constants: %s", cudaGetErrorString(rc));
-        cudaGetLastError();
-        return false;
-    }
-    return true;
-}
 
 extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, const float *host_w,
                                                  const float *host_b, int forced_algo,
@@ -233,9 +155,13 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
                     for (int q = 0; q < d->s; q++)
                         krsc[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
                             host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q];
-        bool ok = upload_16(&c->w16, krsc, wn, d->bf16, why, why_n);
+        infd_cuda_fmt f16 = d->bf16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
+        c->w16 = infd_cuda_upload_16(krsc, wn, f16, why, why_n);
+        bool ok = c->w16 != NULL;
         free(krsc);
-        if (!ok || (d->fused && !upload_16(&c->b16, host_b, (size_t)d->k, d->bf16, why, why_n)))
+        if (ok && d->fused)
+            ok = (c->b16 = infd_cuda_upload_16(host_b, (size_t)d->k, f16, why, why_n)) != NULL;
+        if (!ok)
             goto fail;
     }
     CHECK(cudnnCreateTensorDescriptor(&c->xd));
@@ -293,17 +219,17 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
         goto unlock;
     }
     if (d->fp16) {
-        fill_16(x, xn, 1, d->bf16, st->s);
-        fill_16(z, yn, 2, d->bf16, st->s);
+        infd_cuda_fill_random(st, x, xn, d->bf16 ? 2 : 1, 1);
+        infd_cuda_fill_random(st, z, yn, d->bf16 ? 2 : 1, 2);
     } else {
-        fill(x, xn, 1, st->s);
-        fill(z, yn, 2, st->s);
+        infd_cuda_fill_random(st, x, xn, 0, 1);
+        infd_cuda_fill_random(st, z, yn, 0, 2);
     }
-    fill(b, (size_t)d->k, 3, st->s);
+    infd_cuda_fill_random(st, b, (size_t)d->k, 0, 3);
     if (host_w)
         cudaMemcpyAsync(w, host_w, wn * 4, cudaMemcpyHostToDevice, st->s);
     else
-        fill(w, wn, 4, st->s);
+        infd_cuda_fill_random(st, w, wn, 0, 4);
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     for (int i = 0; i < n_perf; i++) {

@@ -587,32 +587,6 @@ static cudnnStatus_t execute(const infd_cuda_convg *c, cudnnBackendDescriptor_t 
     return s;
 }
 
-/* Hash-based values in [-1, 1): timing on zeros can run faster than on real
- * data. */
-__global__ void convg_fill_kernel(void *p, size_t n, unsigned seed, int half)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        float v = (float)(h >> 8) / 8388608.0f - 1.0f;
-        if (half)
-            ((__half *)p)[i] = __float2half(v);
-        else
-            ((float *)p)[i] = v;
-    }
-}
-
-static void fill(void *p, size_t n, unsigned seed, int half, cudaStream_t s)
-{
-    unsigned blocks = infd_cuda_blocks((long long)n);
-    if (blocks > 4096)
-        blocks = 4096;
-    convg_fill_kernel<<<blocks, 256, 0, s>>>(p, n, seed, half);
-}
-
 /* Uploads n floats as FP16 or FP32 into *dst (device); false with the
  * reason. */
 static bool upload(void **dst, const float *src, size_t n, int half, char *why, size_t why_n)
@@ -846,8 +820,8 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
         cudaGetLastError();
         goto unlock;
     }
-    fill(b.x, xn, 1, d->fp16, st->s);
-    fill(b.z, yn, 2, d->fp16, st->s);
+    infd_cuda_fill_random(st, b.x, xn, d->fp16 ? 1 : 0, 1);
+    infd_cuda_fill_random(st, b.z, yn, d->fp16 ? 1 : 0, 2);
 
     /* A record: its configuration after one checked run, no timing. */
     have_rec = record_read(d, record, record_n, &rec_key);

@@ -101,27 +101,6 @@ static cudnnStatus_t launch(const infd_cuda_deconv *c, cudnnHandle_t h,
                                         &zero, c->fd, full);
 }
 
-/* Hash-based values in [-1, 1) for timing (zeros can run faster). */
-__global__ void deconv_fill_kernel(float *p, size_t n, unsigned seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned hh = (unsigned)i * 2654435761u ^ seed;
-        hh ^= hh >> 15;
-        hh *= 2246822519u;
-        hh ^= hh >> 13;
-        p[i] = (float)(hh >> 8) / 8388608.0f - 1.0f;
-    }
-}
-
-static void fill(float *p, size_t n, unsigned seed, cudaStream_t s)
-{
-    unsigned blocks = infd_cuda_blocks((long long)n);
-    if (blocks > 4096)
-        blocks = 4096;
-    deconv_fill_kernel<<<blocks, 256, 0, s>>>(p, n, seed);
-}
-
 extern "C" void infd_cuda_deconv_destroy(infd_cuda_deconv *c)
 {
     if (!c)
@@ -218,11 +197,11 @@ extern "C" infd_cuda_deconv *infd_cuda_deconv_create(const infd_cuda_deconv_desc
         cudaGetLastError();
         goto unlock;
     }
-    fill(x, xn, 1, st->s);
+    infd_cuda_fill_random(st, x, xn, 0, 1);
     if (host_w)
         cudaMemcpyAsync(w, host_w, wn * 4, cudaMemcpyHostToDevice, st->s);
     else
-        fill(w, wn, 4, st->s);
+        infd_cuda_fill_random(st, w, wn, 0, 4);
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     for (int i = 0; i < n_perf; i++) {

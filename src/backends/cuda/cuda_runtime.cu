@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda_runtime_impl.h"
 
 extern "C" int infd_cuda_check_device(char *why, size_t n)
@@ -247,4 +250,31 @@ extern "C" void infd_cuda_compile_stream_unlock(void)
     compile_locked = -1;
     if (dev >= 0)
         pthread_mutex_unlock(&compile_mu[dev]);
+}
+
+/* Hash-based values in [-1, 1) (see infd_cuda_fill_random). */
+__global__ void fill_random_kernel(void *p, size_t n, int kind, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        float v = (float)(h >> 8) / 8388608.0f - 1.0f;
+        if (kind == 1)
+            ((__half *)p)[i] = __float2half_rn(v);
+        else if (kind == 2)
+            ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+        else
+            ((float *)p)[i] = v;
+    }
+}
+
+extern "C" void infd_cuda_fill_random(void *stream, void *p, size_t n, int kind, unsigned seed)
+{
+    unsigned blocks = infd_cuda_blocks((long long)n);
+    if (blocks > 4096)
+        blocks = 4096;
+    fill_random_kernel<<<blocks, 256, 0, ((infd_cuda_stream *)stream)->s>>>(p, n, kind, seed);
 }

@@ -62,6 +62,11 @@ void infd_cuda_compile_stream_unlock(void);
  * (this machine has 1)" outside the GPUs. */
 infd_status infd_cuda_set_device(int index, infd_error *err);
 
+/* Enqueues n hash-based values in [-1, 1) into device memory p on `stream`
+ * (kind 0: FP32, 1: FP16, 2: BF16): scratch data for timing kernels, which
+ * can run faster on zeros than on real data. */
+void infd_cuda_fill_random(void *stream, void *p, size_t n, int kind, unsigned seed);
+
 #ifdef __cplusplus
 }
 #endif
