@@ -658,7 +658,8 @@ static const char *device_name(uint32_t kind)
  * plans and for any plan holding tuning records (what tuning chose is
  * specific to the hardware); a CPU plan holds none, so it runs on any CPU
  * with the same infd. */
-static infd_status check_fingerprint(const infd_planfile *pf, const char *path, infd_error *err)
+static infd_status check_fingerprint(const infd_planfile *pf, const char *path, int device_index,
+                                     infd_error *err)
 {
     if (strcmp(pf->infd_version, infd_version()) != 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -685,8 +686,8 @@ static infd_status check_fingerprint(const infd_planfile *pf, const char *path, 
     char here[256];
     infd_error why = { 0 };
     if (infd_engine_device_count((infd_device_kind)pf->device_kind, &why) < 1 ||
-        infd_engine_device_describe((infd_device_kind)pf->device_kind, 0, here, sizeof(here),
-                                    &why) != INFD_STATUS_OK)
+        infd_engine_device_describe((infd_device_kind)pf->device_kind, device_index, here,
+                                    sizeof(here), &why) != INFD_STATUS_OK)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
                               "%s: no usable CUDA device: built for '%s': %s", path, pf->device,
                               why.msg);
@@ -777,7 +778,7 @@ infd_status infd_planfile_load(const void *data, size_t n, const char *path,
     if (st == INFD_STATUS_OK)
         st = infd_planfile_decode(m.data, m.n, path, false, &pf, err);
     if (st == INFD_STATUS_OK)
-        st = check_fingerprint(&pf, path, err);
+        st = check_fingerprint(&pf, path, opts ? opts->device_index : 0, err);
     if (st == INFD_STATUS_OK && infd_planfile_hash(m.data, m.n - 8) != load_u64le(m.data + m.n - 8))
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "%s: corrupt plan file: the checksum at byte offset %zu does not "
@@ -1002,8 +1003,8 @@ infd_status infd_plan_builder_add(infd_plan_builder *b, int64_t batch, infd_plan
     if (b->n_batches == 0) {
         infd_error why = { 0 };
         copy_str(b->backend, sizeof(b->backend), infd_plan_backend_name(plan));
-        if (infd_engine_device_describe(b->opts.device, 0, b->device, sizeof(b->device), &why) !=
-            INFD_STATUS_OK)
+        if (infd_engine_device_describe(b->opts.device, b->opts.device_index, b->device,
+                                        sizeof(b->device), &why) != INFD_STATUS_OK)
             copy_str(b->device, sizeof(b->device), "unknown device");
     }
     st = keep_records(b, plan, batch, err);
