@@ -5,8 +5,9 @@
  * A model is a few nodes (Add, Sub, Identity, ...) over FP32 tensors that
  * all have one 2-D shape, [batch, width] with a symbolic batch or
  * [rows, width]: enough for tests of the server and its frontends, which
- * care about names, shapes and batching rather than operators. Header-only
- * (static functions, each used by every includer): include it from the
+ * care about names, shapes and batching rather than operators; and
+ * onnx_model_tiny, Y = Relu(X + B) with an initializer, for the engine's
+ * plan tests. Header-only (static inline functions): include it from the
  * test's .c; tests/unit is on every unit test's include path.
  */
 #ifndef INFD_TESTS_UNIT_ONNX_MODEL_H
@@ -43,11 +44,12 @@ typedef struct onnx_model_spec {
 
 /* Fills `info` (and the protos it points to) for a FLOAT tensor of the
  * spec's shape named `name`. */
-static void onnx_model_value_info_(Onnx__ValueInfoProto *info, Onnx__TypeProto *type,
-                                   Onnx__TypeProto__Tensor *tensor, Onnx__TensorShapeProto *shape,
-                                   Onnx__TensorShapeProto__Dimension dims[2],
-                                   Onnx__TensorShapeProto__Dimension *dimp[2],
-                                   const onnx_model_spec *spec, const char *name)
+static inline void onnx_model_value_info_(Onnx__ValueInfoProto *info, Onnx__TypeProto *type,
+                                          Onnx__TypeProto__Tensor *tensor,
+                                          Onnx__TensorShapeProto *shape,
+                                          Onnx__TensorShapeProto__Dimension dims[2],
+                                          Onnx__TensorShapeProto__Dimension *dimp[2],
+                                          const onnx_model_spec *spec, const char *name)
 {
     onnx__tensor_shape_proto__dimension__init(&dims[0]);
     onnx__tensor_shape_proto__dimension__init(&dims[1]);
@@ -77,7 +79,7 @@ static void onnx_model_value_info_(Onnx__ValueInfoProto *info, Onnx__TypeProto *
     info->type = type;
 }
 
-static bool onnx_model_write_file_(const char *path, const void *data, size_t n)
+static inline bool onnx_model_write_file_(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(data, 1, n, f) == n;
@@ -88,11 +90,92 @@ static bool onnx_model_write_file_(const char *path, const void *data, size_t n)
     return ok;
 }
 
+/* A serialized model Y = Relu(X + B), X: FP32 [batch, 4] with a symbolic
+ * batch, B an initializer [-1.5, -0.5, 0.5, 1.5]; returns its size (the
+ * caller frees *out). Inline: not every includer uses it. */
+static inline size_t onnx_model_tiny(uint8_t **out)
+{
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    Onnx__OperatorSetIdProto *opsets[1] = { &opset };
+    Onnx__TensorProto b = ONNX__TENSOR_PROTO__INIT;
+    Onnx__TensorProto *inits[1] = { &b };
+    Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
+    Onnx__ValueInfoProto *ins[1] = { &x }, *outs[1] = { &y };
+    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
+    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    Onnx__TensorShapeProto__Dimension *dims[2] = { &d0, &d1 };
+    Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, relu = ONNX__NODE_PROTO__INIT;
+    Onnx__NodeProto *nodes[2] = { &add, &relu };
+    char *add_in[2] = { "X", "B" }, *add_out[1] = { "S" }, *relu_in[1] = { "S" };
+    char *relu_out[1] = { "Y" };
+    int64_t b_dims[1] = { 4 };
+    float b_data[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = 17;
+    m.n_opset_import = 1;
+    m.opset_import = opsets;
+    m.graph = &g;
+    b.name = "B";
+    b.has_data_type = 1;
+    b.data_type = 1;
+    b.n_dims = 1;
+    b.dims = b_dims;
+    b.has_raw_data = 1;
+    b.raw_data.len = sizeof(b_data);
+    b.raw_data.data = (uint8_t *)b_data;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    d0.dim_param = "batch";
+    d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    d1.dim_value = 4;
+    xs.n_dim = 2;
+    xs.dim = dims;
+    xtt.has_elem_type = 1;
+    xtt.elem_type = 1;
+    xtt.shape = &xs;
+    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    xt.tensor_type = &xtt;
+    x.name = "X";
+    x.type = &xt;
+    y.name = "Y";
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    add.op_type = "Add";
+    add.n_input = 2;
+    add.input = add_in;
+    add.n_output = 1;
+    add.output = add_out;
+    relu.op_type = "Relu";
+    relu.n_input = 1;
+    relu.input = relu_in;
+    relu.n_output = 1;
+    relu.output = relu_out;
+    g.n_node = 2;
+    g.node = nodes;
+
+    size_t n = onnx__model_proto__get_packed_size(&m);
+    *out = malloc(n);
+    onnx__model_proto__pack(&m, *out);
+    return n;
+}
+
 /* Writes <repo>/<name>/1/model.onnx from `spec`, and <repo>/<name>/config.pbtxt
  * holding `config` when it is non-NULL, creating the directories. False, with
  * a message on stderr, when a file cannot be written. */
-static bool onnx_model_add(const char *repo, const char *name, const onnx_model_spec *spec,
-                           const char *config)
+static inline bool onnx_model_add(const char *repo, const char *name, const onnx_model_spec *spec,
+                                  const char *config)
 {
     enum { MAX_VALUES = 2 * ONNX_MODEL_MAX_IO };
     Onnx__ValueInfoProto infos[MAX_VALUES], *vi[MAX_VALUES];

@@ -16,7 +16,11 @@
  */
 #include "infd/engine.h"
 #include "kernel_test.h"
+#ifdef INFD_HAVE_CUDA
+#include "cuda_test.h"
+#endif
 #include "onnx.pb-c.h"
+#include "onnx_model.h"
 #include "test.h"
 
 #define SKIP_CODE 77
@@ -31,86 +35,6 @@ static infd_precision cuda_precision = INFD_PRECISION_FP32;
 static double tolerance = 1e-4;
 static char last_kernel[64];
 
-static size_t value_nbytes(kt *t, int32_t v)
-{
-    const infd_ir_value *val = &t->g->values[v];
-    size_t n = infd_dtype_size(val->dtype);
-    for (int32_t d = 0; d < val->shape.rank; d++)
-        n *= (size_t)val->shape.dims[d].value;
-    return n;
-}
-
-/* Compiles the node for CUDA and runs it once on device copies of
- * `inputs`, copying the outputs back into `outputs`. */
-static infd_status cuda_run(kt *t, const void *const *inputs, void *const *outputs, infd_error *err)
-{
-    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
-    void *din[KT_MAX_IO] = { 0 }, *dout[KT_MAX_IO] = { 0 };
-    void *ws = NULL, *stream = NULL;
-    infd_kernel *k = NULL;
-    infd_kernel_args a;
-    kt_args(t, &a, ins, outs);
-    a.n_slots = 1;
-    a.precision = cuda_precision;
-    infd_status st = infd_backend_compile(cuda, &a, &k, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    snprintf(last_kernel, sizeof(last_kernel), "%s", k->name ? k->name : "");
-    st = cuda->stream_create(&stream, err);
-    for (int32_t i = 0; i < t->node.n_inputs && st == INFD_STATUS_OK; i++) {
-        if (t->ins[i] < 0)
-            continue;
-        size_t nb = value_nbytes(t, t->ins[i]);
-        din[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
-        if (!din[i])
-            st = INFD_STATUS_OUT_OF_MEMORY;
-        else if (nb)
-            cuda->copy(din[i], inputs[i], nb, INFD_BACKEND_COPY_H2D, NULL);
-    }
-    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
-        size_t nb = value_nbytes(t, t->outs[i]);
-        dout[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
-        if (!dout[i])
-            st = INFD_STATUS_OUT_OF_MEMORY;
-    }
-    if (st == INFD_STATUS_OK && k->workspace_bytes) {
-        ws = cuda->alloc(INFD_BACKEND_MEM_DEVICE, k->workspace_bytes, err);
-        if (!ws)
-            st = INFD_STATUS_OUT_OF_MEMORY;
-    }
-    if (st == INFD_STATUS_OK) {
-        infd_kernel_io io = {
-            .inputs = (const void *const *)din, .outputs = dout, .workspace = ws, .stream = stream
-        };
-        infd_kernel_run(k, &io);
-        st = cuda->sync(stream, err);
-    }
-    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
-        size_t nb = value_nbytes(t, t->outs[i]);
-        if (nb && outputs[i])
-            cuda->copy(outputs[i], dout[i], nb, INFD_BACKEND_COPY_D2H, NULL);
-    }
-    if (st == INFD_STATUS_OK)
-        st = cuda->sync(NULL, err);
-    for (int32_t i = 0; i < KT_MAX_IO; i++) {
-        cuda->free(INFD_BACKEND_MEM_DEVICE, din[i]);
-        cuda->free(INFD_BACKEND_MEM_DEVICE, dout[i]);
-    }
-    cuda->free(INFD_BACKEND_MEM_DEVICE, ws);
-    cuda->stream_destroy(stream);
-    infd_kernel_destroy(k);
-    return st;
-}
-
-static void fill(float *p, size_t n, uint32_t seed, float lo, float hi)
-{
-    uint32_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = lo + (hi - lo) * (float)(s >> 8) / 16777216.0f;
-    }
-}
-
 /* Runs the node on both backends (inputs: data for every input, constants
  * included) and compares output 0 of `n` floats. */
 static void compare(kt *t, const void *const *inputs, size_t n)
@@ -124,7 +48,7 @@ static void compare(kt *t, const void *const *inputs, size_t n)
         free(got);
         TEST_FAIL_("CPU reference failed: %s", err.msg);
     }
-    st = cuda_run(t, inputs, got_out, &err);
+    st = ct_run(t, cuda_precision, false, inputs, got_out, last_kernel, sizeof(last_kernel), &err);
     if (st != INFD_STATUS_OK) {
         free(ref);
         free(got);
@@ -158,10 +82,10 @@ static void conv_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, in
     size_t ny = (size_t)(n * oc * oh * ow);
     float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)oc * 4);
     float *r = malloc(ny * 4);
-    fill(x, nx, 1, -1, 1);
-    fill(wt, nw, 2, -0.5f, 0.5f);
-    fill(b, (size_t)oc, 3, -0.2f, 0.2f);
-    fill(r, ny, 4, -1, 1);
+    ct_fill(x, nx, 1, -1, 1);
+    ct_fill(wt, nw, 2, -0.5f, 0.5f);
+    ct_fill(b, (size_t)oc, 3, -0.2f, 0.2f);
+    ct_fill(r, ny, 4, -1, 1);
     kt_init(&t, "Conv", 17);
     kt_input(&t, INFD_DTYPE_FP32, 4, F4(n, c, h, w), NULL);
     kt_input(&t, INFD_DTYPE_FP32, 4, F4(oc, c / group, k, k), wt);
@@ -242,10 +166,10 @@ static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias
     kt t;
     float *a = malloc((size_t)(m * k) * 4), *b = malloc((size_t)(k * n) * 4);
     float *c = malloc((size_t)n * 4), *r = malloc((size_t)(m * n) * 4);
-    fill(a, (size_t)(m * k), 5, -1, 1);
-    fill(b, (size_t)(k * n), 6, -1, 1);
-    fill(c, (size_t)n, 7, -1, 1);
-    fill(r, (size_t)(m * n), 8, -1, 1);
+    ct_fill(a, (size_t)(m * k), 5, -1, 1);
+    ct_fill(b, (size_t)(k * n), 6, -1, 1);
+    ct_fill(c, (size_t)n, 7, -1, 1);
+    ct_fill(r, (size_t)(m * n), 8, -1, 1);
     kt_init(&t, "Gemm", 17);
     kt_input(&t, INFD_DTYPE_FP32, 2, ta ? (int64_t[]){ k, m } : (int64_t[]){ m, k }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 2, tb ? (int64_t[]){ n, k } : (int64_t[]){ k, n }, b);
@@ -287,8 +211,8 @@ static void test_matmul(void)
 {
     kt t;
     float a[2 * 3 * 8], b[8 * 5];
-    fill(a, 48, 9, -1, 1);
-    fill(b, 40, 10, -1, 1);
+    ct_fill(a, 48, 9, -1, 1);
+    ct_fill(b, 40, 10, -1, 1);
     kt_init(&t, "MatMul", 17);
     kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 8 }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 8, 5 }, b);
@@ -309,8 +233,8 @@ static void binary_case(const char *op, int32_t ra, const int64_t *da, int32_t r
     for (int i = 0; i < ry; i++)
         ny *= (size_t)dy[i];
     float *a = malloc(na * 4), *b = malloc(nb * 4);
-    fill(a, na, 11, 0.5f, 2);
-    fill(b, nb, 12, 0.5f, 2);
+    ct_fill(a, na, 11, 0.5f, 2);
+    ct_fill(b, nb, 12, 0.5f, 2);
     kt_init(&t, op, 17);
     kt_input(&t, INFD_DTYPE_FP32, ra, da, NULL);
     kt_input(&t, INFD_DTYPE_FP32, rb, db, NULL);
@@ -334,7 +258,7 @@ static void unary_case(const char *op, float alpha, float beta, bool has_attrs)
 {
     kt t;
     float x[3 * 50];
-    fill(x, 150, 13, -4, 4);
+    ct_fill(x, 150, 13, -4, 4);
     kt_init(&t, op, 17);
     kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 3, 50 }, NULL);
     kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 3, 50 });
@@ -360,7 +284,7 @@ static void test_clip(void)
 {
     kt t;
     float x[64], lo = -0.5f, hi = 0.75f;
-    fill(x, 64, 14, -2, 2);
+    ct_fill(x, 64, 14, -2, 2);
     kt_init(&t, "Clip", 17);
     kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ 64 }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 0, NULL, &lo);
@@ -376,7 +300,7 @@ static void pool_case(const char *op, int64_t k, int64_t s, const int64_t *pads,
     kt t;
     size_t nx = (size_t)(2 * 5 * h * h), ny = (size_t)(2 * 5 * oh * oh);
     float *x = malloc(nx * 4);
-    fill(x, nx, 15, -1, 1);
+    ct_fill(x, nx, 15, -1, 1);
     kt_init(&t, op, 17);
     kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, 5, h, h), NULL);
     kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, 5, oh, oh));
@@ -406,7 +330,7 @@ static void test_softmax(void)
 {
     kt t;
     float x[4 * 10 * 3];
-    fill(x, 120, 16, -5, 5);
+    ct_fill(x, 120, 16, -5, 5);
     kt_init(&t, "Softmax", 17);
     kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 4, 10 }, NULL);
     kt_output(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 4, 10 });
@@ -424,8 +348,8 @@ static void test_concat_transpose_reshape(void)
 {
     kt t;
     float a[2 * 3 * 4], b[2 * 5 * 4];
-    fill(a, 24, 17, -1, 1);
-    fill(b, 40, 18, -1, 1);
+    ct_fill(a, 24, 17, -1, 1);
+    ct_fill(b, 40, 18, -1, 1);
     kt_init(&t, "Concat", 17);
     kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 4 }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 5, 4 }, NULL);
@@ -455,7 +379,7 @@ static void test_pad_resize(void)
     kt t;
     float x[1 * 2 * 4 * 4];
     int64_t pads[8] = { 0, 0, 1, 2, 0, 0, 2, 1 };
-    fill(x, 32, 19, -1, 1);
+    ct_fill(x, 32, 19, -1, 1);
     const char *modes[3] = { "constant", "reflect", "edge" };
     for (int m = 0; m < 3; m++) {
         kt_init(&t, "Pad", 17);
@@ -498,85 +422,6 @@ static void test_unsupported_names_op(void)
     ASSERT_TRUE(strstr(err.msg, "not supported on CUDA") != NULL);
 }
 
-/* A serialized model Y = Relu(X + B), X: FP32 [batch, 4]; returns its size
- * (the caller frees *out). */
-static size_t tiny_model(uint8_t **out)
-{
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-    Onnx__OperatorSetIdProto *opsets[1] = { &opset };
-    Onnx__TensorProto b = ONNX__TENSOR_PROTO__INIT;
-    Onnx__TensorProto *inits[1] = { &b };
-    Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
-    Onnx__ValueInfoProto *ins[1] = { &x }, *outs[1] = { &y };
-    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
-    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
-    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
-    Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-    Onnx__TensorShapeProto__Dimension d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-    Onnx__TensorShapeProto__Dimension *dims[2] = { &d0, &d1 };
-    Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, relu = ONNX__NODE_PROTO__INIT;
-    Onnx__NodeProto *nodes[2] = { &add, &relu };
-    char *add_in[2] = { "X", "B" }, *add_out[1] = { "S" }, *relu_in[1] = { "S" };
-    char *relu_out[1] = { "Y" };
-    int64_t b_dims[1] = { 4 };
-    float b_data[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
-
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    opset.domain = "";
-    opset.has_version = 1;
-    opset.version = 17;
-    m.n_opset_import = 1;
-    m.opset_import = opsets;
-    m.graph = &g;
-    b.name = "B";
-    b.has_data_type = 1;
-    b.data_type = 1;
-    b.n_dims = 1;
-    b.dims = b_dims;
-    b.has_raw_data = 1;
-    b.raw_data.len = sizeof(b_data);
-    b.raw_data.data = (uint8_t *)b_data;
-    g.n_initializer = 1;
-    g.initializer = inits;
-    d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-    d0.dim_param = "batch";
-    d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    d1.dim_value = 4;
-    xs.n_dim = 2;
-    xs.dim = dims;
-    xtt.has_elem_type = 1;
-    xtt.elem_type = 1;
-    xtt.shape = &xs;
-    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    xt.tensor_type = &xtt;
-    x.name = "X";
-    x.type = &xt;
-    y.name = "Y";
-    g.n_input = 1;
-    g.input = ins;
-    g.n_output = 1;
-    g.output = outs;
-    add.op_type = "Add";
-    add.n_input = 2;
-    add.input = add_in;
-    add.n_output = 1;
-    add.output = add_out;
-    relu.op_type = "Relu";
-    relu.n_input = 1;
-    relu.input = relu_in;
-    relu.n_output = 1;
-    relu.output = relu_out;
-    g.n_node = 2;
-    g.node = nodes;
-    size_t n = onnx__model_proto__get_packed_size(&m);
-    *out = malloc(n);
-    onnx__model_proto__pack(&m, *out);
-    return n;
-}
-
 /* A whole plan on CUDA through two contexts: the first run of each is
  * eager, the second captured, later ones replay the graph; every run must
  * see its own input (a replay that read stale staging would not). */
@@ -584,7 +429,7 @@ static void test_plan_runs_on_cuda(void)
 {
     static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
     uint8_t *model = NULL;
-    size_t n = tiny_model(&model);
+    size_t n = onnx_model_tiny(&model);
     infd_plan_options opts;
     infd_plan *plan = NULL;
     infd_context *ctx[2] = { NULL, NULL };
@@ -602,7 +447,7 @@ static void test_plan_runs_on_cuda(void)
     for (int r = 0; r < 12 && st == INFD_STATUS_OK && bad < 0; r++) {
         float x[12], y[12];
         int64_t dims[2] = { 3, 4 };
-        fill(x, 12, 100 + (uint32_t)r, -2, 2);
+        ct_fill(x, 12, 100 + (uint32_t)r, -2, 2);
         infd_tensor in = { .dtype = INFD_DTYPE_FP32, .data = x, .nbytes = sizeof(x) };
         infd_tensor out = { .data = y, .nbytes = sizeof(y) };
         infd_shape_init(&in.shape, 2, dims, NULL);

@@ -18,6 +18,9 @@
  */
 #include "infd/engine.h"
 #include "kernel_test.h"
+#ifdef INFD_HAVE_CUDA
+#include "cuda_test.h"
+#endif
 #include "test.h"
 
 #define SKIP_CODE 77
@@ -29,15 +32,6 @@ static const infd_backend_ops *cuda = &infd_cuda_backend;
 static char last_kernel[64];
 static char fail_msg[1024];
 
-static size_t value_nbytes(kt *t, int32_t v)
-{
-    const infd_ir_value *val = &t->g->values[v];
-    size_t n = infd_dtype_size(val->dtype);
-    for (int32_t d = 0; d < val->shape.rank; d++)
-        n *= (size_t)val->shape.dims[d].value;
-    return n;
-}
-
 static size_t value_numel(kt *t, int32_t v)
 {
     const infd_ir_value *val = &t->g->values[v];
@@ -45,82 +39,6 @@ static size_t value_numel(kt *t, int32_t v)
     for (int32_t d = 0; d < val->shape.rank; d++)
         n *= (size_t)val->shape.dims[d].value;
     return n;
-}
-
-/* Compiles the node for CUDA and runs it once on device copies of
- * `inputs`, copying output 0 back into `output`. The output buffer on the
- * device is poisoned first, so an element the kernel forgets shows. */
-static infd_status cuda_run(kt *t, const void *const *inputs, void *output, infd_error *err)
-{
-    const infd_ir_value *ins[KT_MAX_IO], *outs[KT_MAX_IO];
-    void *din[KT_MAX_IO] = { 0 }, *dout[KT_MAX_IO] = { 0 };
-    void *ws = NULL, *stream = NULL;
-    infd_kernel *k = NULL;
-    infd_kernel_args a;
-    kt_args(t, &a, ins, outs);
-    a.n_slots = 1;
-    a.precision = INFD_PRECISION_FP32;
-    infd_status st = infd_backend_compile(cuda, &a, &k, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    snprintf(last_kernel, sizeof(last_kernel), "%s", k->name ? k->name : "");
-    st = cuda->stream_create(&stream, err);
-    for (int32_t i = 0; i < t->node.n_inputs && st == INFD_STATUS_OK; i++) {
-        if (t->ins[i] < 0)
-            continue;
-        size_t nb = value_nbytes(t, t->ins[i]);
-        din[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
-        if (!din[i])
-            st = INFD_STATUS_OUT_OF_MEMORY;
-        else if (nb)
-            cuda->copy(din[i], inputs[i], nb, INFD_BACKEND_COPY_H2D, NULL);
-    }
-    size_t out_nb = value_nbytes(t, t->outs[0]);
-    for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
-        size_t nb = value_nbytes(t, t->outs[i]);
-        dout[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
-        if (!dout[i])
-            st = INFD_STATUS_OUT_OF_MEMORY;
-    }
-    if (st == INFD_STATUS_OK && out_nb) {
-        void *poison = malloc(out_nb);
-        memset(poison, 0x7f, out_nb);
-        cuda->copy(dout[0], poison, out_nb, INFD_BACKEND_COPY_H2D, NULL);
-        free(poison);
-    }
-    if (st == INFD_STATUS_OK && k->workspace_bytes) {
-        ws = cuda->alloc(INFD_BACKEND_MEM_DEVICE, k->workspace_bytes, err);
-        if (!ws)
-            st = INFD_STATUS_OUT_OF_MEMORY;
-    }
-    if (st == INFD_STATUS_OK) {
-        infd_kernel_io io = {
-            .inputs = (const void *const *)din, .outputs = dout, .workspace = ws, .stream = stream
-        };
-        infd_kernel_run(k, &io);
-        st = cuda->sync(stream, err);
-    }
-    if (st == INFD_STATUS_OK && out_nb)
-        cuda->copy(output, dout[0], out_nb, INFD_BACKEND_COPY_D2H, NULL);
-    if (st == INFD_STATUS_OK)
-        st = cuda->sync(NULL, err);
-    for (int32_t i = 0; i < KT_MAX_IO; i++) {
-        cuda->free(INFD_BACKEND_MEM_DEVICE, din[i]);
-        cuda->free(INFD_BACKEND_MEM_DEVICE, dout[i]);
-    }
-    cuda->free(INFD_BACKEND_MEM_DEVICE, ws);
-    cuda->stream_destroy(stream);
-    infd_kernel_destroy(k);
-    return st;
-}
-
-static void fill(float *p, size_t n, uint32_t seed, float lo, float hi)
-{
-    uint32_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        p[i] = lo + (hi - lo) * (float)(s >> 8) / 16777216.0f;
-    }
 }
 
 static void fill_i64(int64_t *p, size_t n, uint32_t seed, int64_t lo, int64_t hi)
@@ -139,7 +57,7 @@ static bool check(kt *t, const void *const *inputs, const char *kernel)
 {
     infd_error err = { 0 };
     const infd_ir_value *y = &t->g->values[t->outs[0]];
-    size_t n = value_numel(t, t->outs[0]), nb = value_nbytes(t, t->outs[0]);
+    size_t n = value_numel(t, t->outs[0]), nb = ct_value_bytes(t, t->outs[0]);
     void *ref = calloc(1, nb + 8), *got = calloc(1, nb + 8);
     void *ref_out[KT_MAX_IO] = { ref };
     bool ok = false;
@@ -149,7 +67,9 @@ static bool check(kt *t, const void *const *inputs, const char *kernel)
                  err.msg);
         goto out;
     }
-    if (cuda_run(t, inputs, got, &err) != INFD_STATUS_OK) {
+    void *got_out[KT_MAX_IO] = { got };
+    if (ct_run(t, INFD_PRECISION_FP32, true, inputs, got_out, last_kernel, sizeof(last_kernel),
+               &err) != INFD_STATUS_OK) {
         snprintf(fail_msg, sizeof(fail_msg), "%s: CUDA failed: %s", t->node.op_type, err.msg);
         goto out;
     }
@@ -216,7 +136,7 @@ static bool slice_case(int32_t xr, const int64_t *xd, int32_t n, const int64_t *
     kt t;
     size_t nx = prod(xr, xd);
     float *x = malloc(nx * 4 + 4);
-    fill(x, nx, 21, -1, 1);
+    ct_fill(x, nx, 21, -1, 1);
     kt_init(&t, "Slice", 13);
     kt_input(&t, INFD_DTYPE_FP32, xr, xd, NULL);
     kt_input(&t, INFD_DTYPE_INT64, 1, (int64_t[]){ n }, starts);
@@ -239,7 +159,7 @@ static void test_slice_attributes_opset9(void)
     /* PaddleOCR rec: [3, 1, 8, 40, 15] -> one of three along axis 0. */
     kt t;
     float *x = malloc(3 * 8 * 40 * 15 * 4);
-    fill(x, 3 * 8 * 40 * 15, 22, -1, 1);
+    ct_fill(x, 3 * 8 * 40 * 15, 22, -1, 1);
     bool ok = true;
     for (int64_t i = 0; i < 3 && ok; i++) {
         kt_init(&t, "Slice", 9);
@@ -323,7 +243,7 @@ static bool reduce_case(const char *op, int opset, infd_dtype dt, int32_t xr, co
     size_t nx = prod(xr, xd);
     void *x = malloc(nx * 8 + 8);
     if (dt == INFD_DTYPE_FP32) {
-        fill(x, nx, 31, lo, hi);
+        ct_fill(x, nx, 31, lo, hi);
     } else if (dt == INFD_DTYPE_INT64) {
         fill_i64(x, nx, 32, -50, 50);
     } else {
@@ -423,7 +343,7 @@ static void test_reduce_nan_propagates(void)
 {
     kt t;
     float x[2 * 40];
-    fill(x, 80, 34, -1, 1);
+    ct_fill(x, 80, 34, -1, 1);
     x[37] = NAN; /* row 0, lane 5 of the second pass */
     kt_init(&t, "ReduceSum", 13);
     kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ 2, 40 }, NULL);
@@ -442,11 +362,11 @@ static void test_batchnorm(void)
     int64_t xd[4] = { 2, 24, 5, 7 };
     size_t nx = prod(4, xd);
     float *x = malloc(nx * 4), s[24], b[24], m[24], v[24];
-    fill(x, nx, 41, -2, 2);
-    fill(s, 24, 42, 0.5f, 1.5f);
-    fill(b, 24, 43, -0.5f, 0.5f);
-    fill(m, 24, 44, -0.3f, 0.3f);
-    fill(v, 24, 45, 0.2f, 2.0f);
+    ct_fill(x, nx, 41, -2, 2);
+    ct_fill(s, 24, 42, 0.5f, 1.5f);
+    ct_fill(b, 24, 43, -0.5f, 0.5f);
+    ct_fill(m, 24, 44, -0.3f, 0.3f);
+    ct_fill(v, 24, 45, 0.2f, 2.0f);
     bool ok = true;
     /* Constant parameters (the CPU reference needs them; the CUDA kernel
      * reads them from device memory either way), two epsilons. */
@@ -497,9 +417,9 @@ static bool deconv_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, i
     int64_t ow = s * (w - 1) + op[1] + (kw - 1) * dil + 1 - p[1] - p[3];
     size_t nx = (size_t)(n * c * h * w), nw = (size_t)(c * (k / group) * kh * kw);
     float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)k * 4);
-    fill(x, nx, 51, -1, 1);
-    fill(wt, nw, 52, -0.5f, 0.5f);
-    fill(b, (size_t)k, 53, -0.5f, 0.5f);
+    ct_fill(x, nx, 51, -1, 1);
+    ct_fill(wt, nw, 52, -0.5f, 0.5f);
+    ct_fill(b, (size_t)k, 53, -0.5f, 0.5f);
     kt_init(&t, "ConvTranspose", 17);
     kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ n, c, h, w }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ c, k / group, kh, kw }, wt);
@@ -549,9 +469,9 @@ static void test_conv_transpose_1d(void)
 {
     kt t;
     float x[2 * 6 * 11], wt[6 * 4 * 3], b[4];
-    fill(x, sizeof(x) / 4, 54, -1, 1);
-    fill(wt, sizeof(wt) / 4, 55, -0.5f, 0.5f);
-    fill(b, 4, 56, -0.5f, 0.5f);
+    ct_fill(x, sizeof(x) / 4, 54, -1, 1);
+    ct_fill(wt, sizeof(wt) / 4, 55, -0.5f, 0.5f);
+    ct_fill(b, 4, 56, -0.5f, 0.5f);
     kt_init(&t, "ConvTranspose", 17);
     kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 6, 11 }, NULL);
     kt_input(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 6, 4, 3 }, wt);
@@ -574,8 +494,8 @@ static bool matmul_case(int32_t ra, const int64_t *da, int32_t rb, const int64_t
     kt t;
     size_t na = prod(ra, da), nb = prod(rb, db);
     float *a = malloc(na * 4), *b = malloc(nb * 4);
-    fill(a, na, 61, -1, 1);
-    fill(b, nb, 62, -1, 1);
+    ct_fill(a, na, 61, -1, 1);
+    ct_fill(b, nb, 62, -1, 1);
     kt_init(&t, "MatMul", 13);
     kt_input(&t, INFD_DTYPE_FP32, ra, da, NULL);
     kt_input(&t, INFD_DTYPE_FP32, rb, db, b_const ? b : NULL);

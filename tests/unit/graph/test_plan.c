@@ -16,6 +16,7 @@
 
 #include "infd/engine.h"
 #include "onnx.pb-c.h"
+#include "onnx_model.h"
 #include "test.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -90,85 +91,12 @@ int posix_memalign(void **out, size_t align, size_t n)
 }
 #endif
 
-/* Writes Y = Relu(X + B), X: FP32 [batch, 4], B = [-1.5, -0.5, 0.5, 1.5]. */
+/* Writes onnx_model_tiny's Y = Relu(X + B) to `path`. */
 static void write_tiny_model(const char *path)
 {
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-    Onnx__OperatorSetIdProto *opsets[1] = { &opset };
-    Onnx__TensorProto b = ONNX__TENSOR_PROTO__INIT;
-    Onnx__TensorProto *inits[1] = { &b };
-    Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
-    Onnx__ValueInfoProto *ins[1] = { &x }, *outs[1] = { &y };
-    Onnx__TypeProto xt = ONNX__TYPE_PROTO__INIT;
-    Onnx__TypeProto__Tensor xtt = ONNX__TYPE_PROTO__TENSOR__INIT;
-    Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT;
-    Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-    Onnx__TensorShapeProto__Dimension d1 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-    Onnx__TensorShapeProto__Dimension *dims[2] = { &d0, &d1 };
-    Onnx__NodeProto add = ONNX__NODE_PROTO__INIT, relu = ONNX__NODE_PROTO__INIT;
-    Onnx__NodeProto *nodes[2] = { &add, &relu };
-    char *add_in[2] = { "X", "B" }, *add_out[1] = { "S" }, *relu_in[1] = { "S" };
-    char *relu_out[1] = { "Y" };
-    int64_t b_dims[1] = { 4 };
-    float b_data[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
-
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    opset.domain = "";
-    opset.has_version = 1;
-    opset.version = 17;
-    m.n_opset_import = 1;
-    m.opset_import = opsets;
-    m.graph = &g;
-    b.name = "B";
-    b.has_data_type = 1;
-    b.data_type = 1;
-    b.n_dims = 1;
-    b.dims = b_dims;
-    b.has_raw_data = 1;
-    b.raw_data.len = sizeof(b_data);
-    b.raw_data.data = (uint8_t *)b_data;
-    g.n_initializer = 1;
-    g.initializer = inits;
-    d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-    d0.dim_param = "batch";
-    d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    d1.dim_value = 4;
-    xs.n_dim = 2;
-    xs.dim = dims;
-    xtt.has_elem_type = 1;
-    xtt.elem_type = 1;
-    xtt.shape = &xs;
-    xt.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    xt.tensor_type = &xtt;
-    x.name = "X";
-    x.type = &xt;
-    y.name = "Y";
-    g.n_input = 1;
-    g.input = ins;
-    g.n_output = 1;
-    g.output = outs;
-    add.op_type = "Add";
-    add.n_input = 2;
-    add.input = add_in;
-    add.n_output = 1;
-    add.output = add_out;
-    relu.op_type = "Relu";
-    relu.n_input = 1;
-    relu.input = relu_in;
-    relu.n_output = 1;
-    relu.output = relu_out;
-    g.n_node = 2;
-    g.node = nodes;
-
-    size_t n = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(n);
-    onnx__model_proto__pack(&m, buf);
-    FILE *f = fopen(path, "wb");
-    fwrite(buf, 1, n, f);
-    fclose(f);
+    uint8_t *buf = NULL;
+    size_t n = onnx_model_tiny(&buf);
+    onnx_model_write_file_(path, buf, n);
     free(buf);
 }
 
