@@ -253,12 +253,22 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
         infd_cuda_bias_act(io->stream, y, b, res, k->n_out, k->k, k->hw, k->act, k->alpha, k->beta);
 }
 
+/* Frees whichever form the kernel holds (at most one, once chosen). */
+static void free_forms(conv_kernel *k)
+{
+    infd_cuda_conv_destroy(k->conv);
+    infd_cuda_gemm_destroy(k->gemm);
+    infd_cuda_free(0, k->dw_w);
+    infd_cuda_convg_destroy(k->convg);
+    k->conv = NULL;
+    k->gemm = NULL;
+    k->dw_w = NULL;
+    k->convg = NULL;
+}
+
 static void conv_fini(infd_cuda_kernel *base)
 {
-    infd_cuda_conv_destroy(((conv_kernel *)base)->conv);
-    infd_cuda_gemm_destroy(((conv_kernel *)base)->gemm);
-    infd_cuda_free(0, ((conv_kernel *)base)->dw_w);
-    infd_cuda_convg_destroy(((conv_kernel *)base)->convg);
+    free_forms((conv_kernel *)base);
 }
 
 /* The algorithm a tuning record names for this variant, or -1. */
@@ -359,26 +369,13 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
      * padded, spatial padding in the buffer): there the engine cuDNN times
      * fastest on the H100 gives wrong results in whole networks (ResNet-50
      * FP16 1.6e-2 of the logits' range instead of 5e-4, MobileNetV2's
-     * outputs meaningless), found by bisecting with INFD_CONVG_SKIP; the
-     * cause inside cuDNN's graph path is not known. */
+     * outputs meaningless), found by turning the form off per kind of
+     * convolution; the cause inside cuDNN's graph path is not known. */
     if ((have_record(a) && !from_record) || form_disabled("convg") || k->pack ||
         k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
         (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU &&
          k->act != INFD_CUDA_ACT_CLIP))
-        return;
-    /* INFD_CONVG_SKIP (debugging): keep the graph-API form off for some
-     * convolutions: "res" (with a residual), "nores", "noact", "act",
-     * "1x1", "kxk", "strided", "pack" (a packed input), "grouped". */
-    const char *skip = getenv("INFD_CONVG_SKIP");
-    if (skip && ((strstr(skip, "nores") && !k->has_sum) ||
-                 (strstr(skip, "res") && !strstr(skip, "nores") && k->has_sum) ||
-                 (strstr(skip, "noact") && k->act == INFD_CUDA_ACT_NONE) ||
-                 (strstr(skip, ",act") && k->act != INFD_CUDA_ACT_NONE) ||
-                 (strstr(skip, "1x1") && d->r == 1 && d->s == 1) ||
-                 (strstr(skip, "kxk") && (d->r > 1 || d->s > 1)) ||
-                 (strstr(skip, "strided") && (d->stride_h > 1 || d->stride_w > 1)) ||
-                 (strstr(skip, "pack") && k->pack) || (strstr(skip, "grouped") && d->groups > 1)))
         return;
     infd_cuda_convg_desc g = { .n = d->n,
                                .c = (int)k->cp,
@@ -420,12 +417,7 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
         infd_cuda_convg_destroy(c);
         return;
     }
-    infd_cuda_conv_destroy(k->conv);
-    k->conv = NULL;
-    infd_cuda_gemm_destroy(k->gemm);
-    k->gemm = NULL;
-    infd_cuda_free(0, k->dw_w);
-    k->dw_w = NULL;
+    free_forms(k);
     k->post_act = false;
     k->convg = c;
     k->fused = true;
@@ -445,7 +437,8 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
 /* A depthwise FP16 convolution (groups == c == k) between FP16 NHWC values
  * (x packed when it needs padding or converting): our kernel with bias,
  * residual and activation fused, replacing cuDNN when it times faster. */
-static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d)
+static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d,
+                   size_t *ws)
 {
     char why[256] = "";
     if (d->groups != d->c || d->k != d->c || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
@@ -483,12 +476,13 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     for (int c = 0; c < d->c; c++)
         for (size_t j = 0; j < rs; j++)
             rsc[j * (size_t)d->c + (size_t)c] = w[(size_t)c * rs + j];
-    k->dw_w = infd_cuda_upload_16(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
+    void *w16 = infd_cuda_upload_16(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
     infd_free(rsc);
-    if (!k->dw_w)
+    if (!w16)
         return;
-    infd_cuda_conv_destroy(k->conv);
-    k->conv = NULL;
+    free_forms(k);
+    k->dw_w = w16;
+    *ws = 0; /* the kernel needs none */
     k->dwd = dw;
     k->chosen_ms = ms;
     k->fused = true; /* bias, residual and activation are in the kernel */
@@ -540,8 +534,7 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
         infd_cuda_gemm_destroy(gm); /* cuDNN is faster */
         return;
     }
-    infd_cuda_conv_destroy(k->conv);
-    k->conv = NULL;
+    free_forms(k);
     k->gemm = gm;
     k->chosen_ms = ms;
     k->fused = true; /* bias, residual and ReLU are in cuBLASLt's epilogue */
@@ -621,9 +614,7 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     k->chosen_ms = k->conv ? infd_cuda_conv_ms(k->conv) : 0.0f;
     try_gemm(a, k, d, &ws);
-    try_dw(a, k, d);
-    if (k->dw_w)
-        ws = 0;
+    try_dw(a, k, d, &ws);
     try_convg(a, k, d, wt, &ws);
     if (!k->conv && !k->gemm && !k->dw_w && !k->convg) /* the record's form failed */
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
@@ -709,9 +700,13 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         d.w = (int)padded[3];
     }
     size_t ws = 0;
+    /* compile_fp16 sets the kernel's fields as it goes; when it finds no
+     * 16-bit form the FP32 path starts again from what was set here. */
+    conv_kernel before = *k;
     if ((a->precision == INFD_PRECISION_FP16 || a->precision == INFD_PRECISION_BF16) && wt->data &&
         compile_fp16(a, k, &d))
         goto done;
+    *k = before;
     if (a->input_layouts && (a->input_layouts[0] || (a->n_inputs > 3 && a->input_layouts[3]))) {
         infd_free(k);
         return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,

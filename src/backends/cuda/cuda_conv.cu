@@ -16,7 +16,6 @@
 #include <cuda_fp16.h>
 
 #include "cuda_conv.h"
-#include "cuda_eltwise.h"
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
 
@@ -119,7 +118,6 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     infd_cuda_conv *c = (infd_cuda_conv *)calloc(1, sizeof(*c));
     infd_cuda_stream *st = NULL;
     float *x = NULL, *w = NULL, *y = NULL, *z = NULL, *b = NULL;
-    void *ws = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n_perf = 0;
@@ -284,7 +282,6 @@ unlock:
     cudaFree(y);
     cudaFree(z);
     cudaFree(b);
-    cudaFree(ws);
     cudaStreamSynchronize(st->s);
     cudaGetLastError();
     infd_cuda_compile_stream_unlock();

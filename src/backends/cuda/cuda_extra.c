@@ -447,7 +447,8 @@ static void reduce_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
     const reduce_kernel *k = (const reduce_kernel *)base;
     if (k->copy) {
         if (k->bytes && io->outputs[0] != io->inputs[0])
-            infd_cuda_copy(io->outputs[0], io->inputs[0], k->bytes, 2, io->stream);
+            infd_cuda_copy(io->outputs[0], io->inputs[0], k->bytes, INFD_BACKEND_COPY_D2D,
+                           io->stream);
         return;
     }
     infd_cuda_reduce(io->stream, &k->d, io->inputs[0], io->outputs[0]);

@@ -87,6 +87,7 @@ static int time_candidates(infd_cuda_gemm *g, infd_cuda_stream *st,
 {
     const infd_cuda_gemm_desc *d = &g->d;
     size_t es = d->fp16 ? 2 : 4;
+    int kind = !d->fp16 ? 0 : d->bf16 ? 2 : 1; /* infd_cuda_fill_random's */
     void *a = NULL, *b = NULL, *y = NULL, *ws = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     int best = -1;
@@ -100,9 +101,10 @@ static int time_candidates(infd_cuda_gemm *g, infd_cuda_stream *st,
         cudaGetLastError();
         goto out;
     }
-    cudaMemsetAsync(a, 0x3c, (size_t)(d->m * d->k) * es, st->s);
-    cudaMemsetAsync(b, 0x3c, (size_t)(d->k * d->n) * es, st->s);
-    cudaMemsetAsync(y, 0, (size_t)(d->m * d->n) * es, st->s);
+    /* Random data: tensor cores draw (and clock) differently on zeros. */
+    infd_cuda_fill_random(st, a, (size_t)(d->m * d->k), kind, 1);
+    infd_cuda_fill_random(st, b, (size_t)(d->k * d->n), kind, 2);
+    infd_cuda_fill_random(st, y, (size_t)(d->m * d->n), kind, 3);
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     *best_ms = 1e30f;
@@ -198,6 +200,16 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &max_ws, sizeof(max_ws)));
+    /* cuBLASLt assumes 256-byte aligned pointers unless told; plan pointers
+     * are INFD_ALIGNMENT (64) aligned, timing scratch more: promise 16. */
+    for (int i = 0; i < 4; i++) {
+        static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
+        };
+        uint32_t align = 16;
+        CHECK(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align, sizeof(align)));
+    }
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
     if (!st)
         goto fail;

@@ -388,11 +388,12 @@ static void dwconv(cudaStream_t s, const infd_cuda_dw_desc *d, const void *x, co
     int64_t px = d->n * d->oh * d->ow;
     const T *xt = (const T *)x, *wt = (const T *)w, *rt = (const T *)res;
     T *yt = (T *)y;
-    if (d->c % 8 == 0) {
+    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)w | (uintptr_t)res | (uintptr_t)y;
+    if (d->c % 8 == 0 && ptrs % 16 == 0) {
         int64_t total = px * (d->c / 8);
         dw_kernel<T, 8>
             <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
-    } else if (d->c % 2 == 0) {
+    } else if (d->c % 2 == 0 && ptrs % 4 == 0) {
         int64_t total = px * (d->c / 2);
         dw_kernel<T, 2>
             <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
@@ -428,10 +429,11 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cud
     if (cudaMalloc(&x, xn * 2) == cudaSuccess && cudaMalloc(&w, wn * 2) == cudaSuccess &&
         cudaMalloc(&y, yn * 2) == cudaSuccess && cudaMalloc(&r, yn * 2) == cudaSuccess &&
         cudaMalloc(&b, (size_t)d->c * 4) == cudaSuccess) {
-        cudaMemsetAsync(x, 0x3c, xn * 2, st->s);
-        cudaMemsetAsync(w, 0x2c, wn * 2, st->s);
-        cudaMemsetAsync(r, 0x3c, yn * 2, st->s);
-        cudaMemsetAsync(b, 0, (size_t)d->c * 4, st->s);
+        int kind = fmt == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
+        infd_cuda_fill_random(st, x, xn, kind, 1);
+        infd_cuda_fill_random(st, w, wn, kind, 2);
+        infd_cuda_fill_random(st, r, yn, kind, 3);
+        infd_cuda_fill_random(st, b, (size_t)d->c, 0, 4);
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         for (int i = 0; i < 7; i++) {

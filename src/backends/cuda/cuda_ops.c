@@ -556,7 +556,7 @@ static void copy_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const copy_kernel *k = (const copy_kernel *)base;
     if (k->bytes && io->outputs[0] != io->inputs[0])
-        infd_cuda_copy(io->outputs[0], io->inputs[0], k->bytes, 2, io->stream);
+        infd_cuda_copy(io->outputs[0], io->inputs[0], k->bytes, INFD_BACKEND_COPY_D2D, io->stream);
 }
 
 static infd_status copy_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -575,7 +575,8 @@ static infd_status copy_compile(const infd_kernel_args *a, infd_kernel **out, in
 /* Concat: per input, `outer` rows of its slice, copied 2-D into place. */
 typedef struct concat_kernel {
     infd_cuda_kernel base;
-    bool nhwc; /* 4-D on axis 1 with an operand in FP16 NHWC */
+    bool nhwc;       /* 4-D on axis 1 with an operand in FP16 NHWC */
+    int64_t c_total; /* nhwc: the output's channels */
     infd_cuda_fmt fy, *fx;
     infd_cuda_dims *xd;
     int n;
@@ -617,13 +618,11 @@ static void concat_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const concat_kernel *k = (const concat_kernel *)base;
     if (k->nhwc) {
-        int64_t c_total = 0, c_off = 0;
-        for (int i = 0; i < k->n; i++)
-            c_total += k->xd[i].c;
+        int64_t c_off = 0;
         for (int i = 0; i < k->n; i++) {
             if (k->xd[i].n * k->xd[i].c * k->xd[i].h * k->xd[i].w != 0)
                 infd_cuda_nhwc_concat(io->stream, io->inputs[i], k->fx[i], k->xd[i], io->outputs[0],
-                                      k->fy, c_off, c_total);
+                                      k->fy, c_off, k->c_total);
             c_off += k->xd[i].c;
         }
         return;
@@ -695,6 +694,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
         for (int i = 0; i < k->n; i++) {
             k->fx[i] = in_fmt(a, i);
             k->xd[i] = dims_of(a->inputs[i]);
+            k->c_total += k->xd[i].c;
         }
     }
     *out = &k->base.base;
