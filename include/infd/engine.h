@@ -207,8 +207,9 @@ typedef struct infd_plan_builder infd_plan_builder;
 /* Most batch sizes one plan file holds. */
 #define INFD_PLAN_FILE_MAX_BATCHES 32
 
-/* The batch sizes a server compiles for `max_batch` (>= 1): the powers of
- * two below it, then max_batch itself, ascending. Writes at most `cap`
+/* The batch sizes a server compiles for `max_batch` (>= 1), besides its
+ * dynamic batcher's preferred sizes: the powers of two below it, then
+ * max_batch itself, ascending. Writes at most `cap`
  * into `out` and returns how many there are (0 when max_batch < 1). */
 INFD_API int infd_plan_batch_sizes(int64_t max_batch, int64_t *out, int cap);
 
@@ -243,7 +244,7 @@ typedef struct infd_plan_file_info {
     char infd_version[64]; /* infd_version() of the build */
     char infd_git[64];     /* infd_version_git() of the build */
     char backend[32];      /* "cpu", "cuda" */
-    char device[256];      /* infd_engine_device_describe() of device 0 */
+    char device[256];      /* infd_engine_device_describe() of the GPU built for */
     infd_device_kind device_kind;
     infd_precision precision;
     int n_batches; /* batch sizes built, ascending */

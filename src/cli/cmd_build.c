@@ -8,8 +8,9 @@
  * Builds the plan once per batch size (--max-batch N: the sizes a server
  * with max_batch_size N compiles, infd_plan_batch_sizes; --batch N: that
  * one; neither: batch 1), keeps every kernel's tuning record, and writes the
- * model, the options and the records to one file atomically. `infd run`,
- * `infd bench` and `infd serve` (model.plan) load it without tuning.
+ * model, the options and the records to one file atomically. `infd run` and
+ * `infd bench` load it without tuning (the server does not load plan files
+ * yet).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -222,9 +222,7 @@ struct infd_backend_ops {
      * plan, and at the start of every run (it must be cheap when the
      * device is already current: no allocation, no lock). INVALID_ARGUMENT
      * "GPU 3 does not exist (this machine has 1)" for an index outside
-     * the devices, UNAVAILABLE when the device cannot be used. Added
-     * within version 2: a table that ends before this slot (`size`) has
-     * none. */
+     * the devices, UNAVAILABLE when the device cannot be used. */
     infd_status (*set_device)(int index, infd_error *err);
 };
 
@@ -254,9 +252,7 @@ static inline infd_status infd_backend_compile(const infd_backend_ops *ops,
 static inline infd_status infd_backend_set_device(const infd_backend_ops *ops, int index,
                                                   infd_error *err)
 {
-    bool has_slot = ops->size >= offsetof(infd_backend_ops, set_device) + sizeof(ops->set_device) &&
-                    ops->set_device != NULL;
-    if (has_slot)
+    if (ops->set_device)
         return ops->set_device(index, err);
     if (index != 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,

@@ -38,7 +38,7 @@ int infd_engine_device_count(infd_device_kind kind, infd_error *err)
         char why[256] = "";
         int n = infd_cuda_device_count(why, sizeof(why));
         if (n == 0)
-            infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no CUDA device: %s", why);
+            infd_error_set(err, INFD_STATUS_UNAVAILABLE, "%s", why); /* callers frame it */
         return n;
 #else
         infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");

@@ -473,6 +473,17 @@ static infd_status rd_header(reader *r, infd_planfile *pf)
     return st;
 }
 
+/* The file's last 8 bytes against the hash of the `n` - 8 before them. */
+static infd_status check_checksum(const void *data, size_t n, const char *path, infd_error *err)
+{
+    if (infd_planfile_hash(data, n - 8) == load_u64le((const uint8_t *)data + n - 8))
+        return INFD_STATUS_OK;
+    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                          "%s: corrupt plan file: the checksum at byte offset %zu does not match "
+                          "its contents",
+                          path, n - 8);
+}
+
 infd_status infd_planfile_decode(const void *data, size_t n, const char *path, bool check_sum,
                                  infd_planfile *pf, infd_error *err)
 {
@@ -523,12 +534,8 @@ infd_status infd_planfile_decode(const void *data, size_t n, const char *path, b
     }
     if (st == INFD_STATUS_OK && r.pos != r.n)
         st = bad(&r, r.pos, "%s", "unexpected bytes before the checksum");
-    if (st == INFD_STATUS_OK && check_sum &&
-        infd_planfile_hash(data, r.n) != load_u64le((const uint8_t *)data + r.n))
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: corrupt plan file: the checksum at byte offset %zu does not "
-                            "match its contents",
-                            path, r.n);
+    if (st == INFD_STATUS_OK && check_sum)
+        st = check_checksum(data, r.n + 8, path, err);
     if (st != INFD_STATUS_OK)
         infd_planfile_fini(pf);
     return st;
@@ -779,11 +786,8 @@ infd_status infd_planfile_load(const void *data, size_t n, const char *path,
         st = infd_planfile_decode(m.data, m.n, path, false, &pf, err);
     if (st == INFD_STATUS_OK)
         st = check_fingerprint(&pf, path, opts ? opts->device_index : 0, err);
-    if (st == INFD_STATUS_OK && infd_planfile_hash(m.data, m.n - 8) != load_u64le(m.data + m.n - 8))
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: corrupt plan file: the checksum at byte offset %zu does not "
-                            "match its contents",
-                            path, m.n - 8);
+    if (st == INFD_STATUS_OK) /* after the fingerprint: "built with infd X" beats "corrupt" */
+        st = check_checksum(m.data, m.n, path, err);
     if (st == INFD_STATUS_OK)
         st = choose_options(&pf, path, opts, &o, &batch, err);
     if (st == INFD_STATUS_OK)

@@ -523,7 +523,9 @@ static infd_status build_plan(infd_model *m, const rt_device *dev, int64_t batch
     return infd_plan_create(m->path, &o, out, err);
 }
 
-/* Batch sizes to compile: powers of two up to max, max, preferred sizes. */
+/* Batch sizes to compile: the engine's rule (infd_plan_batch_sizes: powers
+ * of two below max, then max; what `infd build --max-batch` builds), plus
+ * the preferred sizes. */
 static int plan_sizes(const infd_model *m, int64_t *sizes)
 {
     int n = 0;
@@ -532,10 +534,7 @@ static int plan_sizes(const infd_model *m, int64_t *sizes)
         return n;
     }
     int64_t cand[64];
-    int nc = 0;
-    for (int64_t b = 1; b < m->max_batch && nc < 40; b *= 2)
-        cand[nc++] = b;
-    cand[nc++] = m->max_batch;
+    int nc = INFD_MIN(infd_plan_batch_sizes(m->max_batch, cand, 40), 40);
     for (int k = 0; k < m->n_preferred && nc < 64; k++)
         cand[nc++] = m->preferred[k];
     for (int i = 0; i < nc; i++) { /* sort unique */
@@ -711,11 +710,7 @@ static int usable_gpus(char *why, size_t n)
 {
     infd_error e = { 0 };
     int count = infd_engine_device_count(INFD_DEVICE_CUDA, &e);
-    const char *msg = e.msg;
-    const char *prefix = "no CUDA device: "; /* devices.c's wording; ours says "usable" */
-    if (strncmp(msg, prefix, strlen(prefix)) == 0)
-        msg += strlen(prefix);
-    snprintf(why, n, "%s", count > 0 ? "" : msg[0] ? msg : "the driver reports no GPU");
+    snprintf(why, n, "%s", count > 0 ? "" : e.msg[0] ? e.msg : "the driver reports no GPU");
     return count > 0 ? count : 0;
 }
 
@@ -890,9 +885,7 @@ static infd_status resolve_groups(infd_model *m, Inference__ModelConfig *c, cons
                     dev->auto_only = true;
                     inst->device = m->n_dev++;
                 }
-                rt_device *dev = &m->dev[inst->device];
-                dev->n_inst++;
-                dev->auto_only &= auto_group[k];
+                m->dev[inst->device].auto_only &= auto_group[k]; /* n_inst: sort_devices */
             }
         }
     }
