@@ -1038,6 +1038,21 @@ static infd_status build_devices(infd_model *m, Inference__ModelConfig *c, const
     return INFD_STATUS_OK;
 }
 
+/* Whether every plan's context of the instance stages model input i (or,
+ * with `output`, output i) in its own pinned memory: a GPU instance then
+ * needs no host batch buffer for it (the batcher gathers into, and
+ * scatters from, the staging). */
+static bool staged_everywhere(const infd_model *m, rt_instance *inst, int i, bool output)
+{
+    for (int p = 0; p < m->n_plans; p++) {
+        void *b = output ? infd_context_output_buffer(inst->ctxs[p], m->plans[p].out_map[i])
+                         : infd_context_input_buffer(inst->ctxs[p], m->plans[p].in_map[i]);
+        if (!b)
+            return false;
+    }
+    return true;
+}
+
 static infd_status create_instances(infd_model *m, infd_error *err)
 {
     int64_t max_rows = m->plans[m->n_plans - 1].batch;
@@ -1049,6 +1064,8 @@ static infd_status create_instances(infd_model *m, infd_error *err)
                 return st;
         }
         for (int i = 0; i < m->n_in; i++) {
+            if (staged_everywhere(m, inst, i, false))
+                continue;
             size_t bytes = (size_t)max_rows * m->in[i].row_bytes;
             inst->in_buf[i] = infd_aligned_alloc(INFD_ALIGNMENT, bytes ? bytes : 1);
             if (!inst->in_buf[i])
@@ -1056,6 +1073,8 @@ static infd_status create_instances(infd_model *m, infd_error *err)
             memset(inst->in_buf[i], 0, bytes);
         }
         for (int j = 0; j < m->n_out; j++) {
+            if (staged_everywhere(m, inst, j, true))
+                continue;
             size_t bytes = (size_t)max_rows * m->out[j].row_bytes;
             inst->out_buf[j] = infd_aligned_alloc(INFD_ALIGNMENT, bytes ? bytes : 1);
             if (!inst->out_buf[j])

@@ -54,9 +54,12 @@ typedef struct rt_instance {
     int group;  /* config instance_group index */
     pthread_t thread;
     bool started;
-    infd_context *ctxs[RT_MAX_PLANS];          /* one per plan */
-    void *in_buf[INFD_MAX_MODEL_IO];           /* gathered inputs, largest plan */
-    void *out_buf[INFD_MAX_MODEL_IO];          /* plan outputs, largest plan */
+    infd_context *ctxs[RT_MAX_PLANS]; /* one per plan */
+    /* Gathered inputs and plan outputs, sized for the largest plan; NULL
+     * where every plan's context has pinned staging for it (GPU plans:
+     * the batcher uses that instead). */
+    void *in_buf[INFD_MAX_MODEL_IO];
+    void *out_buf[INFD_MAX_MODEL_IO];
     infd_request *batch[INFD_STATS_MAX_BATCH]; /* requests of the running batch */
 } rt_instance;
 

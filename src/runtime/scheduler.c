@@ -865,7 +865,9 @@ infd_status rt_model_warmup(infd_model *m, infd_error *err)
             for (int j = 0; j < m->n_out; j++) {
                 infd_tensor *t = &outs[p->out_map[j]];
                 memset(t, 0, sizeof(*t));
-                t->data = inst->out_buf[j];
+                t->data = infd_context_output_buffer(inst->ctxs[pi], p->out_map[j]);
+                if (!t->data) /* host plans: the instance's batch buffer */
+                    t->data = inst->out_buf[j];
                 t->nbytes = (size_t)p->batch * m->out[j].row_bytes;
             }
             infd_plan *plan = rt_instance_plan(inst, pi);
