@@ -577,6 +577,25 @@ INFD_API infd_status infd_request_add_input(infd_request *req, const char *name,
                                             const int64_t *shape, int rank, const void *data,
                                             size_t nbytes, infd_error *err);
 
+/* One piece of an input's data (see infd_request_add_input_segments). */
+typedef struct infd_data_segment {
+    const void *data;
+    size_t nbytes;
+} infd_data_segment;
+
+/* As infd_request_add_input, with the data in `n_segments` pieces that
+ * follow one another in the tensor's row-major order: an HTTP body as it
+ * sits in the connection's read buffers, say. The batcher gathers the pieces
+ * straight into the batch (a GPU instance: into its pinned staging), so the
+ * caller need not make them contiguous first. The pieces and the `segments`
+ * array are borrowed, like infd_request_add_input's data, until the
+ * completion callback. Their sizes must add up to the input's bytes; empty
+ * pieces are allowed. */
+INFD_API infd_status infd_request_add_input_segments(infd_request *req, const char *name,
+                                                     infd_dtype dtype, const int64_t *shape,
+                                                     int rank, const infd_data_segment *segments,
+                                                     int n_segments, infd_error *err);
+
 /* Asks for output `name` only (default: every output). */
 INFD_API infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err);
 

@@ -61,6 +61,11 @@ typedef struct rt_instance {
     void *in_buf[INFD_MAX_MODEL_IO];
     void *out_buf[INFD_MAX_MODEL_IO];
     infd_request *batch[INFD_STATS_MAX_BATCH]; /* requests of the running batch */
+    /* A parallel gather (scheduler.c): each request's first row, and where
+     * each input's batch goes. */
+    int64_t row_at[INFD_STATS_MAX_BATCH];
+    char *gather_dst[INFD_MAX_MODEL_IO];
+    int gather_n;
 } rt_instance;
 
 struct infd_request {
@@ -72,7 +77,10 @@ struct infd_request {
     int64_t rows; /* batch rows (1 when the model does not batch); 0: no input yet */
     int n_inputs_set;
     struct {
-        const void *data;
+        /* The data in n_segs pieces (add_input: one, `one`), nbytes in all. */
+        const infd_data_segment *segs;
+        int n_segs;
+        infd_data_segment one;
         size_t nbytes;
         bool set;
     } in[INFD_MAX_MODEL_IO];
@@ -130,6 +138,9 @@ struct infd_model {
     rt_instance *inst;
     int n_inst;
     int n_threads;    /* engine threads per CPU instance */
+    /* Copies GPU instances' batches into their pinned staging in parallel;
+     * NULL for models without GPU instances or on small machines. */
+    struct infd_pool *copy_pool;
     atomic_int state; /* infd_model_state */
 
     /* Scheduling (config). */

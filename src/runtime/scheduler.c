@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "core/pool.h"
 #include "runtime/runtime.h"
 
 #define ADD(field, v) __atomic_fetch_add(&(field), (uint64_t)(v), __ATOMIC_RELAXED)
@@ -128,9 +129,11 @@ void infd_request_set_timeout_us(infd_request *req, uint64_t timeout_us)
     req->timeout_us = timeout_us;
 }
 
-infd_status infd_request_add_input(infd_request *req, const char *name, infd_dtype dtype,
-                                   const int64_t *shape, int rank, const void *data, size_t nbytes,
-                                   infd_error *err)
+/* Checks input `name` of `req` (dtype, shape, batch, byte size) and, when
+ * it is right, records its pieces. */
+static infd_status add_input(infd_request *req, const char *name, infd_dtype dtype,
+                             const int64_t *shape, int rank, const infd_data_segment *segs,
+                             int n_segs, size_t nbytes, infd_error *err)
 {
     const infd_model *m = req->model;
     int i = infd_model_input_index(m, name);
@@ -187,14 +190,44 @@ infd_status infd_request_add_input(infd_request *req, const char *name, infd_dty
                               nbytes, infd_shape_format(&gs, got, sizeof(got)),
                               infd_dtype_name(dtype), want_bytes);
     }
-    if (!data && nbytes)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "input '%s': no data", name);
-    req->in[i].data = data;
+    for (int k = 0; k < n_segs; k++)
+        if (!segs[k].data && segs[k].nbytes)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "input '%s': no data", name);
+    req->in[i].segs = segs;
+    req->in[i].n_segs = n_segs;
     req->in[i].nbytes = nbytes;
     req->in[i].set = true;
     req->rows = rows;
     req->n_inputs_set++;
     return INFD_STATUS_OK;
+}
+
+infd_status infd_request_add_input(infd_request *req, const char *name, infd_dtype dtype,
+                                   const int64_t *shape, int rank, const void *data, size_t nbytes,
+                                   infd_error *err)
+{
+    int i = infd_model_input_index(req->model, name);
+    infd_data_segment one = { data, nbytes };
+    infd_status st = add_input(req, name, dtype, shape, rank, &one, 1, nbytes, err);
+    if (st == INFD_STATUS_OK) {
+        req->in[i].one = one;
+        req->in[i].segs = &req->in[i].one;
+    }
+    return st;
+}
+
+infd_status infd_request_add_input_segments(infd_request *req, const char *name,
+                                            infd_dtype dtype, const int64_t *shape, int rank,
+                                            const infd_data_segment *segments, int n_segments,
+                                            infd_error *err)
+{
+    if (n_segments < 0 || (n_segments > 0 && !segments))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "input '%s': %d data segments",
+                              name ? name : "(null)", n_segments);
+    size_t nbytes = 0;
+    for (int k = 0; k < n_segments; k++)
+        nbytes += segments[k].nbytes;
+    return add_input(req, name, dtype, shape, rank, segments, n_segments, nbytes, err);
 }
 
 infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err)
@@ -616,6 +649,26 @@ static bool wants_all_outputs(const infd_request *r)
     return r->n_out == r->model->n_out;
 }
 
+/* Copies input i of request k (task i * n + k) of the instance's batch to
+ * where its rows go (copy_pool tasks). */
+static void gather_one(void *arg, int64_t task)
+{
+    rt_instance *inst = arg;
+    const infd_model *m = inst->model;
+    int i = (int)(task / inst->gather_n), k = (int)(task % inst->gather_n);
+    const infd_request *r = inst->batch[k];
+    char *dst = inst->gather_dst[i] + (size_t)inst->row_at[k] * m->in[i].row_bytes;
+    for (int g = 0; g < r->in[i].n_segs; g++) {
+        const infd_data_segment *sg = &r->in[i].segs[g];
+        if (sg->nbytes)
+            memcpy(dst, sg->data, sg->nbytes);
+        dst += sg->nbytes;
+    }
+}
+
+/* Batches at least this large are gathered by the model's copy pool. */
+#define PARALLEL_GATHER_BYTES (1u << 20)
+
 static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
 {
     uint64_t t0 = infd_clock_ns();
@@ -631,11 +684,13 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         ADD(m->st.queue_ns, r->queue_ns);
     }
     /* Inputs: a lone request that fills the plan is passed through when
-     * its memory is aligned (kernels may use aligned vector loads; binary
-     * HTTP bodies put tensors at any offset), otherwise copied. */
+     * each input is one piece of aligned memory (kernels may use aligned
+     * vector loads; binary HTTP bodies put tensors at any offset and in
+     * pieces), otherwise gathered. */
     bool direct_in = n == 1 && rows == p->batch;
     for (int i = 0; direct_in && i < m->n_in; i++)
-        direct_in = ((uintptr_t)inst->batch[0]->in[i].data % INFD_ALIGNMENT) == 0;
+        direct_in = inst->batch[0]->in[i].n_segs == 1 &&
+                    ((uintptr_t)inst->batch[0]->in[i].segs[0].data % INFD_ALIGNMENT) == 0;
     for (int i = 0; i < m->n_in; i++) {
         const infd_model_io *io = &m->in[i];
         infd_tensor *t = &ins[p->in_map[i]];
@@ -648,7 +703,7 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         t->nbytes = (size_t)p->batch * io->row_bytes;
         t->owns_data = false;
         if (direct_in) {
-            t->data = (void *)inst->batch[0]->in[i].data;
+            t->data = (void *)inst->batch[0]->in[i].segs[0].data;
             continue;
         }
         /* A GPU plan's context has page-locked staging that its
@@ -657,13 +712,24 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         char *base = infd_context_input_buffer(inst->ctxs[pi], p->in_map[i]);
         if (!base)
             base = inst->in_buf[i];
-        char *dst = base;
-        for (int k = 0; k < n; k++) {
-            const infd_request *r = inst->batch[k];
-            memcpy(dst, r->in[i].data, r->in[i].nbytes);
-            dst += r->in[i].nbytes;
-        }
+        inst->gather_dst[i] = base;
         t->data = base;
+    }
+    if (!direct_in) {
+        int64_t at = 0;
+        size_t bytes = 0;
+        for (int k = 0; k < n; k++) {
+            inst->row_at[k] = at;
+            at += inst->batch[k]->rows;
+        }
+        for (int i = 0; i < m->n_in; i++)
+            bytes += (size_t)rows * m->in[i].row_bytes;
+        inst->gather_n = n;
+        if (m->copy_pool && n > 1 && bytes >= PARALLEL_GATHER_BYTES)
+            infd_pool_parallel_for(m->copy_pool, (int64_t)m->n_in * n, gather_one, inst);
+        else
+            for (int64_t task = 0; task < (int64_t)m->n_in * n; task++)
+                gather_one(inst, task);
     }
     /* Outputs: straight into a lone request's memory when it takes them
      * all and that memory is aligned. */

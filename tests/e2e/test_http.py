@@ -148,6 +148,10 @@ def repo(tmp_path_factory):
     model_repo.add_sub(models, name="add_sub_batch", max_batch_size=8,
                        dynamic_batching={"max_queue_delay_microseconds": 100000})
     model_repo.add_sub(models, name="add_sub_nobatch", max_batch_size=0)
+    # ResNet-50-sized rows (3x224x224 FP32, 602 KB): bodies that arrive in
+    # many reads and are served from the pieces they landed in.
+    model_repo.add_sub(models, name="add_sub_big", dims=(150528,), max_batch_size=4,
+                       dynamic_batching={"max_queue_delay_microseconds": 50000})
     for dt in model_repo.IDENTITY_DTYPES:
         model_repo.identity(models, dtype=dt)
     return models
@@ -265,6 +269,31 @@ def test_infer_json(srv):
     out = infer(srv, "add_sub_nobatch", {"inputs": [json_input("INPUT0", v, "FP32"),
                                                     json_input("INPUT1", v, "FP32")]})
     assert out["outputs"][0]["shape"] == [16] and out["outputs"][0]["data"] == (2 * v).tolist()
+
+
+def test_infer_binary_large_bodies(srv):
+    # Two 602 KB binary inputs per row: each input's bytes sit in several
+    # of the connection's read buffers (the second starts inside one) and
+    # are gathered from there; concurrent requests meet in one batch.
+    rng = np.random.default_rng(7)
+
+    def one(rows):
+        a = rng.standard_normal((rows, 150528)).astype(np.float32)
+        b = rng.standard_normal((rows, 150528)).astype(np.float32)
+        body, hdrs = binary_request([("INPUT0", "FP32", a), ("INPUT1", "FP32", b)],
+                                    parameters={"binary_data_output": True})
+        return a, b, body, hdrs
+
+    cases = [one(1) for _ in range(4)] + [one(2)]
+    with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+        replies = list(pool.map(lambda c: requests.post(
+            srv.url + "/v2/models/add_sub_big/infer", data=c[2], headers=c[3], timeout=TIMEOUT),
+            cases))
+    for (a, b, _, _), r in zip(cases, replies):
+        assert r.status_code == 200, r.text
+        hdr, bins = binary_outputs(r)
+        assert np.array_equal(np.frombuffer(bins["OUTPUT0"], np.float32).reshape(a.shape), a + b)
+        assert np.array_equal(np.frombuffer(bins["OUTPUT1"], np.float32).reshape(a.shape), a - b)
 
 
 def test_infer_binary(srv):

@@ -57,7 +57,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <yajl/yajl_tree.h>
 
 #include "core/alloc.h"
@@ -105,6 +107,11 @@ typedef struct http_call {
     struct evbuffer *bin;                /* binary outputs, reserved before submit */
     int n_bin;                           /* outputs that write into `bin`... */
     uint8_t *bin_ptr[INFD_MAX_MODEL_IO]; /* ...there, in response order */
+    /* Binary inputs as pieces of the request body (borrowed from its
+     * evbuffer chains until the reply): evbuffer_peek's view, then ours. */
+    struct evbuffer_iovec *vecs;
+    infd_data_segment *segs;
+    int segs_cap;
 
     /* CALL_LOAD / CALL_UNLOAD */
     char name[KSERVE_NAME_BYTES];
@@ -353,6 +360,8 @@ static void call_free(http_call *c)
     kserve_request_fini(&c->kreq);
     if (c->bin)
         evbuffer_free(c->bin);
+    infd_free(c->vecs);
+    infd_free(c->segs);
     infd_free(c);
 }
 
@@ -960,6 +969,41 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
 
 /* POST .../infer: decodes the body, builds the request and submits it; the
  * reply is written by finish_infer, or here at once on an error. */
+/* Appends to c->segs, from *n on, the pieces of bytes [off, off + len) of
+ * `body` as its evbuffer chains hold them; false when out of memory. */
+static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_t len, int *n)
+{
+    if (len == 0)
+        return true;
+    struct evbuffer_ptr pos;
+    if (evbuffer_ptr_set(body, &pos, off, EVBUFFER_PTR_SET) != 0)
+        return false;
+    int need = evbuffer_peek(body, (ev_ssize_t)len, &pos, NULL, 0);
+    if (need <= 0)
+        return false;
+    if (*n + need > c->segs_cap) {
+        int cap = c->segs_cap ? c->segs_cap : 16;
+        while (cap < *n + need)
+            cap *= 2;
+        struct evbuffer_iovec *v = infd_realloc(c->vecs, (size_t)cap * sizeof(*v));
+        if (v)
+            c->vecs = v;
+        infd_data_segment *g = v ? infd_realloc(c->segs, (size_t)cap * sizeof(*g)) : NULL;
+        if (!g)
+            return false;
+        c->segs = g;
+        c->segs_cap = cap;
+    }
+    int got = evbuffer_peek(body, (ev_ssize_t)len, &pos, c->vecs, need);
+    /* The last chain may run past the input: count only `len` bytes. */
+    for (int k = 0; k < got && len > 0; k++) {
+        size_t take = c->vecs[k].iov_len < len ? c->vecs[k].iov_len : len;
+        c->segs[(*n)++] = (infd_data_segment){ c->vecs[k].iov_base, take };
+        len -= take;
+    }
+    return len == 0;
+}
+
 static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char *name,
                          int64_t version)
 {
@@ -995,8 +1039,9 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "%s", msg);
         goto fail;
     }
-    /* One pull-up: inputs borrow the body straight from here. */
-    const char *body = body_n ? (const char *)evbuffer_pullup(in, -1) : "";
+    /* Only the JSON header is made contiguous; binary inputs stay in the
+     * evbuffer chains the socket was read into (body_segments). */
+    const char *body = json_n ? (const char *)evbuffer_pullup(in, (ev_ssize_t)json_n) : "";
     if (!body) {
         infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY, "out of memory reading the body");
         code = 500;
@@ -1013,6 +1058,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
     }
     /* Binary inputs follow the JSON in input order. */
     size_t off = json_n;
+    int seg_first[INFD_MAX_MODEL_IO] = { 0 }, seg_n[INFD_MAX_MODEL_IO] = { 0 }, n_segs = 0;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
         if (ki->binary_data_size < 0)
@@ -1024,7 +1070,13 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
                            ki->name, ki->binary_data_size, off - json_n, body_n - off);
             goto fail;
         }
-        ki->data = body + off;
+        seg_first[i] = n_segs;
+        if (!body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
+            infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY, "out of memory reading the body");
+            code = 500;
+            goto fail;
+        }
+        seg_n[i] = n_segs - seg_first[i];
         off += (size_t)ki->binary_data_size;
     }
     if (off != body_n) {
@@ -1048,8 +1100,14 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         goto fail;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
-        if (infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
-                                   ki->nbytes, &err) != INFD_STATUS_OK)
+        infd_status st =
+            ki->binary_data_size < 0
+                ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
+                                         ki->data, ki->nbytes, &err)
+                : infd_request_add_input_segments(c->req, ki->name, ki->dtype, ki->shape,
+                                                  ki->rank, c->segs + seg_first[i], seg_n[i],
+                                                  &err);
+        if (st != INFD_STATUS_OK)
             goto fail_request;
     }
     for (int i = 0; i < r->n_outputs; i++)
@@ -1534,22 +1592,80 @@ static void destroy(infd_http *h)
     infd_free(h);
 }
 
-/* Sets up loop `i`: base, evhttp, events, and a listener on `sa` (for i >
- * 0 on the port loop 0 got, sharing it with SO_REUSEPORT). */
-/* Connections get their bufferevent here so that one read can take up to
- * HTTP_MAX_SINGLE_READ bytes: libevent's default of 4 KiB per read made a
- * 197 KB BlazeFace image about 48 reads (bench/RESULTS.md, serving).
- * Options 0, as libevent's own: evhttp closes the socket itself when the
- * bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE). */
+/* Reading big bodies in big reads.
+ *
+ * libevent 2.1's evbuffer_read takes at most 4096 bytes per call, whatever
+ * bufferevent_set_max_single_read says (evbuffer_set_max_read, which lifts
+ * that, is 2.2's), and a socket bufferevent calls it once per readiness
+ * event. A 602 KB ResNet-50 body was about 141 reads, each an ioctl, a readv
+ * and a pass through the event loop: 750 us of CPU per request on the H100
+ * machine's cores, which capped GPU serving at a third of the engine's
+ * throughput (bench/RESULTS.md, "Serving end to end").
+ *
+ * top_up is a callback of each connection's input buffer. When libevent's
+ * own read has just added bytes (the only moment the buffer's end is not
+ * frozen: evbuffer_reserve_space fails at any other), it reads what else the
+ * socket holds, up to HTTP_MAX_SINGLE_READ, into the same buffer, and
+ * libevent's read callback then hands evhttp everything at once. It reads
+ * only while the bufferevent has reading enabled, so evhttp's flow control
+ * (and its max body size, which it checks as the body arrives) is unchanged;
+ * end of file and errors are left for libevent's next read to see. */
+static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    static _Thread_local bool busy; /* our own commit calls us again */
+    struct bufferevent *bev = arg;
+    if (busy || info->n_added == 0 || !(bufferevent_get_enabled(bev) & EV_READ))
+        return;
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    int avail = 0;
+    if (fd < 0 || ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
+        return;
+    size_t want = (size_t)avail < HTTP_MAX_SINGLE_READ ? (size_t)avail : HTTP_MAX_SINGLE_READ;
+    struct evbuffer_iovec vec[2];
+    int nv = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
+    if (nv <= 0)
+        return;
+    struct iovec iov[2];
+    size_t left = want;
+    for (int i = 0; i < nv; i++) {
+        iov[i].iov_base = vec[i].iov_base;
+        iov[i].iov_len = vec[i].iov_len < left ? vec[i].iov_len : left;
+        left -= iov[i].iov_len;
+    }
+    ssize_t got = readv(fd, iov, nv);
+    if (got <= 0)
+        return; /* the reservation lapses; libevent's next read sees why */
+    size_t rest = (size_t)got;
+    int used = 0;
+    for (; used < nv && rest > 0; used++) {
+        vec[used].iov_len = iov[used].iov_len < rest ? iov[used].iov_len : rest;
+        rest -= vec[used].iov_len;
+    }
+    busy = true;
+    evbuffer_commit_space(in, vec, used);
+    busy = false;
+}
+
+/* Connections get their bufferevent here: top_up on its input buffer, and
+ * up to HTTP_MAX_SINGLE_READ bytes for libevent's own reads where a libevent
+ * honours that. Options 0, as libevent's own: evhttp closes the socket
+ * itself when the bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE). */
 static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
 {
     (void)arg;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
-    if (bev)
-        bufferevent_set_max_single_read(bev, HTTP_MAX_SINGLE_READ);
+    if (!bev)
+        return NULL;
+    bufferevent_set_max_single_read(bev, HTTP_MAX_SINGLE_READ);
+    if (!evbuffer_add_cb(bufferevent_get_input(bev), top_up, bev)) {
+        bufferevent_free(bev);
+        return NULL;
+    }
     return bev;
 }
 
+/* Sets up loop `i`: base, evhttp, events, and a listener on `sa` (for i >
+ * 0 on the port loop 0 got, sharing it with SO_REUSEPORT). */
 static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, socklen_t sa_len,
                              infd_error *err)
 {

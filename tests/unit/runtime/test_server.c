@@ -142,6 +142,68 @@ static infd_status infer_add_sub(infd_server *s, const char *name, int rows, flo
     return st;
 }
 
+/* An input in pieces (infd_request_add_input_segments) is gathered in order,
+ * empty pieces included; sizes that do not add up are refused. */
+static void test_segmented_inputs(void)
+{
+    const char *repo = new_repo("segs");
+    add_model(repo, "add_sub", true, NULL);
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    float a[3 * 16], b[3 * 16];
+    for (int i = 0; i < 3 * 16; i++) {
+        a[i] = 0.5f * (float)i;
+        b[i] = (float)(i % 7);
+    }
+    int64_t shape[2] = { 3, 16 };
+    infd_data_segment segs[4] = {
+        { a, 5 * sizeof(float) },
+        { NULL, 0 },
+        { a + 5, 30 * sizeof(float) },
+        { a + 35, 13 * sizeof(float) },
+    };
+    infd_request *r = NULL;
+    ASSERT_STATUS(infd_request_create(m, &r, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
+                                                  &err),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_add_input(r, "INPUT1", INFD_DTYPE_FP32, shape, 2, b, sizeof(b), &err),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_infer(r, &err), INFD_STATUS_OK);
+    const char *on = NULL;
+    infd_tensor t0, t1;
+    ASSERT_STATUS(infd_request_output(r, 0, &on, &t0), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_output(r, 1, &on, &t1), INFD_STATUS_OK);
+    for (int i = 0; i < 3 * 16; i++) {
+        ASSERT_TRUE(((float *)t0.data)[i] == a[i] + b[i]);
+        ASSERT_TRUE(((float *)t1.data)[i] == a[i] - b[i]);
+    }
+    infd_request_destroy(r);
+    /* One byte short in all, and a piece with bytes but no memory. */
+    ASSERT_STATUS(infd_request_create(m, &r, &err), INFD_STATUS_OK);
+    segs[3].nbytes -= 1;
+    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
+                                                  &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "191 bytes");
+    segs[3].nbytes += 1;
+    segs[1].nbytes = 4;
+    segs[0].nbytes -= 4;
+    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
+                                                  &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "no data");
+    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, NULL, 2,
+                                                  &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    infd_request_destroy(r);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
 static void test_autocomplete_and_infer(void)
 {
     const char *repo = new_repo("auto");
@@ -564,7 +626,7 @@ static void test_cleanup(void)
     rm_rf(g_root);
 }
 
-TEST_MAIN(test_autocomplete_and_infer, test_dynamic_batching_forms_batches,
+TEST_MAIN(test_autocomplete_and_infer, test_segmented_inputs, test_dynamic_batching_forms_batches,
           test_queue_timeout_and_limit, test_broken_model_beside_good_one,
           test_explicit_load_unload, test_steady_state_allocates_nothing,
           test_drain_completes_in_flight, test_concurrent_clients_two_instances, test_poll_rescan,
