@@ -2,21 +2,25 @@
 # bench/serve_gpu.sh - a model served on the GPU end to end, against the
 # engine alone (bench/RESULTS.md, "Serving end to end").
 #
-#   bench/serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]
+#   bench/serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES] [CLIENTS] [CONCURRENCY]
 #
-# Writes a one-model repository (KIND_GPU x INSTANCES, FP16, dynamic
-# batching preferring MAX_BATCH), starts `infd serve` on ports 18000-18002
-# with 8 HTTP and gRPC threads, measures with `infd perf`: raw framed,
-# gRPC and HTTP binary at concurrency 64 and 256 from one client process,
-# then HTTP binary and raw framed from four client processes at 64 each;
-# prints the server's batch statistics, stops it, and runs `infd bench` on
-# the same model with MAX_BATCH, INSTANCES contexts and pinned I/O for the
-# engine-only figure. Needs a GPU; meant for the GPU machine.
+# Writes a one-model repository (KIND_GPU x INSTANCES, default 4, FP16,
+# dynamic batching preferring MAX_BATCH), starts `infd serve` on ports
+# 18000-18002 with 8 HTTP and gRPC threads, measures with `infd perf`: raw
+# framed, gRPC and HTTP binary at concurrency 64 and 256 from one client
+# process, then HTTP binary and raw framed from CLIENTS client processes
+# (default 8) at CONCURRENCY each (default 128), with the share of the
+# machine's CPU time that was busy; prints the server's batch statistics,
+# stops it, and runs `infd bench` on the same model with MAX_BATCH,
+# INSTANCES contexts and pinned I/O for the engine-only figure. Needs a
+# GPU; meant for the GPU machine.
 set -u
 INFD=${1:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
 MODEL=${2:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
 MAXB=${3:-128}
-INST=${4:-2}
+INST=${4:-4}
+CLIENTS=${5:-8}
+CONC=${6:-128}
 REPO=$(mktemp -d)
 trap 'kill $PID 2>/dev/null; rm -rf "$REPO"' EXIT
 mkdir -p "$REPO/m/1"
@@ -45,19 +49,23 @@ for c in 64 256; do
     echo "grpc $(perf --url 127.0.0.1:18001 --protocol grpc --concurrency-range $c:$c:1)"
     echo "http-binary $(perf --url 127.0.0.1:18000 --binary --concurrency-range $c:$c:1)"
 done
+busy() { awk '/^cpu /{print $2+$3+$4+$6+$7+$8, $5}' /proc/stat; }
 for proto in http raw; do
     pids=()
-    for k in 1 2 3 4; do
+    c0=$(busy)
+    for k in $(seq 1 "$CLIENTS"); do
         if [ $proto = http ]; then
-            perf --url 127.0.0.1:18000 --binary --concurrency-range 64:64:1 >"$REPO/p$k" &
+            perf --url 127.0.0.1:18000 --binary --concurrency-range $CONC:$CONC:1 >"$REPO/p$k" &
         else
-            perf "${FRAMED[@]}" --concurrency-range 64:64:1 >"$REPO/p$k" &
+            perf "${FRAMED[@]}" --concurrency-range $CONC:$CONC:1 >"$REPO/p$k" &
         fi
         pids+=($!)
     done
     wait "${pids[@]}"
-    awk -v p=$proto '{s += $4} END {printf "%s, 4 clients x 64: %.1f infer/s in all\n", p, s}' \
-        "$REPO"/p?
+    c1=$(busy)
+    awk -v p=$proto -v n="$CLIENTS" -v c="$CONC" '{s += $4} END {printf "%s, %d clients x %d: %.1f infer/s in all", p, n, c, s}' \
+        "$REPO"/p*
+    echo "$c0 $c1" | awk '{b = $3 - $1; i = $4 - $2; printf ", CPU %.0f%% busy\n", 100 * b / (b + i)}'
 done
 curl -s localhost:18000/v2/models/m/stats | python3 -c "import json, sys
 s = json.load(sys.stdin)['model_stats'][0]

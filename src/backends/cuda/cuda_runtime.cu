@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -78,6 +79,14 @@ extern "C" void *infd_cuda_stream_create(char *why, size_t n)
         free(st);
         return NULL;
     }
+    rc = cudaEventCreateWithFlags(&st->done, cudaEventBlockingSync | cudaEventDisableTiming);
+    if (rc != cudaSuccess) {
+        snprintf(why, n, "cudaEventCreate: %s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        st->done = NULL;
+        infd_cuda_stream_destroy(st);
+        return NULL;
+    }
     cudnnStatus_t ds = cudnnCreate(&st->dnn);
     if (ds != CUDNN_STATUS_SUCCESS) {
         snprintf(why, n, "cudnnCreate: %s", cudnnGetErrorString(ds));
@@ -108,6 +117,8 @@ extern "C" void infd_cuda_stream_destroy(void *stream)
         cublasLtDestroy(st->lt);
     if (st->dnn)
         cudnnDestroy(st->dnn);
+    if (st->done)
+        cudaEventDestroy(st->done);
     if (st->s)
         cudaStreamDestroy(st->s);
     free(st);
@@ -141,10 +152,47 @@ extern "C" void infd_cuda_stream_fail(void *stream, const char *fmt, ...)
     st->failed = 1;
 }
 
+/* Waits shorter than this poll; longer ones sleep. */
+#define SYNC_POLL_NS 1000000LL
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Waits for the stream's work. cudaStreamSynchronize under the default
+ * schedule spins (yielding) for the whole wait: four served ResNet-50
+ * instances, waiting about 10 ms per batch, spent about a core of a CPU the
+ * HTTP loops and clients needed (2.2 s of CPU each per 6.5 s run, 0.7 s
+ * when sleeping). Sleeping on a blocking-sync event
+ * instead cost about 150 us of wake-up on the H100 machine (batch-1 p50
+ * 0.40 -> 0.56 ms). So: when the previous wait on this stream was short,
+ * poll (giving up to sleep past twice SYNC_POLL_NS); otherwise sleep. */
+static cudaError_t wait_stream(infd_cuda_stream *st)
+{
+    cudaError_t rc = cudaEventRecord(st->done, st->s);
+    if (rc != cudaSuccess)
+        return rc;
+    long long t0 = now_ns();
+    if (st->last_wait_ns < SYNC_POLL_NS) {
+        while ((rc = cudaEventQuery(st->done)) == cudaErrorNotReady)
+            if (now_ns() - t0 > 2 * SYNC_POLL_NS) {
+                rc = cudaEventSynchronize(st->done);
+                break;
+            }
+    } else {
+        rc = cudaEventSynchronize(st->done);
+    }
+    st->last_wait_ns = now_ns() - t0;
+    return rc;
+}
+
 extern "C" int infd_cuda_sync(void *stream, char *why, size_t n)
 {
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
-    cudaError_t rc = st ? cudaStreamSynchronize(st->s) : cudaDeviceSynchronize();
+    cudaError_t rc = st ? wait_stream(st) : cudaDeviceSynchronize();
     if (rc == cudaSuccess)
         rc = cudaGetLastError();
     if (st && st->failed) {
