@@ -2,11 +2,14 @@
  * devices.c - which devices the engine can run on (engine.h).
  *
  * The engine asks each backend; the CUDA backend is present only in builds
- * where nvcc was found (INFD_HAVE_CUDA).
+ * where nvcc was found (INFD_HAVE_CUDA). Plan files (planfile.c) record
+ * the device description and the library versions from here, and compare
+ * them on load.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/planfile.h"
 #include "infd/engine.h"
 
 #ifdef INFD_HAVE_CUDA
@@ -88,4 +91,16 @@ infd_status infd_engine_device_describe(infd_device_kind kind, int index, char *
 #endif
     return infd_error_set(err, INFD_STATUS_NOT_FOUND, "no %s device %d",
                           kind == INFD_DEVICE_CUDA ? "CUDA" : "CPU", index);
+}
+
+void infd_devices_libs(infd_device_kind kind, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = '\0';
+#ifdef INFD_HAVE_CUDA
+    if (kind == INFD_DEVICE_CUDA)
+        infd_cuda_library_versions(buf, n);
+#else
+    (void)kind;
+#endif
 }

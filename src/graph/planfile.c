@@ -34,6 +34,13 @@
  * and a failure names the file, the field and its byte offset. The
  * fingerprint is compared before the checksum, so a plan from another infd
  * version says so rather than "corrupt".
+ *
+ * The fingerprint's libs are the versions of the libraries whose choices
+ * the records hold (infd_devices_libs: for CUDA "cuDNN 9.13.0, cuBLASLt
+ * 13.1.0, CUDA runtime 13.0"): a cuDNN algorithm id or a cuBLASLt
+ * heuristic candidate means something else, or nothing, under another
+ * release, so a plan holding records is refused, naming the library, when
+ * they differ from this process's, as it is for another GPU.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -661,10 +668,88 @@ static const char *device_name(uint32_t kind)
     return kind == INFD_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
-/* The fingerprint against this process. The device must match for GPU
- * plans and for any plan holding tuning records (what tuning chose is
- * specific to the hardware); a CPU plan holds none, so it runs on any CPU
- * with the same infd. */
+/* One "NAME VERSION" entry of a library list ("cuDNN 9.13.0, cuBLASLt
+ * 13.1.0"): the entry at *p is [*p, end), its name the part before the
+ * last space (the whole entry when it has none). Advances *p past the
+ * ", " that follows; false at the end of the list. */
+typedef struct lib_entry {
+    const char *at;
+    size_t len, name_len;
+} lib_entry;
+
+static bool next_lib(const char **p, lib_entry *e)
+{
+    while (**p == ' ' || **p == ',')
+        (*p)++;
+    if (**p == '\0')
+        return false;
+    const char *end = strchr(*p, ',');
+    e->at = *p;
+    e->len = end ? (size_t)(end - *p) : strlen(*p);
+    while (e->len > 0 && e->at[e->len - 1] == ' ')
+        e->len--;
+    e->name_len = e->len;
+    for (size_t i = e->len; i > 0; i--) {
+        if (e->at[i - 1] == ' ') {
+            e->name_len = i - 1;
+            break;
+        }
+    }
+    *p += end ? (size_t)(end - *p) : strlen(*p);
+    return true;
+}
+
+/* The entry of `list` with the same name as `e`, if any. */
+static bool find_lib(const char *list, const lib_entry *e, lib_entry *out)
+{
+    while (next_lib(&list, out)) {
+        if (out->name_len == e->name_len && memcmp(out->at, e->at, e->name_len) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool infd_planfile_libs_differ(const char *built, const char *here, char *was, char *is, size_t n)
+{
+    lib_entry a, b;
+    const char *p;
+    built = built ? built : "";
+    here = here ? here : "";
+    if (strcmp(built, here) == 0)
+        return false;
+    if (built[0] == '\0') { /* a plan from before infd recorded them */
+        snprintf(was, n, "no library versions recorded");
+        snprintf(is, n, "%s", here);
+        return true;
+    }
+    for (p = built; next_lib(&p, &a);) {
+        bool found = find_lib(here, &a, &b);
+        if (found && a.len == b.len && memcmp(a.at, b.at, a.len) == 0)
+            continue;
+        snprintf(was, n, "%.*s", (int)a.len, a.at);
+        if (found)
+            snprintf(is, n, "%.*s", (int)b.len, b.at);
+        else
+            snprintf(is, n, "no %.*s", (int)a.name_len, a.at);
+        return true;
+    }
+    for (p = here; next_lib(&p, &b);) {
+        if (find_lib(built, &b, &a))
+            continue;
+        snprintf(was, n, "no %.*s", (int)b.name_len, b.at);
+        snprintf(is, n, "%.*s", (int)b.len, b.at);
+        return true;
+    }
+    snprintf(was, n, "'%s'", built); /* the same entries, written differently */
+    snprintf(is, n, "'%s'", here);
+    return true;
+}
+
+/* The fingerprint against this process. The device and the library
+ * versions must match for GPU plans and for any plan holding tuning
+ * records (what tuning chose is specific to the hardware and to the
+ * library that offered the choice); a CPU plan holds none, so it runs on
+ * any CPU with the same infd. */
 static infd_status check_fingerprint(const infd_planfile *pf, const char *path, int device_index,
                                      infd_error *err)
 {
@@ -703,6 +788,12 @@ static infd_status check_fingerprint(const infd_planfile *pf, const char *path, 
                               "%s: built for '%s' with infd %s; this process has '%s': rebuild "
                               "it with infd build",
                               path, pf->device, pf->infd_version, here);
+    char libs[INFD_PLANFILE_LIBS_MAX], was[INFD_PLANFILE_LIBS_MAX], is[INFD_PLANFILE_LIBS_MAX];
+    infd_devices_libs((infd_device_kind)pf->device_kind, libs, sizeof(libs));
+    if (infd_planfile_libs_differ(pf->libs, libs, was, is, sizeof(was)))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: built with %s; this process has %s: rebuild it with infd build",
+                              path, was, is);
     return INFD_STATUS_OK;
 }
 
@@ -825,6 +916,7 @@ struct infd_plan_builder {
     infd_input_value *values;
     char backend[32];
     char device[256];
+    char libs[INFD_PLANFILE_LIBS_MAX];
     int32_t n_batches;
     infd_planfile_batch batches[INFD_PLAN_FILE_MAX_BATCHES];
 };
@@ -1010,6 +1102,7 @@ infd_status infd_plan_builder_add(infd_plan_builder *b, int64_t batch, infd_plan
         if (infd_engine_device_describe(b->opts.device, b->opts.device_index, b->device,
                                         sizeof(b->device), &why) != INFD_STATUS_OK)
             copy_str(b->device, sizeof(b->device), "unknown device");
+        infd_devices_libs(b->opts.device, b->libs, sizeof(b->libs));
     }
     st = keep_records(b, plan, batch, err);
     infd_plan_destroy(plan);
@@ -1057,7 +1150,7 @@ infd_status infd_plan_builder_write(infd_plan_builder *b, const char *path, infd
         .infd_git = infd_version_git(),
         .backend = b->backend,
         .device = b->device,
-        .libs = "",
+        .libs = b->libs,
         .device_kind = (uint32_t)b->opts.device,
         .precision = (uint32_t)b->opts.precision,
         .n_shapes = b->opts.n_shapes,

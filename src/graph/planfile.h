@@ -16,9 +16,10 @@
 #include "core/strbuf.h"
 #include "infd/engine.h"
 
-#define INFD_PLANFILE_MAGIC   "INFDPLAN"
-#define INFD_PLANFILE_FORMAT  1u
-#define INFD_PLANFILE_MAX_STR 4096u /* longest string field, in bytes */
+#define INFD_PLANFILE_MAGIC    "INFDPLAN"
+#define INFD_PLANFILE_FORMAT   1u
+#define INFD_PLANFILE_MAX_STR  4096u /* longest string field, in bytes */
+#define INFD_PLANFILE_LIBS_MAX 256   /* bytes of a library version list, NUL included */
 
 /* One kernel's tuning record, tagged with the node it was made for. */
 typedef struct infd_plan_record {
@@ -41,7 +42,7 @@ typedef struct infd_planfile {
     const char *infd_git;
     const char *backend;
     const char *device;
-    const char *libs; /* library versions, "" when unknown */
+    const char *libs; /* library versions (infd_devices_libs), "" for none */
     /* The build options. */
     uint32_t device_kind; /* infd_device_kind */
     uint32_t precision;   /* infd_precision */
@@ -100,5 +101,24 @@ void infd_plan_record_at(const infd_plan *p, int32_t s, infd_plan_record *out);
 
 /* The backend the plan runs on ("cpu", "cuda"). */
 const char *infd_plan_backend_name(const infd_plan *p);
+
+/* --- devices.c --- */
+
+/* The versions of the libraries that tuning records of `kind` depend on,
+ * as loaded by this process, into `buf` (`n` bytes): for CUDA "cuDNN
+ * 9.13.0, cuBLASLt 13.1.0, CUDA runtime 13.0" (entries "NAME VERSION"
+ * joined by ", "), "" for the CPU (which writes no records) and in builds
+ * without the backend. Needs no device. */
+void infd_devices_libs(infd_device_kind kind, char *buf, size_t n);
+
+/* --- planfile.c --- */
+
+/* Compares the library versions a plan was built with (`built`, as
+ * infd_devices_libs wrote them) with this process's (`here`). Equal: false.
+ * Otherwise true, with the first difference written for a message:
+ * `was` gets "cuDNN 9.13.0" and `is` "cuDNN 9.10.2" (or "no cuDNN" for a
+ * library one side lacks; the whole lists when they differ otherwise),
+ * each `n` bytes. */
+bool infd_planfile_libs_differ(const char *built, const char *here, char *was, char *is, size_t n);
 
 #endif /* INFD_GRAPH_PLANFILE_H */

@@ -9,7 +9,7 @@ another infd version, a batch size that was not built).
 On a GPU (`--device cuda`; skips without one, saying why): loading the plan
 must be much faster than building it, with every tuned kernel taken from
 the file (bench --json: "tuned": 0, "from_cache" > 0), and a plan whose
-device description was changed is refused naming both devices.
+device description or cuDNN version was changed is refused naming both.
 """
 
 import json
@@ -254,3 +254,23 @@ def test_cuda_plan_for_another_gpu_refused(infd_bin, repo_root, tmp_path, gpu):
     assert r.returncode == 1
     assert f"built for '{other.decode()}" in r.stderr
     assert "this process has 'NVIDIA" in r.stderr and "rebuild it with infd build" in r.stderr
+
+
+def test_cuda_plan_for_other_libraries_refused(infd_bin, repo_root, tmp_path, gpu):
+    """The plan records the cuDNN, cuBLASLt and CUDA runtime versions it was
+    tuned with; under another cuDNN it is refused, naming both versions."""
+    plan = tmp_path / "b.plan"
+    r = infd(infd_bin, "build", repo_root / "models/blazeface/1/model.onnx", "--device", "cuda",
+             "-o", plan)
+    assert r.returncode == 0, r.stderr
+    data = plan.read_bytes()
+    libs = re.search(rb"cuDNN \d+\.\d+\.\d+, cuBLASLt \d+\.\d+\.\d+, CUDA runtime \d+\.\d+", data)
+    assert libs, "the plan records no library versions"
+    ours = re.match(rb"cuDNN (\d+\.\d+\.\d+)", libs.group(0)).group(1)
+    other = b"8" + ours[1:] if ours[:1] != b"8" else b"7" + ours[1:]
+    patched = tmp_path / "other.plan"
+    patched.write_bytes(data.replace(b"cuDNN " + ours, b"cuDNN " + other, 1))
+    r = infd(infd_bin, "run", patched)
+    assert r.returncode == 1
+    assert (f"other.plan: built with cuDNN {other.decode()}; this process has cuDNN "
+            f"{ours.decode()}: rebuild it with infd build") in r.stderr, r.stderr

@@ -3,7 +3,8 @@
  * (src/graph/planfile.c).
  *
  * Each input is decoded twice: as is, without the checksum, which exercises
- * every length and count check of the format; then, when it starts with
+ * every length and count check of the format (and the comparison of the
+ * library versions it records with a fixed list); then, when it starts with
  * the magic, with its size field and trailing checksum made consistent and
  * loaded in full (fingerprint, options, records handed to compile), since a
  * mutation that only passes a checksum by luck would leave that path
@@ -25,9 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     infd_planfile pf;
     infd_error err = { 0 };
-    if (infd_planfile_decode(data, size, "fuzz.plan", false, &pf, &err) == INFD_STATUS_OK)
+    if (infd_planfile_decode(data, size, "fuzz.plan", false, &pf, &err) == INFD_STATUS_OK) {
+        char was[INFD_PLANFILE_LIBS_MAX], is[INFD_PLANFILE_LIBS_MAX];
+        infd_planfile_libs_differ(pf.libs, "cuDNN 9.13.0, cuBLASLt 13.1.0, CUDA runtime 13.0", was,
+                                  is, sizeof(was));
         infd_planfile_fini(&pf);
-    else if (err.msg[0] == '\0')
+    } else if (err.msg[0] == '\0')
         __builtin_trap(); /* every failure must say why */
     if (size < 32 || !infd_planfile_has_magic(data, size))
         return 0;

@@ -7,7 +7,9 @@
  */
 #include "cuda_device.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <stdio.h>
 
 extern "C" int infd_cuda_device_count(char *why, size_t n)
@@ -37,4 +39,26 @@ extern "C" int infd_cuda_device_describe(int index, char *buf, size_t n)
     snprintf(buf, n, "%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     return 0;
+}
+
+/* cuDNN's and cuBLASLt's own major.minor.patch, read from the loaded
+ * library (the shared objects may be newer or older than the headers we
+ * compiled against); the CUDA runtime is linked statically, so its version
+ * is the toolkit's. */
+extern "C" void infd_cuda_library_versions(char *buf, size_t n)
+{
+    int dnn[3] = { 0, 0, 0 }, lt[3] = { 0, 0, 0 }, rt = 0;
+    static const libraryPropertyType parts[3] = { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL };
+    for (int i = 0; i < 3; i++) {
+        if (cudnnGetProperty(parts[i], &dnn[i]) != CUDNN_STATUS_SUCCESS)
+            dnn[i] = -1;
+        if (cublasLtGetProperty(parts[i], &lt[i]) != CUBLAS_STATUS_SUCCESS)
+            lt[i] = -1;
+    }
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) {
+        cudaGetLastError();
+        rt = 0;
+    }
+    snprintf(buf, n, "cuDNN %d.%d.%d, cuBLASLt %d.%d.%d, CUDA runtime %d.%d", dnn[0], dnn[1],
+             dnn[2], lt[0], lt[1], lt[2], rt / 1000, rt % 1000 / 10);
 }

@@ -22,6 +22,14 @@ int infd_cuda_device_count(char *why, size_t n);
  * reason in `buf` otherwise. */
 int infd_cuda_device_describe(int index, char *buf, size_t n);
 
+/* The versions of the libraries whose choices a plan file's tuning records
+ * hold, as this process loaded them: "cuDNN 9.13.0, cuBLASLt 13.1.0, CUDA
+ * runtime 13.0" (entries "NAME VERSION" joined by ", "; the version is the
+ * entry's last word). cuDNN's algorithm ids and cuBLASLt's heuristic
+ * candidates are only valid for the library that listed them. Needs no
+ * GPU or driver. */
+void infd_cuda_library_versions(char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

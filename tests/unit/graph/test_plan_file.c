@@ -304,8 +304,10 @@ static int model_records(infd_plan_record *recs, int cap, uint8_t *fake, uint32_
     return k;
 }
 
-/* A hand-made file: the model, batch 1 with `recs`, device `device`. */
-static uint8_t *make_file(const char *device, infd_plan_record *recs, int n_recs, size_t *n)
+/* A hand-made file: the model, batch 1 with `recs`, device `device`,
+ * library versions `libs`. */
+static uint8_t *make_file_libs(const char *device, const char *libs, infd_plan_record *recs,
+                               int n_recs, size_t *n)
 {
     size_t mn;
     uint8_t *model = read_all(onnx_path, &mn);
@@ -315,7 +317,7 @@ static uint8_t *make_file(const char *device, infd_plan_record *recs, int n_recs
         .infd_git = "test",
         .backend = "cpu",
         .device = device,
-        .libs = "",
+        .libs = libs,
         .device_kind = INFD_DEVICE_CPU,
         .precision = INFD_PRECISION_FP32,
         .model_name = "model.onnx",
@@ -329,6 +331,12 @@ static uint8_t *make_file(const char *device, infd_plan_record *recs, int n_recs
     infd_planfile_encode(&pf, &b);
     free(model);
     return (uint8_t *)infd_strbuf_take(&b, n);
+}
+
+/* As make_file_libs with this process's CPU library versions (none). */
+static uint8_t *make_file(const char *device, infd_plan_record *recs, int n_recs, size_t *n)
+{
+    return make_file_libs(device, "", recs, n_recs, n);
 }
 
 static void test_records(void)
@@ -371,6 +379,17 @@ static void test_records(void)
     ASSERT_STR_HAS(err.msg, "rebuild it with infd build");
     infd_free(d);
 
+    /* A plan holding records is tied to the library versions too: one
+     * built where cuDNN was loaded cannot run where it is not (the CPU
+     * process has none), nor where another version is. */
+    d = make_file_libs(here, "cuDNN 9.13.0, cuBLASLt 13.1.0, CUDA runtime 13.0", recs, k, &n);
+    ASSERT_STATUS(infd_plan_create_from_memory(d, n, "libs.plan", NULL, &p, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "libs.plan: built with cuDNN 9.13.0; this process has no cuDNN: "
+                            "rebuild it with infd build");
+    ASSERT_TRUE(p == NULL);
+    infd_free(d);
+
     /* A record for another node. */
     recs[1].node = "mul7";
     d = make_file(here, recs, k, &n);
@@ -388,6 +407,68 @@ static void test_records(void)
     ASSERT_STR_HAS(err.msg, "more kernels than the file's 1 tuning records");
     infd_free(d);
     ASSERT_TRUE(p == NULL);
+}
+
+/* The library version lists: the first difference, named. */
+static void test_libs_differ(void)
+{
+    static const char *here = "cuDNN 9.10.2, cuBLASLt 13.1.0, CUDA runtime 13.0";
+    char was[INFD_PLANFILE_LIBS_MAX], is[INFD_PLANFILE_LIBS_MAX];
+    ASSERT_FALSE(infd_planfile_libs_differ(here, here, was, is, sizeof(was)));
+    ASSERT_FALSE(infd_planfile_libs_differ("", "", was, is, sizeof(was)));
+    ASSERT_TRUE(infd_planfile_libs_differ("cuDNN 9.13.0, cuBLASLt 13.1.0, CUDA runtime 13.0", here,
+                                          was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "cuDNN 9.13.0");
+    ASSERT_STR_EQ(is, "cuDNN 9.10.2");
+    ASSERT_TRUE(infd_planfile_libs_differ("cuDNN 9.10.2, cuBLASLt 13.1.0, CUDA runtime 12.9", here,
+                                          was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "CUDA runtime 12.9");
+    ASSERT_STR_EQ(is, "CUDA runtime 13.0");
+    /* A library one side lacks. */
+    ASSERT_TRUE(
+        infd_planfile_libs_differ("cuDNN 9.10.2, CUDA runtime 13.0", here, was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "no cuBLASLt");
+    ASSERT_STR_EQ(is, "cuBLASLt 13.1.0");
+    ASSERT_TRUE(
+        infd_planfile_libs_differ(here, "cuDNN 9.10.2, CUDA runtime 13.0", was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "cuBLASLt 13.1.0");
+    ASSERT_STR_EQ(is, "no cuBLASLt");
+    /* A plan written before infd recorded them. */
+    ASSERT_TRUE(infd_planfile_libs_differ("", here, was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "no library versions recorded");
+    ASSERT_STR_EQ(is, here);
+    /* The same entries in another order or spacing: both lists, whole. */
+    ASSERT_TRUE(infd_planfile_libs_differ("cuBLASLt 13.1.0,cuDNN 9.10.2, CUDA runtime 13.0", here,
+                                          was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "'cuBLASLt 13.1.0,cuDNN 9.10.2, CUDA runtime 13.0'");
+    /* Odd lists (a file's bytes) are compared without overreading. */
+    ASSERT_TRUE(infd_planfile_libs_differ(",, ,x", here, was, is, sizeof(was)));
+    ASSERT_STR_EQ(was, "x");
+    ASSERT_STR_EQ(is, "no x");
+    char tiny_was[4], tiny_is[4];
+    ASSERT_TRUE(infd_planfile_libs_differ("x 1", here, tiny_was, tiny_is, sizeof(tiny_was)));
+    ASSERT_STR_EQ(tiny_was, "x 1");
+    ASSERT_STR_EQ(tiny_is, "no ");
+}
+
+/* This process's library versions: none on the CPU; on CUDA (in builds
+ * with the backend; no GPU needed) "NAME VERSION" entries as the plan
+ * file records them. */
+static void test_devices_libs(void)
+{
+    char libs[INFD_PLANFILE_LIBS_MAX];
+    infd_devices_libs(INFD_DEVICE_CPU, libs, sizeof(libs));
+    ASSERT_STR_EQ(libs, "");
+#ifdef INFD_HAVE_CUDA
+    infd_devices_libs(INFD_DEVICE_CUDA, libs, sizeof(libs));
+    ASSERT_STR_HAS(libs, "cuDNN 9.");
+    ASSERT_STR_HAS(libs, ", cuBLASLt ");
+    ASSERT_STR_HAS(libs, ", CUDA runtime ");
+    ASSERT_TRUE(strstr(libs, "-1") == NULL);
+#else
+    infd_devices_libs(INFD_DEVICE_CUDA, libs, sizeof(libs));
+    ASSERT_STR_EQ(libs, "");
+#endif
 }
 
 /* The codec alone: every field survives a round trip. */
@@ -598,5 +679,5 @@ static void test_cleanup(void)
 }
 
 TEST_MAIN(test_batch_sizes, test_same_outputs, test_info, test_wrong_options,
-          test_other_version_refused, test_records, test_codec, test_truncated_loads, test_load_oom,
-          test_builder_errors, test_cleanup)
+          test_other_version_refused, test_records, test_libs_differ, test_devices_libs, test_codec,
+          test_truncated_loads, test_load_oom, test_builder_errors, test_cleanup)
