@@ -72,9 +72,10 @@ typedef struct infd_input_value {
 /* The arithmetic kernels use inside a plan. Graph inputs and outputs, and
  * constants folded at compile time, stay FP32 either way. */
 typedef enum infd_precision {
-    INFD_PRECISION_FP32 = 0, /* everything in FP32 (the default) */
+    INFD_PRECISION_FP32 = 0, /* everything in FP32 (the default); on CUDA strict: no TF32 */
     INFD_PRECISION_BF16 = 1, /* see infd_plan_options.precision */
     INFD_PRECISION_FP16 = 2, /* CUDA only; see infd_plan_options.precision */
+    INFD_PRECISION_TF32 = 3, /* CUDA only; see infd_plan_options.precision */
 } infd_precision;
 
 typedef struct infd_plan_options {
@@ -116,7 +117,14 @@ typedef struct infd_plan_options {
      * NHWC (converted at the plan's edges), so results differ from FP32 by
      * about 1e-3 of an output's magnitude (up to 4e-2 on deep
      * trained models). Other kernels, the IR, graph inputs and outputs stay
-     * FP32 on both backends. */
+     * FP32 on both backends. INFD_PRECISION_TF32 (CUDA plans only;
+     * UNIMPLEMENTED on the CPU, which has no TF32): every tensor stays
+     * FP32, but Conv and ConvTranspose let cuDNN use TF32 tensor cores
+     * (CUDNN_TENSOR_OP_MATH) and Gemm/MatMul compute in
+     * CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits,
+     * FP32 accumulation, so results differ from FP32 by around 1e-3 of an
+     * output's magnitude (tested to 1e-2). Plain FP32 on CUDA never uses
+     * TF32 (CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F). */
     infd_precision precision;
 } infd_plan_options;
 

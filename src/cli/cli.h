@@ -34,7 +34,7 @@ typedef struct infd_cli_common {
 } infd_cli_common;
 
 /* Consumes argv[*i] (and its value) if it is a common option (--batch,
- * --threads, --shape NAME=D0,D1,..., --precision fp32|bf16|fp16, --device
+ * --threads, --shape NAME=D0,D1,..., --precision fp32|tf32|bf16|fp16, --device
  * cpu|cuda); returns 1 when
  * consumed, 0 when not a common option, -1 after printing a usage error. */
 int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, const char *cmd);
@@ -47,7 +47,7 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
 /* Parses "1,3,224,224" into `shape`; -1 on a malformed list. */
 int infd_cli_parse_dims(const char *s, infd_shape *shape);
 
-/* "fp32", "bf16" or "fp16". */
+/* "fp32", "tf32", "bf16" or "fp16". */
 const char *infd_cli_precision_name(infd_precision p);
 
 /* Fills a tensor with deterministic pseudo-random values (floats in [0, 1),

@@ -2,7 +2,7 @@
  * cmd_bench.c - `infd bench`: engine-only latency and throughput.
  *
  *   infd bench MODEL.onnx|MODEL.plan [--batch N] [--threads N] [--iterations N]
- *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|bf16|fp16] [--device
+ *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|tf32|bf16|fp16] [--device
  * cpu|cuda]
  *              [--json] [--profile] [--contexts N] [--pinned-io]
  *
@@ -34,7 +34,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]\n"
                     "                  [--warmup N] [--shape NAME=D0,D1,...] "
-                    "[--precision fp32|bf16|fp16] [--device cpu|cuda]\n"
+                    "[--precision fp32|tf32|bf16|fp16] [--device cpu|cuda]\n"
                     "                  [--json] [--profile] [--contexts N] [--pinned-io]\n");
 }
 

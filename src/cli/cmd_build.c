@@ -2,7 +2,7 @@
  * cmd_build.c - `infd build`: compile and tune a model into a plan file.
  *
  *   infd build MODEL.onnx -o MODEL.plan [--device cpu|cuda]
- *              [--precision fp32|bf16|fp16 | --fp16] [--max-batch N | --batch N]
+ *              [--precision fp32|tf32|bf16|fp16 | --fp16] [--max-batch N | --batch N]
  *              [--shape NAME=D0,D1,...] [--threads N]
  *
  * Builds the plan once per batch size (--max-batch N: the sizes a server
@@ -23,7 +23,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: infd build MODEL.onnx -o MODEL.plan [--device cpu|cuda]\n"
-                    "                  [--precision fp32|bf16|fp16 | --fp16] "
+                    "                  [--precision fp32|tf32|bf16|fp16 | --fp16] "
                     "[--max-batch N | --batch N]\n"
                     "                  [--shape NAME=D0,D1,...] [--threads N]\n");
 }

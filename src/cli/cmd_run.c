@@ -4,7 +4,7 @@
  *
  *   infd run MODEL.onnx|MODEL.plan [--input NAME=FILE.npy]... [--output-dir DIR]
  *            [--batch N] [--shape NAME=D0,D1,...] [--threads N] [--seed S]
- *            [--precision fp32|bf16|fp16] [--device cpu|cuda]
+ *            [--precision fp32|tf32|bf16|fp16] [--device cpu|cuda]
  *
  * Inputs not given are filled with deterministic random values (seeded) and
  * written to DIR/input_<name>.npy, so another runtime can be fed the same.
@@ -55,7 +55,7 @@ static void usage(void)
     fprintf(stderr, "usage: infd run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]\n"
                     "                [--batch N] [--shape NAME=D0,D1,...] [--threads N] "
                     "[--seed S] [--bind NAME]\n"
-                    "                [--precision fp32|bf16|fp16] [--device cpu|cuda]\n");
+                    "                [--precision fp32|tf32|bf16|fp16] [--device cpu|cuda]\n");
 }
 
 /* "Identity:0" -> "Identity_0": names as tools/ort_ref.js writes them. */

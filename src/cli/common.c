@@ -48,12 +48,14 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
     if (strcmp(arg, "--precision") == 0) {
         if (val && strcmp(val, "fp32") == 0) {
             c->plan.precision = INFD_PRECISION_FP32;
+        } else if (val && strcmp(val, "tf32") == 0) {
+            c->plan.precision = INFD_PRECISION_TF32;
         } else if (val && strcmp(val, "bf16") == 0) {
             c->plan.precision = INFD_PRECISION_BF16;
         } else if (val && strcmp(val, "fp16") == 0) {
             c->plan.precision = INFD_PRECISION_FP16;
         } else {
-            fprintf(stderr, "infd %s: --precision needs fp32, bf16 or fp16\n", cmd);
+            fprintf(stderr, "infd %s: --precision needs fp32, tf32, bf16 or fp16\n", cmd);
             return -1;
         }
         c->precision_given = true;
@@ -122,7 +124,16 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd)
 
 const char *infd_cli_precision_name(infd_precision p)
 {
-    return p == INFD_PRECISION_BF16 ? "bf16" : p == INFD_PRECISION_FP16 ? "fp16" : "fp32";
+    switch (p) {
+    case INFD_PRECISION_BF16:
+        return "bf16";
+    case INFD_PRECISION_FP16:
+        return "fp16";
+    case INFD_PRECISION_TF32:
+        return "tf32";
+    default:
+        return "fp32";
+    }
 }
 
 void infd_cli_fill_random(infd_tensor *t, uint64_t seed)

@@ -35,14 +35,15 @@ static const command commands[] = {
       infd_cli_serve, NULL },
     { "run",
       "run MODEL.onnx|MODEL.plan [--input NAME=FILE.npy ...] [--output-dir DIR] [--batch N] "
-      "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|bf16|fp16] [--device cpu|cuda]",
+      "[--shape NAME=D0,D1,..] [--threads N] [--precision fp32|tf32|bf16|fp16] [--device cpu|cuda]",
       "run a model once and print or write its outputs", infd_cli_run, NULL },
     { "bench",
       "bench MODEL.onnx|MODEL.plan [--batch N] [--threads N] [--iterations N] [--shape ..] "
-      "[--precision fp32|bf16|fp16] [--device cpu|cuda] [--json]",
+      "[--precision fp32|tf32|bf16|fp16] [--device cpu|cuda] [--json]",
       "measure a model's latency and throughput in the engine", infd_cli_bench, NULL },
     { "build",
-      "build MODEL.onnx -o MODEL.plan [--device cpu|cuda] [--precision fp32|bf16|fp16 | --fp16] "
+      "build MODEL.onnx -o MODEL.plan [--device cpu|cuda] "
+      "[--precision fp32|tf32|bf16|fp16 | --fp16] "
       "[--max-batch N | --batch N] [--shape NAME=D0,D1,..] [--threads N]",
       "compile and tune a model into a plan file (run, bench and serve load it)", infd_cli_build,
       NULL },
@@ -102,6 +103,12 @@ static void print_help(FILE *out)
     fprintf(out, "\nusage of each command:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  infd %s\n", commands[i].usage);
+    fprintf(out, "\nprecision (--precision of run, bench and build):\n"
+                 "  fp32  FP32 throughout (the default); on CUDA strict FP32, no TF32\n"
+                 "  tf32  CUDA only: tensors stay FP32, convolutions and matmuls run on TF32\n"
+                 "        tensor cores (10-bit mantissa inputs, FP32 accumulation)\n"
+                 "  bf16  CPU (AVX512-BF16 or AMX) and CUDA: BF16 multiplies, FP32 accumulation\n"
+                 "  fp16  CUDA only: FP16 on tensor cores, FP32 accumulation\n");
     fprintf(out, "\nenvironment:\n"
                  "  INFD_LOG_LEVEL  error, warn, info (default), debug or trace\n"
                  "\nexit status: 0 ok, 1 failure, 2 usage error, 3 command not built yet,\n"

@@ -867,14 +867,17 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
                               (int)opts->device);
     }
     if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16 &&
-        opts->precision != INFD_PRECISION_FP16)
+        opts->precision != INFD_PRECISION_FP16 && opts->precision != INFD_PRECISION_TF32)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", path,
                               (int)opts->precision);
-    if (opts->precision == INFD_PRECISION_FP16 && backend == &infd_cpu_backend)
+    /* TF32 is a tensor-core format: refused on the CPU like FP16 rather
+     * than quietly run as FP32, which is what the caller did not ask for. */
+    if ((opts->precision == INFD_PRECISION_FP16 || opts->precision == INFD_PRECISION_TF32) &&
+        backend == &infd_cpu_backend)
         return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
-                              "%s: precision fp16 is implemented on the CUDA backend only "
+                              "%s: precision %s is implemented on the CUDA backend only "
                               "(--device cuda)",
-                              path);
+                              path, opts->precision == INFD_PRECISION_FP16 ? "fp16" : "tf32");
     if (backend->available) {
         st = backend->available(err);
         if (st != INFD_STATUS_OK)

@@ -505,7 +505,7 @@ infd_status infd_planfile_decode(const void *data, size_t n, const char *path, b
     at = r.pos;
     if (st == INFD_STATUS_OK)
         st = rd_u32(&r, "the precision", &pf->precision);
-    if (st == INFD_STATUS_OK && pf->precision > INFD_PRECISION_FP16)
+    if (st == INFD_STATUS_OK && pf->precision > INFD_PRECISION_TF32)
         st = bad(&r, at, "%s is unknown", "the precision");
     if (st == INFD_STATUS_OK)
         st = rd_count(&r, "the input shapes' count", 9, 4096, &pf->n_shapes);
@@ -668,6 +668,20 @@ static const char *device_name(uint32_t kind)
     return kind == INFD_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
+static const char *precision_name(uint32_t p)
+{
+    switch (p) {
+    case INFD_PRECISION_BF16:
+        return "bf16";
+    case INFD_PRECISION_FP16:
+        return "fp16";
+    case INFD_PRECISION_TF32:
+        return "tf32";
+    default:
+        return "fp32";
+    }
+}
+
 /* One "NAME VERSION" entry of a library list ("cuDNN 9.13.0, cuBLASLt
  * 13.1.0"): the entry at *p is [*p, end), its name the part before the
  * last space (the whole entry when it has none). Advances *p past the
@@ -828,16 +842,16 @@ static infd_status choose_options(const infd_planfile *pf, const char *path,
                                   path, device_name(pf->device_kind),
                                   device_name((uint32_t)opts->device),
                                   device_name((uint32_t)opts->device));
+        /* FP32, the default, means "as built", so a TF32 plan loads with
+         * default options and runs (and takes its records) as TF32; its
+         * records never reach a strict FP32 plan, which is built afresh. */
         if (opts->precision != INFD_PRECISION_FP32 && (uint32_t)opts->precision != pf->precision)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: built with precision %s; asked for %s: rebuild it with "
                                   "infd build --precision %s",
-                                  path,
-                                  pf->precision == INFD_PRECISION_FP16   ? "fp16"
-                                  : pf->precision == INFD_PRECISION_BF16 ? "bf16"
-                                                                         : "fp32",
-                                  opts->precision == INFD_PRECISION_FP16 ? "fp16" : "bf16",
-                                  opts->precision == INFD_PRECISION_FP16 ? "fp16" : "bf16");
+                                  path, precision_name(pf->precision),
+                                  precision_name((uint32_t)opts->precision),
+                                  precision_name((uint32_t)opts->precision));
     }
     o->device = (infd_device_kind)pf->device_kind;
     o->precision = (infd_precision)pf->precision;

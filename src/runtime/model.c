@@ -626,12 +626,14 @@ static infd_status configure_queues(infd_model *m, const Inference__ModelConfig 
 /* Instance groups and devices                                               */
 /* ------------------------------------------------------------------------- */
 
-/* Reads "fp32" / "fp16" / "bf16" (any case) into *out; false for anything
- * else. */
+/* Reads "fp32" / "tf32" / "fp16" / "bf16" (any case) into *out; false for
+ * anything else. */
 static bool parse_precision(const char *s, infd_precision *out)
 {
     if (strcasecmp(s, "fp32") == 0)
         *out = INFD_PRECISION_FP32;
+    else if (strcasecmp(s, "tf32") == 0)
+        *out = INFD_PRECISION_TF32;
     else if (strcasecmp(s, "fp16") == 0)
         *out = INFD_PRECISION_FP16;
     else if (strcasecmp(s, "bf16") == 0)
@@ -644,7 +646,7 @@ static bool parse_precision(const char *s, infd_precision *out)
 /* The precision of the model's GPU plans, from Triton's spelling
  *   optimization { execution_accelerators { gpu_execution_accelerator [ {
  *     name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
- * or infd's model parameter `precision` ("fp32" / "fp16" / "bf16"). Both may be
+ * or infd's model parameter `precision` ("fp32" / "tf32" / "fp16" / "bf16"). Both may be
  * given when they agree. CPU plans stay FP32 either way. */
 static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c, const char *cfile,
                                   infd_error *err)
@@ -672,7 +674,7 @@ static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "%s: optimization.execution_accelerators."
                                       "gpu_execution_accelerator[%zu].parameters['precision_mode'] "
-                                      "is '%s'; expected FP32, FP16 or BF16",
+                                      "is '%s'; expected FP32, TF32, FP16 or BF16",
                                       cfile, k, acc->parameters[p]->value);
             from_accel = true;
         }
@@ -685,7 +687,7 @@ static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c
         if (!parse_precision(v, &p))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: parameters['precision'].string_value is '%s'; expected "
-                                  "fp32, fp16 or bf16",
+                                  "fp32, tf32, fp16 or bf16",
                                   cfile, v);
         if (from_accel && p != prec)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -1115,6 +1117,7 @@ static void describe_devices(const infd_model *m, char *buf, size_t n)
             w = snprintf(buf + at, n - at, "%s%d on GPU %d%s", d ? ", " : "", dev->n_inst, dev->gpu,
                          m->gpu_precision == INFD_PRECISION_FP16   ? " (FP16)"
                          : m->gpu_precision == INFD_PRECISION_BF16 ? " (BF16)"
+                         : m->gpu_precision == INFD_PRECISION_TF32 ? " (TF32)"
                                                                    : "");
         else
             w = snprintf(buf + at, n - at, "%s%d on the CPU x %d thread(s)", d ? ", " : "",

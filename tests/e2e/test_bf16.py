@@ -124,4 +124,4 @@ def test_precision_value_checked(infd_bin, tmp_path):
     r = subprocess.run([str(infd_bin), "run", str(tmp_path / "m.onnx"), "--precision", "fp8"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert "--precision needs fp32, bf16 or fp16" in r.stderr
+    assert "--precision needs fp32, tf32, bf16 or fp16" in r.stderr

@@ -197,7 +197,7 @@ CUDA_MODELS = [
 ]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16"])
 @pytest.mark.parametrize("case", CUDA_MODELS, ids=[m[0] for m in CUDA_MODELS])
 def test_cuda_plan_skips_tuning(infd_bin, repo_root, tmp_path, request, gpu, case, precision):
     name, where, rel = case

@@ -192,6 +192,31 @@ def test_bench_reports_numbers(infd_bin, tmp_path):
         assert word in r.stdout
 
 
+def test_precision_tf32_is_parsed_and_cuda_only(infd_bin, tmp_path):
+    """--precision tf32 is a precision of run, bench and build, listed by
+    --help; on the CPU it is refused as FP16 is (naming CUDA), never run as
+    FP32 in its place. Without a GPU this is all it can check; the
+    numbers are in test_cuda.py."""
+    make_model(tmp_path / "m.onnx")
+    help_text = run([infd_bin, "--help"]).stdout
+    assert "--precision fp32|tf32|bf16|fp16" in help_text
+    assert re.search(r"^  tf32  CUDA only", help_text, re.M), help_text
+    for cmd in (["run"], ["bench", "--iterations", "1"],
+                ["build", "-o", tmp_path / "m.plan"]):
+        r = run([infd_bin, cmd[0], tmp_path / "m.onnx", "--precision", "tf32", *cmd[1:]])
+        assert r.returncode in (1, 4), (cmd, r.returncode, r.stderr)
+        assert "precision tf32 is implemented on the CUDA backend only (--device cuda)" in \
+            r.stderr, r.stderr
+    assert not (tmp_path / "m.plan").exists()
+    r = run([infd_bin, "run", tmp_path / "m.onnx", "--precision", "tf16"])
+    assert r.returncode == 2 and "--precision needs fp32, tf32, bf16 or fp16" in r.stderr
+    # An FP32 plan is not silently run as TF32, nor the other way round.
+    r = run([infd_bin, "build", tmp_path / "m.onnx", "-o", tmp_path / "m.plan"])
+    assert r.returncode == 0, r.stderr
+    r = run([infd_bin, "run", tmp_path / "m.plan", "--precision", "tf32"])
+    assert r.returncode == 1 and "was built with precision fp32" in r.stderr, r.stderr
+
+
 def test_malformed_models_give_clear_errors(infd_bin, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07\x12\xff\xff\xff\xff\x0fnot a model")

@@ -6,7 +6,9 @@
  * cuBLASLt's "A" is our B (column-major [n, k], leading dim n), its "B" our
  * A ([k, m], leading dim k), its C/D our Y ([n, m], leading dim n). Each
  * layout carries the batch count and its own batch stride. FP32 compute
- * (CUBLAS_COMPUTE_32F: no TF32), no epilogue.
+ * (CUBLAS_COMPUTE_32F: no TF32), or TF32 tensor cores with FP32
+ * accumulation when the plan asked for them (CUBLAS_COMPUTE_32F_FAST_TF32);
+ * no epilogue.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +80,8 @@ extern "C" infd_cuda_bmm *infd_cuda_bmm_create(const infd_cuda_bmm_desc *d, size
         snprintf(why, why_n, "batch count %lld is out of range", (long long)d->batch);
         goto fail;
     }
-    CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CHECK(cublasLtMatmulDescCreate(
+        &g->op, d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &tn, sizeof(tn)));
     CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof(tn)));
     CHECK(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, d->n, d->k, d->n));

@@ -25,6 +25,9 @@
  * for a packed stem: see try_convg). INFD_CONV_DISABLE=gemm,dw,convg turns
  * forms off for debugging.
  *
+ * TF32 plans (INFD_PRECISION_TF32): the FP32 path above with TF32 tensor
+ * cores allowed (cuda_conv.h, tf32); plain FP32 plans never use them.
+ *
  * Tuning records (infd_kernel.tuning): the form, the algorithm and whether
  * the fused call won, so a plan file skips the timing.
  */
@@ -88,11 +91,23 @@ typedef struct conv_kernel {
 } conv_kernel;
 
 /* The tuning record a conv keeps (infd_kernel.tuning): the cuDNN algorithm
- * chosen by timing, for the same shapes, precision and fusion. */
+ * chosen by timing, for the same shapes, precision and fusion. fp16 is the
+ * precision the algorithm was timed in: 0 FP32, 1 FP16, 2 BF16, 3 TF32 (a
+ * TF32 record is never taken by a strict FP32 convolution, nor the other
+ * way round: the same algorithm id runs other kernels under the two math
+ * modes). */
 typedef struct conv_record {
     char tag[4]; /* "cnv1" */
     int32_t fp16, fused, algo;
 } conv_record;
+
+/* conv_record.fp16 for a description. */
+static int record_precision(const infd_cuda_conv_desc *d)
+{
+    if (d->fp16)
+        return d->bf16 ? 2 : 1;
+    return d->tf32 ? 3 : 0;
+}
 
 typedef struct window {
     int64_t k[2], s[2], d[2], pl[2], pr[2];
@@ -300,7 +315,7 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
                                    const infd_cuda_conv_desc *d, const float *w, const float *b,
                                    size_t *ws, char *why, size_t why_n)
 {
-    int prec = d->fp16 + d->bf16; /* 0 FP32, 1 FP16, 2 BF16 */
+    int prec = record_precision(d);
     int algo = recorded_algo(a, prec, d->fused), chosen = -1;
     infd_cuda_conv *c = NULL;
     if (algo >= 0)
@@ -603,7 +618,7 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
                    (!k->has_sum || k->fr == k->hf);
     k->conv = NULL;
     k->fused = false;
-    if (fusable && !recorded_unfused(a, h.fp16 + h.bf16) && !recorded_not_cudnn(a)) {
+    if (fusable && !recorded_unfused(a, record_precision(&h)) && !recorded_not_cudnn(a)) {
         infd_cuda_conv_desc f = h;
         f.fused = k->act == INFD_CUDA_ACT_RELU ? 1 : 2;
         f.has_res = k->has_sum;
@@ -713,7 +728,10 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
                                     "cuDNN has no FP16 algorithm for this convolution");
     }
     k->conv = NULL;
-    if (d.fused && !recorded_unfused(a, 0))
+    /* FP32 convolutions, FP16 and BF16 plans' fallbacks included, are
+     * strict FP32 unless the plan asked for TF32. */
+    d.tf32 = a->precision == INFD_PRECISION_TF32;
+    if (d.fused && !recorded_unfused(a, record_precision(&d)))
         k->conv = create_conv(a, k, &d, wt->data, NULL, &ws, why, sizeof(why));
     if (!k->conv && d.fused) { /* no algorithm takes the fused call: epilogue instead */
         k->fused = false;

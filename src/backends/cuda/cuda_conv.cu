@@ -176,9 +176,13 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
                                           d->dil_h, d->dil_w, CUDNN_CROSS_CORRELATION,
                                           CUDNN_DATA_FLOAT));
     CHECK(cudnnSetConvolutionGroupCount(c->cd, d->groups));
-    /* FP32: no TF32. FP16: tensor cores, FP32 accumulation (compute type
-     * FLOAT above). */
-    CHECK(cudnnSetConvolutionMathType(c->cd, d->fp16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    /* FP32: CUDNN_FMA_MATH, since CUDNN_DEFAULT_MATH lets cuDNN use TF32
+     * on Ampere and later for FP32 data. TF32 (asked for) and FP16:
+     * tensor cores, FP32 accumulation (compute type FLOAT above);
+     * TENSOR_OP_MATH, not ..._ALLOW_CONVERSION, which may also convert
+     * FP32 tensors to FP16. */
+    CHECK(cudnnSetConvolutionMathType(c->cd,
+                                      d->fp16 || d->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     CHECK(cudnnSetActivationDescriptor(
         c->ad, d->fused == 2 ? CUDNN_ACTIVATION_IDENTITY : CUDNN_ACTIVATION_RELU,
         CUDNN_NOT_PROPAGATE_NAN, 0.0));
@@ -290,7 +294,7 @@ unlock:
     *workspace_bytes = c->ws_bytes;
     *algo_out = (int)c->algo;
     snprintf(name, name_n, "cudnn:conv%s%s:%s",
-             !d->fp16  ? ""
+             !d->fp16  ? (d->tf32 ? "_tf32" : "")
              : d->bf16 ? "_bf16"
                        : "_fp16",
              d->fused == 1   ? "_bias_relu"

@@ -5,8 +5,9 @@
  * picks the algorithm by timing cuDNN's candidates on that shape on the
  * compile stream (cudnnFind's own times are ~5x off on the H100), with the
  * real weights and the exact call run() will make (fused or not), unless a
- * tuning record names the algorithm. FP32 NCHW (no TF32: CUDNN_FMA_MATH) or
- * FP16 NHWC (tensor cores).
+ * tuning record names the algorithm. FP32 NCHW (no TF32: CUDNN_FMA_MATH;
+ * with tf32, TF32 tensor cores allowed: CUDNN_TENSOR_OP_MATH) or FP16 NHWC
+ * (tensor cores).
  */
 #ifndef INFD_BACKENDS_CUDA_CONV_H
 #define INFD_BACKENDS_CUDA_CONV_H
@@ -32,6 +33,10 @@ typedef struct infd_cuda_conv_desc {
      * cores. */
     int fp16;
     int bf16; /* with fp16: BF16 instead of FP16 throughout */
+    /* Without fp16 (FP32 data): let cuDNN round inputs to TF32 on tensor
+     * cores, FP32 accumulation (an INFD_PRECISION_TF32 plan); 0: strict
+     * FP32, FMA kernels only. */
+    int tf32;
 } infd_cuda_conv_desc;
 
 typedef struct infd_cuda_conv infd_cuda_conv;

@@ -340,10 +340,12 @@ static cudnnStatus_t describe_cfg(const infd_cuda_convg *c, cudnnBackendDescript
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
                                      &key->engine);
+    bool have_notes = false;
     if (s == CUDNN_STATUS_SUCCESS &&
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                  (int64_t)(sizeof(notes) / sizeof(notes[0])), &n,
                                  notes) == CUDNN_STATUS_SUCCESS) {
+        have_notes = true;
         for (int64_t i = 0; i < n && i < (int64_t)(sizeof(notes) / sizeof(notes[0])); i++) {
             /* Reduced-precision sums, and Winograd/FFT transforms of FP16
              * data, lose too much for inference that must match FP32. */
@@ -359,6 +361,8 @@ static cudnnStatus_t describe_cfg(const infd_cuda_convg *c, cudnnBackendDescript
                 *skip = true; /* TF32 */
         }
     }
+    if (!have_notes && !c->d.fp16)
+        *skip = true; /* FP32 fails closed: no notes, no proof it is not TF32 */
     if (s == CUDNN_STATUS_SUCCESS &&
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
                                  (int64_t)(sizeof(behaviors) / sizeof(behaviors[0])), &n,

@@ -23,8 +23,10 @@
  * FP16: x, z and y are FP16 NHWC; the weights are kept as FP16 KRSC and the
  * bias as FP16; accumulation and the fused epilogue in FP32 (engines that
  * reduce in reduced precision are skipped). FP32: NCHW, and engines that use
- * tensor cores (TF32) are skipped. Device pointers must be 16-byte aligned
- * (the tensors are declared with 16-byte alignment).
+ * tensor cores (TF32), or whose numerical notes cannot be read, are
+ * skipped; plans use this module for FP16 convolutions only (cuda_conv.c,
+ * try_convg), FP32 is for its tests. Device pointers must be 16-byte
+ * aligned (the tensors are declared with 16-byte alignment).
  */
 #ifndef INFD_BACKENDS_CUDA_CONVG_H
 #define INFD_BACKENDS_CUDA_CONVG_H

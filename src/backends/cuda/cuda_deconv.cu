@@ -14,7 +14,9 @@
  * Algorithm choice as for Conv: cudnnGetConvolutionBackwardDataAlgorithm_v7
  * lists the candidates, each whose workspace fits the cap runs 2 + 5 times
  * on the compile stream with the real weights (random inputs) and is timed
- * with events; the fastest wins. FP32 math (CUDNN_FMA_MATH: no TF32).
+ * with events; the fastest wins. FP32 math (CUDNN_FMA_MATH: no TF32), or
+ * TF32 tensor cores when the plan asked for them (d->tf32:
+ * CUDNN_TENSOR_OP_MATH).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,7 +163,7 @@ extern "C" infd_cuda_deconv *infd_cuda_deconv_create(const infd_cuda_deconv_desc
                                           d->dil_h, d->dil_w, CUDNN_CROSS_CORRELATION,
                                           CUDNN_DATA_FLOAT));
     CHECK(cudnnSetConvolutionGroupCount(c->cd, d->groups));
-    CHECK(cudnnSetConvolutionMathType(c->cd, CUDNN_FMA_MATH));
+    CHECK(cudnnSetConvolutionMathType(c->cd, d->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     {
         /* The forward convolution of the full output must give x's shape. */
         int dims[4];
@@ -256,7 +258,7 @@ unlock:
         goto fail;
     c->ws_bytes = c->direct ? c->algo_ws : ALIGN_UP(c->algo_ws) + fn * 4;
     *workspace_bytes = c->ws_bytes;
-    snprintf(name, name_n, "cudnn:deconv:%s", algo_name(c->algo));
+    snprintf(name, name_n, "cudnn:deconv%s:%s", d->tf32 ? "_tf32" : "", algo_name(c->algo));
     return c;
 fail:
     infd_cuda_deconv_destroy(c);

@@ -735,6 +735,7 @@ static infd_status deconv_compile(const infd_kernel_args *a, infd_kernel **out, 
     if (!k)
         return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->has_bias = in_at(a, 2) != NULL;
+    d.tf32 = a->precision == INFD_PRECISION_TF32;
     k->deconv = infd_cuda_deconv_create(&d, a->inputs[1]->data, &ws, k->name, sizeof(k->name), why,
                                         sizeof(why));
     if (!k->deconv) {
@@ -955,6 +956,9 @@ static infd_status bmm_compile(const infd_kernel_args *a, infd_kernel **out, inf
         k->off[3 * i + 1] = ob;
         k->off[3 * i + 2] = oy;
     }
+    p.d.tf32 = a->precision == INFD_PRECISION_TF32;
+    if (p.d.tf32)
+        k->base.base.name = "cublasLt:bmm_tf32";
     k->bmm = infd_cuda_bmm_create(&p.d, &ws, why, sizeof(why));
     if (!k->bmm) {
         infd_free(k->off);

@@ -97,14 +97,15 @@ typedef struct infd_cuda_deconv_desc {
     int pad_h, pad_w; /* cuDNN's symmetric pads */
     int fh, fw;       /* the full output cuDNN computes */
     int off_h, off_w; /* output (oy, ox) reads full (oy + off_h, ox + off_w) */
+    int tf32;         /* TF32 tensor cores allowed (a TF32 plan); 0: strict FP32 */
 } infd_cuda_deconv_desc;
 
 typedef struct infd_cuda_deconv infd_cuda_deconv;
 
 /* Chooses the algorithm by timing cuDNN's candidates on the compile
  * stream (host_w: the constant weights, or NULL: random ones). Writes the
- * workspace the run needs and a kernel name ("cudnn:deconv:ALGO"); NULL
- * with the reason in `why` on failure. */
+ * workspace the run needs and a kernel name ("cudnn:deconv:ALGO", or
+ * "cudnn:deconv_tf32:ALGO"); NULL with the reason in `why` on failure. */
 infd_cuda_deconv *infd_cuda_deconv_create(const infd_cuda_deconv_desc *d, const float *host_w,
                                           size_t *workspace_bytes, char *name, size_t name_n,
                                           char *why, size_t why_n);
@@ -116,7 +117,8 @@ void infd_cuda_deconv_run(const infd_cuda_deconv *c, void *stream, const float *
 void infd_cuda_deconv_destroy(infd_cuda_deconv *c); /* NULL is a no-op */
 
 /* `batch` row-major FP32 products Y_i[m,n] = A_i[m,k] * B_i[k,n] on
- * cuBLASLt (FP32 compute, no TF32), A_i at a + i * stride_a, and so on.
+ * cuBLASLt (CUBLAS_COMPUTE_32F: no TF32; with tf32,
+ * CUBLAS_COMPUTE_32F_FAST_TF32), A_i at a + i * stride_a, and so on.
  * stride_a and stride_b are > 0 when batch > 1. align_bytes: the alignment
  * (4 to 256, a power of two) every pointer a run passes is known to have,
  * so cuBLASLt picks only kernels that can read them. */
@@ -125,6 +127,7 @@ typedef struct infd_cuda_bmm_desc {
     int64_t batch; /* >= 1, fits int32 */
     int64_t stride_a, stride_b, stride_y;
     uint32_t align_bytes;
+    int tf32; /* TF32 tensor cores allowed (a TF32 plan); 0: strict FP32 */
 } infd_cuda_bmm_desc;
 
 typedef struct infd_cuda_bmm infd_cuda_bmm;

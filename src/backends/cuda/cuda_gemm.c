@@ -7,7 +7,9 @@
  * epilogue) or a full [M,N] matrix with beta 1 (added as cuBLASLt's C).
  * MatMul: A [..., M, K] times a 2-D B [K, N], the leading dims folded into
  * M (a linear layer over a batch). ReLU fuses into the epilogue; other
- * fused activations run as one kernel after it.
+ * fused activations run as one kernel after it. Strict FP32
+ * (CUBLAS_COMPUTE_32F) in every plan but a TF32 one
+ * (CUBLAS_COMPUTE_32F_FAST_TF32, kernel "cublasLt:matmul_tf32").
  */
 #include <stdio.h>
 #include <string.h>
@@ -181,8 +183,11 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
                               .alpha = p.alpha,
                               .host_bias = bias,
                               .relu = p.act == INFD_CUDA_ACT_RELU,
-                              .has_res = p.res_input >= 0 };
+                              .has_res = p.res_input >= 0,
+                              .tf32 = a->precision == INFD_PRECISION_TF32 };
     size_t ws = 0;
+    if (d.tf32)
+        k->base.base.name = "cublasLt:matmul_tf32";
     k->gemm = infd_cuda_gemm_create(&d, &ws, NULL, why, sizeof(why));
     infd_free(bias);
     if (!k->gemm) {

@@ -175,7 +175,12 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         goto fail;
     }
     dt = !d->fp16 ? CUDA_R_32F : d->bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    /* FP32 data: CUBLAS_COMPUTE_32F is strict FP32 (cuBLASLt has no math
+     * mode on its handle; the compute type decides), _FAST_TF32 when the
+     * plan asked for TF32. 16-bit data: FP32 accumulation. */
+    CHECK(cublasLtMatmulDescCreate(
+        &g->op, !d->fp16 && d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+        CUDA_R_32F));
     /* cuBLASLt's A is our B: stored [N,K] (trans_b) is column-major [K,N],
      * transposed to [N,K]; stored [K,N] is column-major [N,K] as is. */
     ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

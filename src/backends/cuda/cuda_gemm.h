@@ -2,8 +2,10 @@
  * cuda_gemm.h - C-linkage matrix multiply on cuBLASLt (cuda_gemm.cu),
  * row-major like ONNX: Y[M,N] = op(A)[M,K] * op(B)[K,N] (+ bias[N])
  * (+ R[M,N]), then ReLU when asked, all in the cuBLASLt epilogue. FP32
- * data and compute (CUBLAS_COMPUTE_32F: no TF32), or FP16 data with FP32
- * accumulation on tensor cores (a 1x1 convolution over FP16 NHWC).
+ * data and compute (CUBLAS_COMPUTE_32F: no TF32), FP32 data on TF32 tensor
+ * cores with FP32 accumulation when asked (tf32:
+ * CUBLAS_COMPUTE_32F_FAST_TF32), or FP16 data with FP32 accumulation on
+ * tensor cores (a 1x1 convolution over FP16 NHWC).
  */
 #ifndef INFD_BACKENDS_CUDA_GEMM_H
 #define INFD_BACKENDS_CUDA_GEMM_H
@@ -27,6 +29,7 @@ typedef struct infd_cuda_gemm_desc {
      * b is ignored) and the bias is kept in FP16. */
     int fp16;
     int bf16; /* with fp16: BF16 instead of FP16 */
+    int tf32; /* without fp16: TF32 tensor cores allowed (a TF32 plan) */
     const float *host_b;
     /* tune: time the heuristic's candidates on the compile stream and keep
      * the fastest, reporting its time in *ms (may be NULL); else take

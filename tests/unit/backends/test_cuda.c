@@ -9,7 +9,9 @@
  * Each case builds one node (kernel_test.h), runs it on the CPU backend for
  * the reference, then compiles it with infd_cuda_backend and runs it on
  * device copies of the same inputs through the backend's own memory and
- * stream slots. FP32 tolerance: |cuda - cpu| <= 1e-4 * (1 + |cpu|).
+ * stream slots. FP32 tolerance: |cuda - cpu| <= 1e-4 * (1 + |cpu|), which
+ * TF32 would miss on large sums (test_fp32_strict_tf32_opt_in); TF32
+ * plans (opt-in) are checked within 5e-2.
  *
  * Without a GPU (CI), or in a build without CUDA, the binary prints why and
  * exits 77, which ctest reports as skipped.
@@ -34,6 +36,7 @@ static const infd_backend_ops *cuda = &infd_cuda_backend;
 static infd_precision cuda_precision = INFD_PRECISION_FP32;
 static double tolerance = 1e-4;
 static char last_kernel[64];
+static double last_worst; /* compare()'s largest relative error */
 
 /* Runs the node on both backends (inputs: data for every input, constants
  * included) and compares output 0 of `n` floats. */
@@ -66,6 +69,7 @@ static void compare(kt *t, const void *const *inputs, size_t n)
     float r = ref[at], g = got[at];
     free(ref);
     free(got);
+    last_worst = worst;
     if (!(worst <= tolerance))
         TEST_FAIL_("%s: element %zu: cuda %.7g vs cpu %.7g (relative error %.3g)", t->node.op_type,
                    at, (double)g, (double)r, worst);
@@ -219,6 +223,49 @@ static void test_matmul(void)
     kt_output(&t, INFD_DTYPE_FP32, 3, (int64_t[]){ 2, 3, 5 });
     compare(&t, (const void *[]){ a, b }, 30);
     kt_fini(&t);
+}
+
+/* Plain FP32 never uses TF32, and INFD_PRECISION_TF32 does. TF32 rounds
+ * each input to 10 mantissa bits (2^-11 relative): a K = 1024 GEMM of
+ * values in [-1, 1] is then off by ~4e-3 (one standard deviation, against
+ * outputs of ~10), a 64-channel 3x3 convolution (K = 576, weights in
+ * [-0.5, 0.5]) by ~1.6e-3, both far outside the 1e-4 of (1 + |cpu|) the
+ * FP32 cases must meet, where FP32 differs only in summation order. So:
+ * FP32 meets 1e-4 on both (and names no TF32 kernel); TF32 names its
+ * kernels, meets 5e-2 (the worst of 4096 elements near 0 is ~4 standard
+ * deviations) and is at least 10x further from the CPU than FP32 on the
+ * GEMM, which shows TF32 really ran (cuBLASLt's FAST_TF32 kernels; cuDNN
+ * may still pick an FMA algorithm when it times faster, so the
+ * convolution's errors are printed, not compared). */
+static void test_fp32_strict_tf32_opt_in(void)
+{
+    gemm_case(64, 1024, 64, 0, 1, true, NULL, false);
+    double strict = last_worst;
+    ASSERT_TRUE(strstr(last_kernel, "tf32") == NULL);
+    conv_case(1, 64, 28, 28, 64, 1, 3, 1, F4(1, 1, 1, 1), 28, 28, "Relu", 0, 0, true, false);
+    double strict_conv = last_worst;
+    ASSERT_TRUE(strstr(last_kernel, "tf32") == NULL);
+
+    cuda_precision = INFD_PRECISION_TF32;
+    tolerance = 5e-2;
+    gemm_case(64, 1024, 64, 0, 1, true, NULL, false);
+    double tf32 = last_worst;
+    bool gemm_named = strstr(last_kernel, "matmul_tf32") != NULL;
+    conv_case(1, 64, 28, 28, 64, 1, 3, 1, F4(1, 1, 1, 1), 28, 28, "Relu", 0, 0, true, false);
+    double tf32_conv = last_worst;
+    bool conv_named = strstr(last_kernel, "conv_tf32") != NULL;
+    conv_case(1, 24, 15, 15, 24, 24, 5, 1, F4(2, 2, 2, 2), 15, 15, "Sigmoid", 0, 0, true, false);
+    test_matmul();
+    bool matmul_named = strstr(last_kernel, "tf32") != NULL;
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
+    printf("    GEMM K=1024: FP32 %.3g, TF32 %.3g; conv K=576: FP32 %.3g, TF32 %.3g "
+           "(of 1 + |cpu|)\n",
+           strict, tf32, strict_conv, tf32_conv);
+    ASSERT_TRUE(gemm_named);
+    ASSERT_TRUE(conv_named);
+    ASSERT_TRUE(matmul_named);
+    ASSERT_TRUE(tf32 > 10.0 * strict); /* TF32 really ran */
 }
 
 static void binary_case(const char *op, int32_t ra, const int64_t *da, int32_t rb,
@@ -480,6 +527,7 @@ int main(int argc, char **argv)
         { "test_conv_fp16", test_conv_fp16 },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
+        { "test_fp32_strict_tf32_opt_in", test_fp32_strict_tf32_opt_in },
         { "test_binary_broadcast", test_binary_broadcast },
         { "test_unary", test_unary },
         { "test_clip", test_clip },

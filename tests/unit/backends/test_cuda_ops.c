@@ -9,7 +9,8 @@
  * stream slots (as test_cuda.c does). Every output is compared: FP32 within
  * |cuda - cpu| <= 1e-4 * (1 + |cpu|) (reductions accumulate in double on
  * both, matmuls and convolutions run FP32 math, so only the summation order
- * differs), integers exactly, NaN only against NaN. Each case also checks
+ * differs; the TF32 cases, opt-in, within 1e-2), integers exactly, NaN
+ * only against NaN. Each case also checks
  * which kernel ran, so a case meant for cuda_extra.c cannot pass on another
  * table's kernel.
  *
@@ -31,6 +32,10 @@ static const infd_backend_ops *cuda = &infd_cuda_backend;
 
 static char last_kernel[64];
 static char fail_msg[1024];
+/* The precision kernels are compiled with and the FP32 tolerance (of
+ * 1 + |cpu|); test_tf32 raises both. */
+static infd_precision check_precision = INFD_PRECISION_FP32;
+static double check_tolerance = 1e-4;
 
 static size_t value_numel(kt *t, int32_t v)
 {
@@ -68,8 +73,8 @@ static bool check(kt *t, const void *const *inputs, const char *kernel)
         goto out;
     }
     void *got_out[KT_MAX_IO] = { got };
-    if (ct_run(t, INFD_PRECISION_FP32, true, inputs, got_out, last_kernel, sizeof(last_kernel),
-               &err) != INFD_STATUS_OK) {
+    if (ct_run(t, check_precision, true, inputs, got_out, last_kernel, sizeof(last_kernel), &err) !=
+        INFD_STATUS_OK) {
         snprintf(fail_msg, sizeof(fail_msg), "%s: CUDA failed: %s", t->node.op_type, err.msg);
         goto out;
     }
@@ -82,7 +87,7 @@ static bool check(kt *t, const void *const *inputs, const char *kernel)
         if (y->dtype == INFD_DTYPE_FP32) {
             double r = ((const float *)ref)[i], g = ((const float *)got)[i];
             bool same = (isnan(r) && isnan(g)) || (isinf(r) && r == g) ||
-                        fabs(g - r) <= 1e-4 * (1.0 + fabs(r));
+                        fabs(g - r) <= check_tolerance * (1.0 + fabs(r));
             if (!same) {
                 snprintf(fail_msg, sizeof(fail_msg),
                          "%s: element %zu of %zu: cuda %.7g vs cpu %.7g (kernel %s)",
@@ -545,6 +550,35 @@ static void test_matmul_vectors(void)
         matmul_case(1, (int64_t[]){ 5 }, 3, (int64_t[]){ 2, 5, 7 }, 2, (int64_t[]){ 2, 7 }, false));
 }
 
+/* ---- TF32 ---------------------------------------------------------------- */
+
+/* A TF32 plan (opt-in): ConvTranspose and batched MatMul keep FP32 tensors
+ * but may round inputs to TF32 on tensor cores (10 mantissa bits, FP32
+ * sums), which the kernel names say; the sums here (K <= 216) stay well
+ * inside 1e-2 of (1 + |cpu|). FP32 kernels never name TF32. */
+static void test_tf32(void)
+{
+    bool fp32_plain = true, named = true;
+    CHECK_OR_FAIL(
+        deconv_case(1, 8, 7, 7, 16, 1, 3, 3, 2, 1, (int64_t[]){ 1, 1, 1, 1 }, NULL, true));
+    fp32_plain &= strstr(last_kernel, "tf32") == NULL;
+    CHECK_OR_FAIL(matmul_case(4, (int64_t[]){ 1, 8, 40, 15 }, 4, (int64_t[]){ 1, 8, 15, 40 }, 4,
+                              (int64_t[]){ 1, 8, 40, 40 }, false));
+    fp32_plain &= strstr(last_kernel, "tf32") == NULL;
+    check_precision = INFD_PRECISION_TF32;
+    check_tolerance = 1e-2;
+    bool ok = deconv_case(1, 24, 8, 9, 24, 1, 3, 3, 1, 1, (int64_t[]){ 1, 1, 1, 1 }, NULL, true);
+    named &= strncmp(last_kernel, "cudnn:deconv_tf32:", 18) == 0;
+    ok = ok && matmul_case(4, (int64_t[]){ 4, 8, 40, 40 }, 4, (int64_t[]){ 4, 8, 40, 15 }, 4,
+                           (int64_t[]){ 4, 8, 40, 15 }, false);
+    named &= strcmp(last_kernel, "cublasLt:bmm_tf32") == 0;
+    check_precision = INFD_PRECISION_FP32;
+    check_tolerance = 1e-4;
+    CHECK_OR_FAIL(ok);
+    ASSERT_TRUE(fp32_plain);
+    ASSERT_TRUE(named);
+}
+
 int main(int argc, char **argv)
 {
     infd_error err = { 0 };
@@ -567,6 +601,7 @@ int main(int argc, char **argv)
         { "test_matmul_batched", test_matmul_batched },
         { "test_matmul_broadcast", test_matmul_broadcast },
         { "test_matmul_vectors", test_matmul_vectors },
+        { "test_tf32", test_tf32 },
     };
     return test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

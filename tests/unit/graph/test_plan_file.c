@@ -229,6 +229,10 @@ static void test_wrong_options(void)
     o.precision = INFD_PRECISION_BF16;
     ASSERT_STATUS(infd_plan_create(plan_path, &o, &p, &err), INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "built with precision fp32");
+    o.precision = INFD_PRECISION_TF32;
+    ASSERT_STATUS(infd_plan_create(plan_path, &o, &p, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "built with precision fp32; asked for tf32: rebuild it with infd "
+                            "build --precision tf32");
 }
 
 /* Replaces the first occurrence of `from` in the file's bytes by `to`
@@ -305,9 +309,10 @@ static int model_records(infd_plan_record *recs, int cap, uint8_t *fake, uint32_
 }
 
 /* A hand-made file: the model, batch 1 with `recs`, device `device`,
- * library versions `libs`. */
-static uint8_t *make_file_libs(const char *device, const char *libs, infd_plan_record *recs,
-                               int n_recs, size_t *n)
+ * library versions `libs`, precision `precision` (an infd_precision, or
+ * any number, for the reader's checks). */
+static uint8_t *make_file_prec(const char *device, const char *libs, uint32_t precision,
+                               infd_plan_record *recs, int n_recs, size_t *n)
 {
     size_t mn;
     uint8_t *model = read_all(onnx_path, &mn);
@@ -319,7 +324,7 @@ static uint8_t *make_file_libs(const char *device, const char *libs, infd_plan_r
         .device = device,
         .libs = libs,
         .device_kind = INFD_DEVICE_CPU,
-        .precision = INFD_PRECISION_FP32,
+        .precision = precision,
         .model_name = "model.onnx",
         .model_hash = infd_planfile_hash(model, mn),
         .model = model,
@@ -331,6 +336,12 @@ static uint8_t *make_file_libs(const char *device, const char *libs, infd_plan_r
     infd_planfile_encode(&pf, &b);
     free(model);
     return (uint8_t *)infd_strbuf_take(&b, n);
+}
+
+static uint8_t *make_file_libs(const char *device, const char *libs, infd_plan_record *recs,
+                               int n_recs, size_t *n)
+{
+    return make_file_prec(device, libs, INFD_PRECISION_FP32, recs, n_recs, n);
 }
 
 /* As make_file_libs with this process's CPU library versions (none). */
@@ -407,6 +418,43 @@ static void test_records(void)
     ASSERT_STR_HAS(err.msg, "more kernels than the file's 1 tuning records");
     infd_free(d);
     ASSERT_TRUE(p == NULL);
+}
+
+/* TF32 is a CUDA precision: a CPU plan asked for it is refused (as FP16
+ * is) rather than run as FP32; plan files carry it like the others. */
+static void test_tf32_precision(void)
+{
+    infd_error err = { 0 };
+    infd_plan *p = NULL;
+    infd_plan_options o;
+    size_t n;
+    setup();
+    infd_plan_options_init(&o);
+    o.precision = INFD_PRECISION_TF32;
+    ASSERT_STATUS(infd_plan_create(onnx_path, &o, &p, &err), INFD_STATUS_UNIMPLEMENTED);
+    ASSERT_STR_HAS(err.msg, "precision tf32 is implemented on the CUDA backend only");
+    ASSERT_TRUE(p == NULL);
+    o.precision = (infd_precision)4;
+    ASSERT_STATUS(infd_plan_create(onnx_path, &o, &p, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "unknown precision 4");
+
+    /* A TF32 file decodes (and says so); loading it for the CPU compiles
+     * with its precision, so the CPU refuses it the same way. */
+    uint8_t *d = make_file_prec("cpu", "", INFD_PRECISION_TF32, NULL, 0, &n);
+    infd_planfile pf;
+    ASSERT_STATUS(infd_planfile_decode(d, n, "tf32.plan", true, &pf, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT((int)pf.precision, INFD_PRECISION_TF32);
+    infd_planfile_fini(&pf);
+    ASSERT_STATUS(infd_plan_create_from_memory(d, n, "tf32.plan", NULL, &p, &err),
+                  INFD_STATUS_UNIMPLEMENTED);
+    ASSERT_STR_HAS(err.msg, "precision tf32 is implemented on the CUDA backend only");
+    infd_free(d);
+    /* A precision past TF32 is unknown to the reader. */
+    d = make_file_prec("cpu", "", INFD_PRECISION_TF32 + 1, NULL, 0, &n);
+    ASSERT_STATUS(infd_planfile_decode(d, n, "p4.plan", true, &pf, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "the precision is unknown");
+    infd_free(d);
 }
 
 /* The library version lists: the first difference, named. */
@@ -679,5 +727,6 @@ static void test_cleanup(void)
 }
 
 TEST_MAIN(test_batch_sizes, test_same_outputs, test_info, test_wrong_options,
-          test_other_version_refused, test_records, test_libs_differ, test_devices_libs, test_codec,
-          test_truncated_loads, test_load_oom, test_builder_errors, test_cleanup)
+          test_other_version_refused, test_records, test_libs_differ, test_devices_libs,
+          test_tf32_precision, test_codec, test_truncated_loads, test_load_oom, test_builder_errors,
+          test_cleanup)

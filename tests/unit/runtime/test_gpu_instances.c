@@ -277,6 +277,9 @@ static void test_config_errors(void)
      * (Add and Sub are FP32 kernels; FP16 covers Conv). */
     add_model(repo, "fp16_param",
               GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"FP16\" } }\n"));
+    /* TF32 likewise: CPU instances stay FP32; GPU plans keep FP32 tensors. */
+    add_model(repo, "tf32_param",
+              GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"tf32\" } }\n"));
     add_model(
         repo, "fp16_trt",
         GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
@@ -296,7 +299,7 @@ static void test_config_errors(void)
         { "dup_gpu", "instance_group[0].gpus lists GPU 0 twice" },
         { "cpu_gpus", "instance_group[0]: KIND_CPU with gpus" },
         { "bad_precision",
-          "parameters['precision'].string_value is 'fp8'; expected fp32, fp16 or bf16" },
+          "parameters['precision'].string_value is 'fp8'; expected fp32, tf32, fp16 or bf16" },
         { "bad_mode", "gpu_execution_accelerator[0].parameters['precision_mode'] is 'INT4'" },
         { "bad_accel", "unknown accelerator 'warp_drive'" },
         { "disagree", "parameters['precision'] is 'fp32' but the tensorrt accelerator's" },
@@ -323,6 +326,7 @@ static void test_config_errors(void)
     infd_free(json);
     ASSERT_TRUE(infer_ok(s, "good", 2, 1.0f));
     ASSERT_TRUE(infer_ok(s, "fp16_param", 4, 1.0f));
+    ASSERT_TRUE(infer_ok(s, "tf32_param", 2, 3.0f));
     ASSERT_TRUE(infer_ok(s, "fp16_trt", 3, 2.0f));
     infd_server_destroy(s);
 }
