@@ -39,8 +39,12 @@ extern "C" infd_status infd_cuda_set_device(int index, infd_error *err)
     if (index < 0 || index >= count)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "GPU %d does not exist (this machine has %d)", index, count);
+    /* A fresh thread reads device 0 as current before any context is bound
+     * to it, and cuDNN's graph-API execute (driver API underneath) then
+     * fails with "invalid device context": set it once per thread. */
+    static __thread int bound = -1;
     int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == index)
+    if (bound == index && cudaGetDevice(&cur) == cudaSuccess && cur == index)
         return INFD_STATUS_OK;
     cudaError_t rc = cudaSetDevice(index);
     if (rc != cudaSuccess) {
@@ -48,5 +52,6 @@ extern "C" infd_status infd_cuda_set_device(int index, infd_error *err)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "GPU %d: cudaSetDevice: %s", index,
                               cudaGetErrorString(rc));
     }
+    bound = index;
     return INFD_STATUS_OK;
 }

@@ -748,6 +748,10 @@ typedef struct thread_arg {
 static void *thread_main(void *p)
 {
     thread_arg *a = p;
+    /* The thread's first CUDA call: binds the primary context, which
+     * cuDNN's graph-API execute needs current (as plan runs get it from
+     * the backend's set_device). */
+    cudaSetDevice(0);
     for (int i = 0; i < a->iters; i++)
         infd_cuda_convg_run(a->g, a->st, a->dc->x, a->dc->z, a->dc->y, a->dc->ws);
     a->failed = infd_cuda_sync(a->st, a->why, sizeof(a->why)) != 0;
