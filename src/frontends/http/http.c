@@ -967,8 +967,6 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
     return INFD_STATUS_OK;
 }
 
-/* POST .../infer: decodes the body, builds the request and submits it; the
- * reply is written by finish_infer, or here at once on an error. */
 /* Appends to c->segs, from *n on, the pieces of bytes [off, off + len) of
  * `body` as its evbuffer chains hold them; false when out of memory. */
 static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_t len, int *n)
@@ -1004,6 +1002,8 @@ static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_
     return len == 0;
 }
 
+/* POST .../infer: decodes the body, builds the request and submits it; the
+ * reply is written by finish_infer, or here at once on an error. */
 static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char *name,
                          int64_t version)
 {
