@@ -137,7 +137,7 @@ struct infd_model {
     infd_precision gpu_precision; /* of CUDA plans (config: precision_mode / precision) */
     rt_instance *inst;
     int n_inst;
-    int n_threads;    /* engine threads per CPU instance */
+    int n_threads; /* engine threads per CPU instance */
     /* Copies GPU instances' batches into their pinned staging in parallel;
      * NULL for models without GPU instances or on small machines. */
     struct infd_pool *copy_pool;

@@ -216,8 +216,8 @@ infd_status infd_request_add_input(infd_request *req, const char *name, infd_dty
     return st;
 }
 
-infd_status infd_request_add_input_segments(infd_request *req, const char *name,
-                                            infd_dtype dtype, const int64_t *shape, int rank,
+infd_status infd_request_add_input_segments(infd_request *req, const char *name, infd_dtype dtype,
+                                            const int64_t *shape, int rank,
                                             const infd_data_segment *segments, int n_segments,
                                             infd_error *err)
 {

@@ -15,11 +15,11 @@ typedef struct infd_cuda_stream {
     cudaStream_t s;
     cudnnHandle_t dnn;
     cublasLtHandle_t lt;
-    cudaGraphExec_t graph; /* the captured run, or NULL */
-    cudaEvent_t done;      /* blocking-sync event infd_cuda_sync waits on */
+    cudaGraphExec_t graph;  /* the captured run, or NULL */
+    cudaEvent_t done;       /* blocking-sync event infd_cuda_sync waits on */
     long long last_wait_ns; /* how long infd_cuda_sync's last wait took */
-    int failed;            /* an error is recorded in `err` */
-    char err[256];         /* first failure since the last sync */
+    int failed;             /* an error is recorded in `err` */
+    char err[256];          /* first failure since the last sync */
 } infd_cuda_stream;
 
 /* Launch geometry for n elements, 256 threads a block. */

@@ -1102,11 +1102,10 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         kserve_input *ki = &r->inputs[i];
         infd_status st =
             ki->binary_data_size < 0
-                ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
-                                         ki->data, ki->nbytes, &err)
-                : infd_request_add_input_segments(c->req, ki->name, ki->dtype, ki->shape,
-                                                  ki->rank, c->segs + seg_first[i], seg_n[i],
-                                                  &err);
+                ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
+                                         ki->nbytes, &err)
+                : infd_request_add_input_segments(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
+                                                  c->segs + seg_first[i], seg_n[i], &err);
         if (st != INFD_STATUS_OK)
             goto fail_request;
     }

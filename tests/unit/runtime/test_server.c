@@ -167,11 +167,12 @@ static void test_segmented_inputs(void)
     };
     infd_request *r = NULL;
     ASSERT_STATUS(infd_request_create(m, &r, &err), INFD_STATUS_OK);
-    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
-                                                  &err),
-                  INFD_STATUS_OK);
-    ASSERT_STATUS(infd_request_add_input(r, "INPUT1", INFD_DTYPE_FP32, shape, 2, b, sizeof(b), &err),
-                  INFD_STATUS_OK);
+    ASSERT_STATUS(
+        infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4, &err),
+        INFD_STATUS_OK);
+    ASSERT_STATUS(
+        infd_request_add_input(r, "INPUT1", INFD_DTYPE_FP32, shape, 2, b, sizeof(b), &err),
+        INFD_STATUS_OK);
     ASSERT_STATUS(infd_infer(r, &err), INFD_STATUS_OK);
     const char *on = NULL;
     infd_tensor t0, t1;
@@ -185,20 +186,20 @@ static void test_segmented_inputs(void)
     /* One byte short in all, and a piece with bytes but no memory. */
     ASSERT_STATUS(infd_request_create(m, &r, &err), INFD_STATUS_OK);
     segs[3].nbytes -= 1;
-    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
-                                                  &err),
-                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(
+        infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4, &err),
+        INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "191 bytes");
     segs[3].nbytes += 1;
     segs[1].nbytes = 4;
     segs[0].nbytes -= 4;
-    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4,
-                                                  &err),
-                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(
+        infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, segs, 4, &err),
+        INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "no data");
-    ASSERT_STATUS(infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, NULL, 2,
-                                                  &err),
-                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(
+        infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, NULL, 2, &err),
+        INFD_STATUS_INVALID_ARGUMENT);
     infd_request_destroy(r);
     infd_model_release(m);
     infd_server_destroy(s);
