@@ -733,9 +733,15 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
                 goto out;
         }
         infd_kernel *k = NULL;
+        uint64_t tk = infd_clock_ns();
         st = infd_backend_compile(p->backend, &a, &k, err);
         if (st != INFD_STATUS_OK)
             goto out;
+        tk = infd_clock_ns() - tk;
+        if (tk > 5000000) /* INFD_LOG_LEVEL=debug: where a slow build or load goes */
+            INFD_LOG_DEBUG("%s: node '%s' (%s): %s compiled in %.1f ms%s", g->source, node->name,
+                           node->op_type, k->name, (double)tk / 1e6,
+                           a.tuning ? " from its tuning record" : "");
         p->steps[p->n_steps].node = n;
         p->steps[p->n_steps].kernel = k;
         p->n_steps++;
@@ -888,6 +894,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         infd_error_prefix(err, "%s", path);
         return st;
     }
+    INFD_LOG_DEBUG("%s: %s backend ready: %.1f ms", path, backend->name,
+                   (double)(infd_clock_ns() - t0) / 1e6);
     p = infd_calloc(1, sizeof(*p));
     if (!p)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -927,7 +935,12 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    uint64_t t_steps = infd_clock_ns();
+    INFD_LOG_DEBUG("%s: model read and optimized: %.1f ms from the start", path,
+                   (double)(t_steps - t0) / 1e6);
     st = compile_steps(p, err);
+    INFD_LOG_DEBUG("%s: %d kernels compiled: %.1f ms", path, p->n_steps,
+                   (double)(infd_clock_ns() - t_steps) / 1e6);
     p->records = NULL; /* borrowed for the build only */
     if (st != INFD_STATUS_OK)
         goto fail;
@@ -952,6 +965,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         st = plan_device_memory(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    INFD_LOG_DEBUG("%s: memory planned: %.1f ms from the start", path,
+                   (double)(infd_clock_ns() - t0) / 1e6);
 
     p->stats.n_kernels = p->n_steps;
     p->stats.n_opaque = p->n_opaque;
