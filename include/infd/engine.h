@@ -78,6 +78,9 @@ typedef enum infd_precision {
     INFD_PRECISION_TF32 = 3, /* CUDA only; see infd_plan_options.precision */
 } infd_precision;
 
+/* "fp32", "bf16", "fp16" or "tf32" (anything else reads "fp32"). */
+INFD_API const char *infd_precision_name(infd_precision precision);
+
 typedef struct infd_plan_options {
     /* INFD_DEVICE_CPU, or INFD_DEVICE_CUDA: every kernel on GPU
      * device_index (FP32; an op the CUDA backend lacks fails the build,

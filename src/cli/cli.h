@@ -47,9 +47,6 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
 /* Parses "1,3,224,224" into `shape`; -1 on a malformed list. */
 int infd_cli_parse_dims(const char *s, infd_shape *shape);
 
-/* "fp32", "tf32", "bf16" or "fp16". */
-const char *infd_cli_precision_name(infd_precision p);
-
 /* Fills a tensor with deterministic pseudo-random values (floats in [0, 1),
  * small non-negative integers, booleans) from `seed`. */
 void infd_cli_fill_random(infd_tensor *t, uint64_t seed);

@@ -312,10 +312,9 @@ int infd_cli_bench(int argc, char **argv)
                "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d, "
                "\"opaque_values\": %d, \"tuned\": %d, \"from_cache\": %d, \"contexts\": %ld, "
                "\"pinned_io\": %s}\n",
-               c.model, device, (long long)batch, threads,
-               infd_cli_precision_name(c.plan.precision), iterations, load_ms, p50, p90, p99, tput,
-               rss_mib, stats.n_kernels, stats.n_opaque, stats.n_tuned, stats.n_from_cache, n_ctx,
-               pinned ? "true" : "false");
+               c.model, device, (long long)batch, threads, infd_precision_name(c.plan.precision),
+               iterations, load_ms, p50, p90, p99, tput, rss_mib, stats.n_kernels, stats.n_opaque,
+               stats.n_tuned, stats.n_from_cache, n_ctx, pinned ? "true" : "false");
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
@@ -327,8 +326,8 @@ int infd_cli_bench(int argc, char **argv)
                load_ms, stats.n_tuned, stats.n_from_cache);
         printf("batch       %lld, device %s, threads %d, precision %s, %ld iterations after %ld "
                "warm-up, %ld context%s%s\n",
-               (long long)batch, device, threads, infd_cli_precision_name(c.plan.precision),
-               iterations, warmup, n_ctx, n_ctx == 1 ? "" : "s (one thread each)",
+               (long long)batch, device, threads, infd_precision_name(c.plan.precision), iterations,
+               warmup, n_ctx, n_ctx == 1 ? "" : "s (one thread each)",
                pinned ? ", pinned I/O" : "");
         printf("latency     p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n", p50, p90, p99);
         printf("throughput  %.1f samples/s\n", tput);

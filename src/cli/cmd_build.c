@@ -103,7 +103,7 @@ int infd_cli_build(int argc, char **argv)
     }
     const char *device = c.plan.device == INFD_DEVICE_CUDA ? "cuda" : "cpu";
     printf("building %s for %s, precision %s, %d batch size%s\n", c.model, device,
-           infd_cli_precision_name(c.plan.precision), n_batches, n_batches == 1 ? "" : "s");
+           infd_precision_name(c.plan.precision), n_batches, n_batches == 1 ? "" : "s");
     int records = 0;
     for (int k = 0; k < n_batches; k++) {
         infd_plan_stats st;

@@ -114,26 +114,12 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd)
         fprintf(stderr,
                 "infd %s: %s was built with precision %s: rebuild it with infd build "
                 "--precision\n",
-                cmd, c->model, infd_cli_precision_name(info.precision));
+                cmd, c->model, infd_precision_name(info.precision));
         return -1;
     }
     c->plan.device = info.device_kind;
     c->plan.precision = info.precision;
     return 0;
-}
-
-const char *infd_cli_precision_name(infd_precision p)
-{
-    switch (p) {
-    case INFD_PRECISION_BF16:
-        return "bf16";
-    case INFD_PRECISION_FP16:
-        return "fp16";
-    case INFD_PRECISION_TF32:
-        return "tf32";
-    default:
-        return "fp32";
-    }
 }
 
 void infd_cli_fill_random(infd_tensor *t, uint64_t seed)

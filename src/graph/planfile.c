@@ -668,7 +668,7 @@ static const char *device_name(uint32_t kind)
     return kind == INFD_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
-static const char *precision_name(uint32_t p)
+const char *infd_precision_name(infd_precision p)
 {
     switch (p) {
     case INFD_PRECISION_BF16:
@@ -680,6 +680,11 @@ static const char *precision_name(uint32_t p)
     default:
         return "fp32";
     }
+}
+
+static const char *precision_name(uint32_t p)
+{
+    return infd_precision_name((infd_precision)p);
 }
 
 /* One "NAME VERSION" entry of a library list ("cuDNN 9.13.0, cuBLASLt
