@@ -741,7 +741,7 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         if (tk > 5000000) /* INFD_LOG_LEVEL=debug: where a slow build or load goes */
             INFD_LOG_DEBUG("%s: node '%s' (%s): %s compiled in %.1f ms%s", g->source, node->name,
                            node->op_type, k->name, (double)tk / 1e6,
-                           a.tuning ? " from its tuning record" : "");
+                           a.tuning ? " (given a tuning record)" : "");
         p->steps[p->n_steps].node = n;
         p->steps[p->n_steps].kernel = k;
         p->n_steps++;
@@ -939,8 +939,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     INFD_LOG_DEBUG("%s: model read and optimized: %.1f ms from the start", path,
                    (double)(t_steps - t0) / 1e6);
     st = compile_steps(p, err);
-    INFD_LOG_DEBUG("%s: %d kernels compiled: %.1f ms", path, p->n_steps,
-                   (double)(infd_clock_ns() - t_steps) / 1e6);
+    if (st == INFD_STATUS_OK)
+        INFD_LOG_DEBUG("%s: %d kernels compiled: %.1f ms", path, p->n_steps,
+                       (double)(infd_clock_ns() - t_steps) / 1e6);
     p->records = NULL; /* borrowed for the build only */
     if (st != INFD_STATUS_OK)
         goto fail;

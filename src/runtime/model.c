@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -1056,22 +1057,35 @@ static bool staged_everywhere(const infd_model *m, rt_instance *inst, int i, boo
     return true;
 }
 
-/* Threads that gather a GPU instance's batch into its pinned staging: one
+/* Threads that gather a batching model's large batches (scheduler.c): one
  * copy thread managed about 4.7 GB/s on the H100 machine's cores, so a
- * ResNet-50 batch of 128 (77 MB) took 16 ms to gather, longer than the GPU
- * ran it. Half the cores, at most 8, counting the instance's own thread;
- * none below 4 cores, where the frontends need them. */
-static infd_status create_copy_pool(infd_model *m, infd_error *err)
+ * ResNet-50 batch of 128 (77 MB) took 16 ms to gather into a GPU instance's
+ * pinned staging, longer than the GPU ran it. Models with GPU instances get
+ * half the cores, at most 8, counting the calling instance thread; none
+ * below 4 cores, where the frontends need them, and CPU-only models none
+ * (their engine threads are busy). INFD_GATHER_THREADS=N sets the count for
+ * every batching model (1: none). Creating the pool failing costs only the
+ * speed: a warning, and batches are gathered serially. */
+static void create_copy_pool(infd_model *m)
 {
-    bool staged = false;
-    for (int k = 0; k < m->n_inst && !staged; k++)
-        for (int i = 0; i < m->n_in && !staged; i++)
-            staged = m->inst[k].in_buf[i] == NULL && m->plans[m->n_plans - 1].batch > 1;
+    if (m->max_batch <= 1)
+        return;
+    bool gpu = false;
+    for (int k = 0; k < m->n_inst; k++)
+        gpu |= m->dev[m->inst[k].device].kind == INFD_DEVICE_CUDA;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!staged || cores < 4)
-        return INFD_STATUS_OK;
-    int threads = (int)(cores / 2 < 8 ? cores / 2 : 8);
-    return infd_pool_create(threads - 1, 0, &m->copy_pool, err);
+    int threads = gpu && cores >= 4 ? (int)(cores / 2 < 8 ? cores / 2 : 8) : 1;
+    const char *env = getenv("INFD_GATHER_THREADS");
+    if (env && *env)
+        threads = atoi(env);
+    if (threads <= 1)
+        return;
+    infd_error err = { 0 };
+    if (infd_pool_create(threads - 1, 0, &m->copy_pool, &err) != INFD_STATUS_OK)
+        infd_log(INFD_LOG_LEVEL_WARN, "model '%s': no parallel gather (%s)", m->name, err.msg);
+    else
+        INFD_LOG_DEBUG("model '%s': batches of 1 MB or more gathered by %d threads", m->name,
+                       threads);
 }
 
 static infd_status create_instances(infd_model *m, infd_error *err)
@@ -1102,7 +1116,8 @@ static infd_status create_instances(infd_model *m, infd_error *err)
                 return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
     }
-    return create_copy_pool(m, err);
+    create_copy_pool(m);
+    return INFD_STATUS_OK;
 }
 
 /* "2 on GPU 0 (FP16), 1 on the CPU x 3 threads" for the READY log line. */

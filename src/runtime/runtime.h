@@ -61,11 +61,14 @@ typedef struct rt_instance {
     void *in_buf[INFD_MAX_MODEL_IO];
     void *out_buf[INFD_MAX_MODEL_IO];
     infd_request *batch[INFD_STATS_MAX_BATCH]; /* requests of the running batch */
-    /* A parallel gather (scheduler.c): each request's first row, and where
-     * each input's batch goes. */
+    /* The running batch's gather (scheduler.c): each request's first row,
+     * where each input's rows go, the chunk size, and the first chunk of
+     * each input (chunks of all inputs are numbered in one sequence). */
     int64_t row_at[INFD_STATS_MAX_BATCH];
     char *gather_dst[INFD_MAX_MODEL_IO];
     int gather_n;
+    size_t gather_chunk;
+    int64_t gather_first[INFD_MAX_MODEL_IO + 1];
 } rt_instance;
 
 struct infd_request {
@@ -138,8 +141,8 @@ struct infd_model {
     rt_instance *inst;
     int n_inst;
     int n_threads; /* engine threads per CPU instance */
-    /* Copies GPU instances' batches into their pinned staging in parallel;
-     * NULL for models without GPU instances or on small machines. */
+    /* Gathers the instances' large batches in parallel (model.c,
+     * create_copy_pool); NULL when the model has none. */
     struct infd_pool *copy_pool;
     atomic_int state; /* infd_model_state */
 

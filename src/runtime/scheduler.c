@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -225,8 +226,13 @@ infd_status infd_request_add_input_segments(infd_request *req, const char *name,
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "input '%s': %d data segments",
                               name ? name : "(null)", n_segments);
     size_t nbytes = 0;
-    for (int k = 0; k < n_segments; k++)
+    for (int k = 0; k < n_segments; k++) {
+        if (segments[k].nbytes > SIZE_MAX - nbytes)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input '%s': the data segments' sizes overflow",
+                                  name ? name : "(null)");
         nbytes += segments[k].nbytes;
+    }
     return add_input(req, name, dtype, shape, rank, segments, n_segments, nbytes, err);
 }
 
@@ -649,25 +655,92 @@ static bool wants_all_outputs(const infd_request *r)
     return r->n_out == r->model->n_out;
 }
 
-/* Copies input i of request k (task i * n + k) of the instance's batch to
- * where its rows go (copy_pool tasks). */
-static void gather_one(void *arg, int64_t task)
+/* Copies bytes [from, from + len) of the concatenation of `segs` to dst. */
+static void copy_from_segments(char *dst, const infd_data_segment *segs, int n_segs, size_t from,
+                               size_t len)
 {
-    rt_instance *inst = arg;
-    const infd_model *m = inst->model;
-    int i = (int)(task / inst->gather_n), k = (int)(task % inst->gather_n);
-    const infd_request *r = inst->batch[k];
-    char *dst = inst->gather_dst[i] + (size_t)inst->row_at[k] * m->in[i].row_bytes;
-    for (int g = 0; g < r->in[i].n_segs; g++) {
-        const infd_data_segment *sg = &r->in[i].segs[g];
-        if (sg->nbytes)
-            memcpy(dst, sg->data, sg->nbytes);
-        dst += sg->nbytes;
+    for (int g = 0; g < n_segs && len > 0; g++) {
+        size_t n = segs[g].nbytes;
+        if (from >= n) {
+            from -= n;
+            continue;
+        }
+        size_t take = n - from < len ? n - from : len;
+        memcpy(dst, (const char *)segs[g].data + from, take);
+        dst += take;
+        len -= take;
+        from = 0;
     }
 }
 
-/* Batches at least this large are gathered by the model's copy pool. */
+/* Gathers chunk `task` of the instance's batch: bytes [c * chunk, (c + 1) *
+ * chunk) of input i's batch, from the requests (and their pieces) that
+ * hold them. Chunks split large requests too, so a pool balances batches of
+ * a few big requests as well as many small ones. */
+static void gather_chunk(void *arg, int64_t task)
+{
+    rt_instance *inst = arg;
+    const infd_model *m = inst->model;
+    int i = 0;
+    while (inst->gather_first[i + 1] <= task)
+        i++;
+    size_t rb = m->in[i].row_bytes;
+    size_t at = (size_t)(task - inst->gather_first[i]) * inst->gather_chunk;
+    size_t end = at + inst->gather_chunk;
+    /* The request holding byte `at`: the last one starting at or before it. */
+    int lo = 0, hi = inst->gather_n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if ((size_t)inst->row_at[mid] * rb <= at)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    for (int k = lo; k < inst->gather_n && at < end; k++) {
+        const infd_request *r = inst->batch[k];
+        size_t base = (size_t)inst->row_at[k] * rb, stop = base + r->in[i].nbytes;
+        size_t upto = stop < end ? stop : end;
+        if (upto > at)
+            copy_from_segments(inst->gather_dst[i] + at, r->in[i].segs, r->in[i].n_segs, at - base,
+                               upto - at);
+        at = upto;
+    }
+}
+
+/* Batches at least this large are gathered by the model's copy pool, in
+ * chunks of GATHER_CHUNK_BYTES. */
 #define PARALLEL_GATHER_BYTES (1u << 20)
+#define GATHER_CHUNK_BYTES    (512u << 10)
+
+/* Gathers the batch's inputs into inst->gather_dst. */
+static void gather(const infd_model *m, rt_instance *inst, int n, int64_t rows)
+{
+    int64_t at = 0;
+    size_t bytes = 0;
+    for (int k = 0; k < n; k++) {
+        inst->row_at[k] = at;
+        at += inst->batch[k]->rows;
+    }
+    for (int i = 0; i < m->n_in; i++)
+        bytes += (size_t)rows * m->in[i].row_bytes;
+    bool parallel = m->copy_pool && bytes >= PARALLEL_GATHER_BYTES;
+    inst->gather_n = n;
+    inst->gather_chunk = parallel ? GATHER_CHUNK_BYTES : SIZE_MAX;
+    inst->gather_first[0] = 0;
+    for (int i = 0; i < m->n_in; i++) {
+        size_t in_bytes = (size_t)rows * m->in[i].row_bytes;
+        int64_t chunks = parallel
+                             ? (int64_t)((in_bytes + GATHER_CHUNK_BYTES - 1) / GATHER_CHUNK_BYTES)
+                             : in_bytes > 0;
+        inst->gather_first[i + 1] = inst->gather_first[i] + chunks;
+    }
+    int64_t tasks = inst->gather_first[m->n_in];
+    if (parallel)
+        infd_pool_parallel_for(m->copy_pool, tasks, gather_chunk, inst);
+    else
+        for (int64_t t = 0; t < tasks; t++)
+            gather_chunk(inst, t);
+}
 
 static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
 {
@@ -715,22 +788,8 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         inst->gather_dst[i] = base;
         t->data = base;
     }
-    if (!direct_in) {
-        int64_t at = 0;
-        size_t bytes = 0;
-        for (int k = 0; k < n; k++) {
-            inst->row_at[k] = at;
-            at += inst->batch[k]->rows;
-        }
-        for (int i = 0; i < m->n_in; i++)
-            bytes += (size_t)rows * m->in[i].row_bytes;
-        inst->gather_n = n;
-        if (m->copy_pool && n > 1 && bytes >= PARALLEL_GATHER_BYTES)
-            infd_pool_parallel_for(m->copy_pool, (int64_t)m->n_in * n, gather_one, inst);
-        else
-            for (int64_t task = 0; task < (int64_t)m->n_in * n; task++)
-                gather_one(inst, task);
-    }
+    if (!direct_in)
+        gather(m, inst, n, rows);
     /* Outputs: straight into a lone request's memory when it takes them
      * all and that memory is aligned. */
     bool direct_out = n == 1 && rows == p->batch && wants_all_outputs(inst->batch[0]);

@@ -151,7 +151,7 @@ def repo(tmp_path_factory):
     # ResNet-50-sized rows (3x224x224 FP32, 602 KB): bodies that arrive in
     # many reads and are served from the pieces they landed in.
     model_repo.add_sub(models, name="add_sub_big", dims=(150528,), max_batch_size=4,
-                       dynamic_batching={"max_queue_delay_microseconds": 50000})
+                       dynamic_batching={"max_queue_delay_microseconds": 200000})
     for dt in model_repo.IDENTITY_DTYPES:
         model_repo.identity(models, dtype=dt)
     return models
@@ -273,8 +273,8 @@ def test_infer_json(srv):
 
 def test_infer_binary_large_bodies(srv):
     # Two 602 KB binary inputs per row: each input's bytes sit in several
-    # of the connection's read buffers (the second starts inside one) and
-    # are gathered from there; concurrent requests meet in one batch.
+    # of the connection's read buffers and are gathered from there into
+    # batches that concurrent requests share.
     rng = np.random.default_rng(7)
 
     def one(rows):
@@ -294,6 +294,9 @@ def test_infer_binary_large_bodies(srv):
         hdr, bins = binary_outputs(r)
         assert np.array_equal(np.frombuffer(bins["OUTPUT0"], np.float32).reshape(a.shape), a + b)
         assert np.array_equal(np.frombuffer(bins["OUTPUT1"], np.float32).reshape(a.shape), a - b)
+    s = requests.get(srv.url + "/v2/models/add_sub_big/stats", timeout=TIMEOUT).json()
+    s = s["model_stats"][0]
+    assert s["inference_count"] == 6 and s["execution_count"] < len(cases), s
 
 
 def test_infer_binary(srv):

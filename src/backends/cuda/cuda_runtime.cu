@@ -14,12 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_runtime_impl.h"
+
+extern "C" {
+#include "core/clock.h"
+}
 
 extern "C" int infd_cuda_check_device(char *why, size_t n)
 {
@@ -155,13 +158,6 @@ extern "C" void infd_cuda_stream_fail(void *stream, const char *fmt, ...)
 /* Waits shorter than this poll; longer ones sleep. */
 #define SYNC_POLL_NS 1000000LL
 
-static long long now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Waits for the stream's work. cudaStreamSynchronize under the default
  * schedule spins (yielding) for the whole wait: four served ResNet-50
  * instances, waiting about 10 ms per batch, spent about a core of a CPU the
@@ -175,17 +171,17 @@ static cudaError_t wait_stream(infd_cuda_stream *st)
     cudaError_t rc = cudaEventRecord(st->done, st->s);
     if (rc != cudaSuccess)
         return rc;
-    long long t0 = now_ns();
+    long long t0 = (long long)infd_clock_ns();
     if (st->last_wait_ns < SYNC_POLL_NS) {
         while ((rc = cudaEventQuery(st->done)) == cudaErrorNotReady)
-            if (now_ns() - t0 > 2 * SYNC_POLL_NS) {
+            if ((long long)infd_clock_ns() - t0 > 2 * SYNC_POLL_NS) {
                 rc = cudaEventSynchronize(st->done);
                 break;
             }
     } else {
         rc = cudaEventSynchronize(st->done);
     }
-    st->last_wait_ns = now_ns() - t0;
+    st->last_wait_ns = (long long)infd_clock_ns() - t0;
     return rc;
 }
 

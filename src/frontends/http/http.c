@@ -6,9 +6,9 @@
  *   loop thread                         runtime worker thread
  *   ---------------------------------   ---------------------------------
  *   on_request: route, acquire model,
- *   pull the body up once, decode the
- *   JSON header (kserve_json), point
- *   binary inputs into the body,
+ *   pull up the JSON header, decode
+ *   it (kserve_json), hand binary
+ *   inputs over as the body's chains,
  *   reserve the binary outputs in one
  *   evbuffer chunk, infd_infer_async ─► batch, run, scatter outputs
  *                                       on_infer_done: queue the call on
@@ -25,7 +25,8 @@
  * infd_http_stop calls after every call has completed.
  *
  * Memory: an http_call (decoded request, infd_request, model reference,
- * binary-output evbuffer) comes from a per-loop free list, and the JSON of
+ * binary-output evbuffer, the binary inputs' segment lists) comes from a
+ * per-loop free list, and the JSON of
  * responses is written into a per-loop scratch buffer, so a warm loop
  * allocates only inside libevent (connection and chain buffers).
  *
@@ -70,8 +71,10 @@
 
 #define HTTP_MAX_HEADERS_BYTES (64 * 1024)
 #define HTTP_BACKLOG           1024
-/* Most bytes one read of a connection takes (see make_bufferevent). */
-#define HTTP_MAX_SINGLE_READ (256 * 1024)
+/* Most bytes one read of a connection takes (see top_up): 256 KiB less
+ * room for libevent's chain header, which it adds before rounding a new
+ * chain up to a power of two. */
+#define HTTP_MAX_SINGLE_READ (256 * 1024 - 256)
 /* Idle keep-alive connections and stalled clients are closed after this. */
 #define HTTP_TIMEOUT_SECS 120
 /* Longest path we route (model names are at most 127 bytes). */
@@ -390,6 +393,13 @@ static void call_put(http_call *c)
     }
     if (kreq_bytes(&c->kreq) > CALL_KEEP_BYTES)
         kserve_request_fini(&c->kreq);
+    if ((size_t)c->segs_cap * (sizeof(*c->vecs) + sizeof(*c->segs)) > CALL_KEEP_BYTES) {
+        infd_free(c->vecs);
+        infd_free(c->segs);
+        c->vecs = NULL;
+        c->segs = NULL;
+        c->segs_cap = 0;
+    }
     c->next = loop->free_calls;
     loop->free_calls = c;
     loop->n_free++;
@@ -1072,7 +1082,8 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         }
         seg_first[i] = n_segs;
         if (!body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
-            infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY, "out of memory reading the body");
+            infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY,
+                           "input '%s': cannot map the binary data (out of memory)", ki->name);
             code = 500;
             goto fail;
         }
@@ -1100,12 +1111,12 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         goto fail;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
-        infd_status st =
-            ki->binary_data_size < 0
-                ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
-                                         ki->nbytes, &err)
-                : infd_request_add_input_segments(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
-                                                  c->segs + seg_first[i], seg_n[i], &err);
+        infd_status st = ki->binary_data_size < 0
+                             ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape,
+                                                      ki->rank, ki->data, ki->nbytes, &err)
+                             : infd_request_add_input_segments(
+                                   c->req, ki->name, ki->dtype, ki->shape, ki->rank,
+                                   seg_n[i] ? c->segs + seg_first[i] : NULL, seg_n[i], &err);
         if (st != INFD_STATUS_OK)
             goto fail_request;
     }
@@ -1602,18 +1613,21 @@ static void destroy(infd_http *h)
  * throughput (bench/RESULTS.md, "Serving end to end").
  *
  * top_up is a callback of each connection's input buffer. When libevent's
- * own read has just added bytes (the only moment the buffer's end is not
- * frozen: evbuffer_reserve_space fails at any other), it reads what else the
- * socket holds, up to HTTP_MAX_SINGLE_READ, into the same buffer, and
- * libevent's read callback then hands evhttp everything at once. It reads
- * only while the bufferevent has reading enabled, so evhttp's flow control
- * (and its max body size, which it checks as the body arrives) is unchanged;
- * end of file and errors are left for libevent's next read to see. */
+ * own read has just added a full 4096 bytes (less means it drained the
+ * socket; and this is the only moment the buffer's end is not frozen:
+ * evbuffer_reserve_space fails at any other), it reads what else the socket
+ * holds, up to HTTP_MAX_SINGLE_READ, into the same buffer, and libevent's
+ * read callback then hands evhttp everything at once. That may take up to
+ * HTTP_MAX_SINGLE_READ past the end of a request, which evhttp keeps for
+ * the connection's next one, as it keeps what its own reads overshoot;
+ * evhttp's max body size is enforced on what it parses, as before. End of
+ * file is left to libevent's next read; a read error ends the connection
+ * there too (the socket is shut down). */
 static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
     static _Thread_local bool busy; /* our own commit calls us again */
     struct bufferevent *bev = arg;
-    if (busy || info->n_added == 0 || !(bufferevent_get_enabled(bev) & EV_READ))
+    if (busy || info->n_added < 4096 || !(bufferevent_get_enabled(bev) & EV_READ))
         return;
     evutil_socket_t fd = bufferevent_getfd(bev);
     int avail = 0;
@@ -1632,8 +1646,10 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
         left -= iov[i].iov_len;
     }
     ssize_t got = readv(fd, iov, nv);
+    if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        shutdown(fd, SHUT_RDWR); /* the error is consumed: make the next read fail */
     if (got <= 0)
-        return; /* the reservation lapses; libevent's next read sees why */
+        return; /* the reservation lapses */
     size_t rest = (size_t)got;
     int used = 0;
     for (; used < nv && rest > 0; used++) {
@@ -1641,8 +1657,15 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
         rest -= vec[used].iov_len;
     }
     busy = true;
-    evbuffer_commit_space(in, vec, used);
+    int rc = evbuffer_commit_space(in, vec, used);
     busy = false;
+    if (rc != 0) {
+        /* The bytes left the socket but not into the stream: the request
+         * can no longer be parsed, so the connection ends. */
+        infd_log(INFD_LOG_LEVEL_WARN, "http: lost %zd bytes read from a connection; closing it",
+                 got);
+        shutdown(fd, SHUT_RDWR);
+    }
 }
 
 /* Connections get their bufferevent here: top_up on its input buffer, and

@@ -200,6 +200,12 @@ static void test_segmented_inputs(void)
     ASSERT_STATUS(
         infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, NULL, 2, &err),
         INFD_STATUS_INVALID_ARGUMENT);
+    /* Sizes that wrap around to the right total are refused. */
+    infd_data_segment wrap[2] = { { a, SIZE_MAX }, { a, 3 * 16 * sizeof(float) + 1 } };
+    ASSERT_STATUS(
+        infd_request_add_input_segments(r, "INPUT0", INFD_DTYPE_FP32, shape, 2, wrap, 2, &err),
+        INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "overflow");
     infd_request_destroy(r);
     infd_model_release(m);
     infd_server_destroy(s);
@@ -351,6 +357,85 @@ static void test_dynamic_batching_forms_batches(void)
     /* All 8 were queued well within the 200 ms delay: one full batch. */
     ASSERT_EQ_U64(st.batch_exec_count[8], 1);
     ASSERT_EQ_U64(st.execution_count, 1);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
+/* Batches of 1 MB or more are gathered by the model's copy pool in 512 KB
+ * chunks (INFD_GATHER_THREADS forces one on CPU instances): requests of 2
+ * and 3 rows of 256 KB each, inputs in pieces that straddle the chunks,
+ * come back exact, and met in one batch. */
+static void test_parallel_gather(void)
+{
+    enum { W = 65536, N = 5 };
+    const char *repo = new_repo("pgather");
+    const onnx_model_spec big = {
+        .graph_name = "add_sub",
+        .width = W,
+        .inputs = { "INPUT0", "INPUT1" },
+        .outputs = { "OUTPUT0", "OUTPUT1" },
+        .nodes = { { "Add", "add", { "INPUT0", "INPUT1" }, "OUTPUT0" },
+                   { "Sub", "sub", { "INPUT0", "INPUT1" }, "OUTPUT1" } },
+    };
+    ASSERT_TRUE(onnx_model_add(repo, "big", &big,
+                               "max_batch_size: 16\n"
+                               "dynamic_batching { max_queue_delay_microseconds: 200000 }\n"));
+    setenv("INFD_GATHER_THREADS", "3", 1);
+    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    unsetenv("INFD_GATHER_THREADS");
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "big", -1, &m, &err), INFD_STATUS_OK);
+    static float a[N][3 * W], b[N][3 * W];
+    infd_data_segment segs[N][3];
+    infd_request *reqs[N];
+    async_ctx c = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    for (int k = 0; k < N; k++) {
+        int rows = 2 + k % 2;
+        size_t n = (size_t)rows * W;
+        for (size_t i = 0; i < n; i++) {
+            a[k][i] = (float)(k * 1000003 + (int)i) * 0.25f;
+            b[k][i] = (float)((int)i % 97);
+        }
+        /* 3 pieces: 1 float, then up to a cut inside the second row, then
+         * the rest. */
+        size_t cut = (size_t)W + 12345 + (size_t)k;
+        segs[k][0] = (infd_data_segment){ a[k], sizeof(float) };
+        segs[k][1] = (infd_data_segment){ a[k] + 1, (cut - 1) * sizeof(float) };
+        segs[k][2] = (infd_data_segment){ a[k] + cut, (n - cut) * sizeof(float) };
+        int64_t shape[2] = { rows, W };
+        ASSERT_STATUS(infd_request_create(m, &reqs[k], &err), INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_input_segments(reqs[k], "INPUT0", INFD_DTYPE_FP32, shape, 2,
+                                                      segs[k], 3, &err),
+                      INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_input(reqs[k], "INPUT1", INFD_DTYPE_FP32, shape, 2, b[k],
+                                             n * sizeof(float), &err),
+                      INFD_STATUS_OK);
+    }
+    for (int k = 0; k < N; k++)
+        ASSERT_STATUS(infd_infer_async(reqs[k], on_done, &c, &err), INFD_STATUS_OK);
+    wait_done(&c, N);
+    ASSERT_EQ_INT(c.ok, N);
+    for (int k = 0; k < N; k++) {
+        size_t n = (size_t)(2 + k % 2) * W;
+        infd_tensor t0, t1;
+        const char *on;
+        ASSERT_STATUS(infd_request_output(reqs[k], 0, &on, &t0), INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_output(reqs[k], 1, &on, &t1), INFD_STATUS_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += ((float *)t0.data)[i] != a[k][i] + b[k][i] ||
+                   ((float *)t1.data)[i] != a[k][i] - b[k][i];
+        ASSERT_EQ_U64(bad, 0);
+        infd_request_destroy(reqs[k]);
+    }
+    infd_model_stats st;
+    infd_model_get_stats(m, &st);
+    /* 12 rows queued well within the delay: one batch (2 x 3 MB, gathered
+     * in 6 chunks per input). */
+    ASSERT_EQ_U64(st.execution_count, 1);
+    ASSERT_EQ_U64(st.inference_count, 12);
     infd_model_release(m);
     infd_server_destroy(s);
 }
@@ -627,8 +712,8 @@ static void test_cleanup(void)
     rm_rf(g_root);
 }
 
-TEST_MAIN(test_autocomplete_and_infer, test_segmented_inputs, test_dynamic_batching_forms_batches,
-          test_queue_timeout_and_limit, test_broken_model_beside_good_one,
-          test_explicit_load_unload, test_steady_state_allocates_nothing,
-          test_drain_completes_in_flight, test_concurrent_clients_two_instances, test_poll_rescan,
-          test_cleanup)
+TEST_MAIN(test_autocomplete_and_infer, test_segmented_inputs, test_parallel_gather,
+          test_dynamic_batching_forms_batches, test_queue_timeout_and_limit,
+          test_broken_model_beside_good_one, test_explicit_load_unload,
+          test_steady_state_allocates_nothing, test_drain_completes_in_flight,
+          test_concurrent_clients_two_instances, test_poll_rescan, test_cleanup)
