@@ -18,8 +18,8 @@ static const infd_cpu_op *find_op(const infd_kernel_args *a, infd_error *why)
     int seen = 0;
     infd_error last = { 0 };
     if (a->node->domain[0] != '\0') {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "operator domain '%s' is not supported", a->node->domain);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "operator domain '%s' is not supported",
+                        a->node->domain);
         return NULL;
     }
     for (size_t t = 0; t < INFD_ARRAY_SIZE(tables); t++) {
@@ -35,8 +35,8 @@ static const infd_cpu_op *find_op(const infd_kernel_args *a, infd_error *why)
         if (why)
             *why = last;
     } else {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "operator %s is not supported on the CPU", a->node->op_type);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "operator %s is not supported on the CPU", a->node->op_type);
     }
     return NULL;
 }
@@ -108,24 +108,4 @@ infd_cpu_kernel *infd_cpu_kernel_new(size_t size, const char *name,
     k->run = run;
     k->fini = fini;
     return k;
-}
-
-int64_t infd_cpu_numel(const infd_ir_value *v)
-{
-    int64_t n = 1;
-    for (int32_t i = 0; i < v->shape.rank; i++)
-        n *= v->shape.dims[i].value;
-    return n;
-}
-
-infd_status infd_cpu_node_error(const infd_kernel_args *args, infd_error *err, infd_status code,
-                                const char *fmt, ...)
-{
-    char msg[INFD_ERROR_MSG_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return infd_error_set(err, code, "%s: node '%s' (%s): %s", args->g->source, args->node->name,
-                          args->node->op_type, msg);
 }

@@ -22,6 +22,7 @@
 #define INFD_BACKENDS_CPU_OPS_H
 
 #include "graph/backend.h"
+#include "graph/node_params.h"
 
 typedef struct infd_cpu_kernel infd_cpu_kernel;
 
@@ -53,13 +54,5 @@ extern const infd_cpu_op infd_cpu_ops_ref[];
 infd_cpu_kernel *infd_cpu_kernel_new(size_t size, const char *name,
                                      void (*run)(const infd_cpu_kernel *, const infd_kernel_io *),
                                      void (*fini)(infd_cpu_kernel *));
-
-/* Number of elements of a value with a concrete shape. */
-int64_t infd_cpu_numel(const infd_ir_value *v);
-
-/* Fills `why` with "<file>: node '<name>' (<op>): <message>" and returns
- * INVALID_ARGUMENT / UNIMPLEMENTED; for supports() and compile() errors. */
-infd_status infd_cpu_node_error(const infd_kernel_args *args, infd_error *err, infd_status code,
-                                const char *fmt, ...) INFD_PRINTF(4, 5);
 
 #endif /* INFD_BACKENDS_CPU_OPS_H */

@@ -23,25 +23,24 @@ static bool bn_check(const infd_kernel_args *a, infd_error *why)
     for (int i = 1; i < a->n_outputs; i++)
         extra_outputs = extra_outputs || a->outputs[i];
     if (training || extra_outputs || !spatial) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN BatchNormalization is inference-only (no training_mode, "
-                            "statistics outputs or spatial=0)");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN BatchNormalization is inference-only (no training_mode, "
+                        "statistics outputs or spatial=0)");
         return false;
     }
     if (x->shape.rank < 2 || x->shape.rank > 5) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN batch normalization takes rank 2 to 5, not %d",
-                            (int)x->shape.rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN batch normalization takes rank 2 to 5, not %d", (int)x->shape.rank);
         return false;
     }
     int64_t c = x->shape.dims[1].value;
     for (int i = 1; i < 5; i++) {
         const infd_ir_value *v = a->inputs[i];
-        if (!v->data || infd_cpu_numel(v) != c || v->shape.rank != 1) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "oneDNN BatchNormalization needs constant [%lld] scale, B, mean "
-                                "and var; input %d is not",
-                                (long long)c, i);
+        if (!v->data || infd_node_numel(v) != c || v->shape.rank != 1) {
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "oneDNN BatchNormalization needs constant [%lld] scale, B, mean "
+                            "and var; input %d is not",
+                            (long long)c, i);
             return false;
         }
     }

@@ -88,14 +88,14 @@ static infd_status binary_plan_get(const infd_kernel_args *a, binary_plan *p, in
         }
     }
     if (p->alg == dnnl_alg_kind_undef)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not a binary op");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not a binary op");
     if (infd_ir_node_attr(a->node, "broadcast") || infd_ir_node_attr(a->node, "axis"))
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "legacy broadcast/axis attributes are not supported by oneDNN");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "legacy broadcast/axis attributes are not supported by oneDNN");
     p->nd = y->shape.rank == 0 ? 1 : y->shape.rank;
     if (a->inputs[0]->shape.rank > p->nd || a->inputs[1]->shape.rank > p->nd)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "an operand has a higher rank than the output");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "an operand has a higher rank than the output");
     align_dims(y, p->nd, p->dst);
     align_dims(a->inputs[0], p->nd, p->src0);
     align_dims(a->inputs[1], p->nd, p->src1);
@@ -103,10 +103,10 @@ static infd_status binary_plan_get(const infd_kernel_args *a, binary_plan *p, in
     p->in1 = 1;
     if (!dims_equal(p->src0, p->dst, p->nd)) {
         if (!commutative || !dims_equal(p->src1, p->dst, p->nd))
-            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                       "oneDNN binary needs the first operand shaped like the "
-                                       "output%s",
-                                       commutative ? " (or the second, for Add/Mul)" : "");
+            return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN binary needs the first operand shaped like the "
+                                   "output%s",
+                                   commutative ? " (or the second, for Add/Mul)" : "");
         int64_t tmp[DNNL_MAX_NDIMS];
         memcpy(tmp, p->src0, sizeof(tmp));
         memcpy(p->src0, p->src1, sizeof(tmp));
@@ -115,8 +115,8 @@ static infd_status binary_plan_get(const infd_kernel_args *a, binary_plan *p, in
         p->in1 = 0;
     }
     if (!broadcasts_to(p->src1, p->dst, p->nd))
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "operands do not broadcast to the output");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "operands do not broadcast to the output");
     return INFD_STATUS_OK;
 }
 
@@ -196,7 +196,7 @@ static bool scalar_plan_get(const infd_kernel_args *a, scalar_plan *p)
     int ci = -1;
     for (int i = 1; i >= 0; i--) {
         const infd_ir_value *v = a->inputs[i];
-        if (v->data && v->dtype == INFD_DTYPE_FP32 && infd_cpu_numel(v) == 1 &&
+        if (v->data && v->dtype == INFD_DTYPE_FP32 && infd_node_numel(v) == 1 &&
             v->shape.rank <= a->outputs[0]->shape.rank && shaped_like_output(a, 1 - i)) {
             ci = i;
             break;
@@ -269,7 +269,7 @@ static infd_status scalar_binary_compile(const infd_kernel_args *a, const scalar
         goto out;
     fill = infd_malloc((size_t)cdims[1] * sizeof(float));
     if (!fill) {
-        st = infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "no memory for a constant");
+        st = infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "no memory for a constant");
         goto out;
     }
     for (int64_t i = 0; i < cdims[1]; i++)
@@ -309,7 +309,7 @@ static infd_status scalar_compile(const infd_kernel_args *a, const scalar_plan *
     dnnl_memory_desc_t in_md, md;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
-    int64_t n = infd_cpu_numel(a->outputs[0]);
+    int64_t n = infd_node_numel(a->outputs[0]);
     bool opaque = infd_dnnl_input_md(a, sp->var, &in_md);
     bool in_place = false;
     infd_status st = INFD_STATUS_OK;

@@ -48,7 +48,7 @@ infd_status infd_dnnl_check(const infd_kernel_args *a, infd_error *err, dnnl_sta
         code = INFD_STATUS_INTERNAL;
         break;
     }
-    return infd_cpu_node_error(a, err, code, "%s: %s", what, dnnl_status2str(s));
+    return infd_node_error(a, err, code, "%s: %s", what, dnnl_status2str(s));
 }
 
 dnnl_status_t infd_dnnl_md_plain(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
@@ -110,10 +110,10 @@ infd_status infd_dnnl_precision_check(const infd_kernel_args *a, infd_error *err
     if (a->precision == INFD_PRECISION_BF16 && (isa & want) == want)
         return INFD_STATUS_OK;
     if (a->precision == INFD_PRECISION_BF16)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNAVAILABLE,
-                                   "BF16 needs AVX512-BF16 (or AMX) on this CPU");
-    return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "unknown precision %d",
-                               (int)a->precision);
+        return infd_node_error(a, err, INFD_STATUS_UNAVAILABLE,
+                               "BF16 needs AVX512-BF16 (or AMX) on this CPU");
+    return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "unknown precision %d",
+                           (int)a->precision);
 }
 
 bool infd_dnnl_input_is_opaque(const infd_kernel_args *a, int i)
@@ -167,24 +167,24 @@ bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why)
     for (int i = 0; i < n_data; i++) {
         const infd_ir_value *v = i < a->n_inputs ? a->inputs[i] : NULL;
         if (!v) {
-            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input %d is missing", i);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input %d is missing", i);
             return false;
         }
         if (v->dtype != INFD_DTYPE_FP32) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "oneDNN kernel takes FP32 only; input %d is %s", i,
-                                infd_dtype_name(v->dtype));
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "oneDNN kernel takes FP32 only; input %d is %s", i,
+                            infd_dtype_name(v->dtype));
             return false;
         }
         if (v->shape.rank < 0 || v->shape.rank > DNNL_MAX_NDIMS) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "input %d has rank %d; oneDNN takes 0 to %d", i, (int)v->shape.rank,
-                                DNNL_MAX_NDIMS);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "input %d has rank %d; oneDNN takes 0 to %d", i, (int)v->shape.rank,
+                            DNNL_MAX_NDIMS);
             return false;
         }
     }
     if (a->n_outputs < 1 || !a->outputs[0] || a->outputs[0]->dtype != INFD_DTYPE_FP32) {
-        infd_cpu_node_error(
+        infd_node_error(
             a, why, INFD_STATUS_UNIMPLEMENTED, "oneDNN kernel takes FP32 only; output 0 is %s",
             a->n_outputs >= 1 && a->outputs[0] ? infd_dtype_name(a->outputs[0]->dtype) : "missing");
         return false;
@@ -202,8 +202,8 @@ infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
     infd_status st;
     *pd = NULL;
     if (!eng)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
-                                   "oneDNN could not create a CPU engine");
+        return infd_node_error(a, err, INFD_STATUS_INTERNAL,
+                               "oneDNN could not create a CPU engine");
     st = infd_dnnl_precision_check(a, err);
     if (st != INFD_STATUS_OK)
         return st;
@@ -266,8 +266,8 @@ infd_status infd_dnnl_exec_init_at(infd_dnnl_exec *e, const infd_kernel_args *a,
     e->streams = infd_calloc((size_t)a->n_slots, sizeof(*e->streams));
     e->args = infd_calloc((size_t)a->n_slots * INFD_DNNL_MAX_ARGS, sizeof(*e->args));
     if (!e->streams || !e->args)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                   "out of memory for oneDNN streams");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                               "out of memory for oneDNN streams");
     st = infd_dnnl_check(a, err, dnnl_primitive_create(&e->prim, pd),
                          "oneDNN primitive creation failed");
     for (int s = 0; s < a->n_slots && st == INFD_STATUS_OK; s++)
@@ -300,8 +300,7 @@ infd_status infd_dnnl_kernel_create_at(const infd_kernel_args *a, const char *pr
     infd_dnnl_kernel *k = (infd_dnnl_kernel *)infd_cpu_kernel_new(sizeof(infd_dnnl_kernel), prefix,
                                                                   kernel_run, kernel_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                   "out of memory for the kernel");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for the kernel");
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
         impl = "?";
     snprintf(k->name, sizeof(k->name), "%s:%s", prefix, impl);
@@ -327,8 +326,8 @@ infd_status infd_dnnl_reorder_pd(const infd_kernel_args *a, const dnnl_memory_de
     dnnl_engine_t eng = infd_dnnl_engine();
     *pd = NULL;
     if (!eng)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
-                                   "oneDNN could not create a CPU engine");
+        return infd_node_error(a, err, INFD_STATUS_INTERNAL,
+                               "oneDNN could not create a CPU engine");
     infd_dnnl_set_threads(a->n_threads);
     infd_status st =
         infd_dnnl_check(a, err, dnnl_primitive_attr_create(&attr), "oneDNN attributes");
@@ -457,7 +456,7 @@ static infd_status add_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int arg
                            void *handle, infd_error *err)
 {
     if (e->n_args >= INFD_DNNL_MAX_ARGS)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN arguments");
+        return infd_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN arguments");
     int n = e->n_args;
     for (int s = 0; s < e->n_slots; s++) {
         dnnl_exec_arg_t *arg = &e->args[s * INFD_DNNL_MAX_ARGS + n];
@@ -497,7 +496,7 @@ infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *
 {
     if (e->n_owned >= INFD_DNNL_MAX_ARGS) {
         infd_free(buf);
-        return infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN constants");
+        return infd_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN constants");
     }
     e->owned[e->n_owned++] = buf;
     return add_arg(e, a, arg_id, INFD_DNNL_FROM_CONST, -1, md, buf, err);
@@ -508,8 +507,8 @@ infd_status infd_dnnl_copy_const(const infd_kernel_args *a, const void *data, si
 {
     *out = infd_aligned_alloc(64, n ? n : 1);
     if (!*out)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                   "out of memory for a %zu-byte constant", n);
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                               "out of memory for a %zu-byte constant", n);
     if (n)
         memcpy(*out, data, n);
     return INFD_STATUS_OK;
@@ -529,8 +528,8 @@ infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory
     infd_status st;
     *out = NULL;
     if (!buf)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                   "out of memory for %zu bytes of reordered weights", n);
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                               "out of memory for %zu bytes of reordered weights", n);
     /* The source is only read; oneDNN's API has no const handle. */
     st = infd_dnnl_check(a, err, dnnl_memory_create(&from, from_md, eng, (void *)data),
                          "oneDNN weight memory creation failed");
@@ -643,8 +642,8 @@ bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, in
         for (size_t i = 0; i < INFD_ARRAY_SIZE(fused_acts); i++)
             known = known || strcmp(act, fused_acts[i]) == 0;
         if (!known) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "fused activation '%s' is not supported", act);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "fused activation '%s' is not supported", act);
             return false;
         }
     }
@@ -655,9 +654,9 @@ bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, in
         for (int32_t i = 0; same && i < y->shape.rank; i++)
             same = r->shape.dims[i].value == y->shape.dims[i].value;
         if (!same) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "_fused_sum needs an FP32 input %d shaped like the output",
-                                residual_input);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "_fused_sum needs an FP32 input %d shaped like the output",
+                            residual_input);
             return false;
         }
     }
@@ -736,8 +735,8 @@ static infd_status attr_ints_n(const infd_kernel_args *a, const char *name, int 
         return INFD_STATUS_OK;
     }
     if (nv != n)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "attribute %s has %d values, expected %d", name, (int)nv, n);
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "attribute %s has %d values, expected %d", name, (int)nv, n);
     for (int i = 0; i < n; i++)
         out[i] = v[i];
     return INFD_STATUS_OK;
@@ -752,9 +751,9 @@ infd_status infd_dnnl_window_get(const infd_kernel_args *a, const int64_t *kerne
     infd_status st;
     memset(w, 0, sizeof(*w));
     if (x->shape.rank < 3 || x->shape.rank > 5 || y->shape.rank != x->shape.rank)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "oneDNN takes 1-D to 3-D windows; input rank is %d",
-                                   (int)x->shape.rank);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "oneDNN takes 1-D to 3-D windows; input rank is %d",
+                               (int)x->shape.rank);
     w->n_sp = x->shape.rank - 2;
     if (kernel)
         memcpy(w->kernel, kernel, sizeof(int64_t) * (size_t)w->n_sp);
@@ -770,8 +769,8 @@ infd_status infd_dnnl_window_get(const infd_kernel_args *a, const int64_t *kerne
         int64_t in = x->shape.dims[2 + i].value, out = y->shape.dims[2 + i].value;
         int64_t k = w->kernel[i], s = w->strides[i], d = w->dilations[i];
         if (k < 1 || s < 1 || d < 1)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "kernel_shape, strides and dilations must be >= 1");
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "kernel_shape, strides and dilations must be >= 1");
         int64_t dk = (k - 1) * d + 1;
         int64_t pl = pads[i], pr = pads[i + w->n_sp];
         if (strcmp(auto_pad, "VALID") == 0) {
@@ -782,22 +781,22 @@ infd_status infd_dnnl_window_get(const infd_kernel_args *a, const int64_t *kerne
             pl = auto_pad[5] == 'U' ? total / 2 : total - total / 2;
             pr = total - pl;
         } else if (strcmp(auto_pad, "NOTSET") != 0) {
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "auto_pad '%s' is not one of NOTSET, SAME_UPPER, "
-                                       "SAME_LOWER, VALID",
-                                       auto_pad);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "auto_pad '%s' is not one of NOTSET, SAME_UPPER, "
+                                   "SAME_LOWER, VALID",
+                                   auto_pad);
         }
         if (pl < 0 || pr < 0)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "pads must be >= 0");
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "pads must be >= 0");
         /* oneDNN wants out == (in + pl + pr - dk) / s + 1 exactly: ceil_mode
          * (and SAME) windows that overhang the end pad get it widened. */
         int64_t need = (out - 1) * s + dk - in - pl;
         if (in + pl + pr < dk || (in + pl + pr - dk) / s + 1 != out) {
             if (need < pr || (in + pl + need - dk) / s + 1 != out)
-                return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                           "output dim %d is %lld, which the window attributes "
-                                           "do not produce from input %lld",
-                                           2 + i, (long long)out, (long long)in);
+                return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                       "output dim %d is %lld, which the window attributes "
+                                       "do not produce from input %lld",
+                                       2 + i, (long long)out, (long long)in);
             w->extended[i] = need > pr;
             pr = need;
         }

@@ -30,10 +30,10 @@
 #define CONCAT_MAX_INPUTS 8
 
 /* Says why in `why` and declines. */
-#define DECLINE(...)                                                         \
-    do {                                                                     \
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, __VA_ARGS__); \
-        return false;                                                        \
+#define DECLINE(...)                                                     \
+    do {                                                                 \
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, __VA_ARGS__); \
+        return false;                                                    \
     } while (0)
 
 static bool is_const(const infd_kernel_args *a, int i)
@@ -200,8 +200,8 @@ static infd_status pad_compile(const infd_kernel_args *a, const dnnl_memory_desc
         pad_kernel *k = (pad_kernel *)infd_cpu_kernel_new(sizeof(pad_kernel), "dnnl:pad_channels",
                                                           pad_run, NULL);
         if (!k)
-            return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                       "out of memory for the kernel");
+            return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
+                                   "out of memory for the kernel");
         size_t xb = dnnl_memory_desc_get_size(in0), yb = dnnl_memory_desc_get_size(&ymd);
         k->n_outer = (size_t)(blocks[t] == 1 ? xd[0] * xd[2] * xd[3] : xd[0]);
         k->copy_bytes = xb / k->n_outer;
@@ -277,7 +277,7 @@ infd_status infd_dnnl_concat_compile(const infd_kernel_args *a, infd_kernel **ou
     const dnnl_memory_desc_t *picked =
         st == INFD_STATUS_OK ? dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0) : NULL;
     if (st == INFD_STATUS_OK && !picked)
-        st = infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL, "oneDNN concat has no dst");
+        st = infd_node_error(a, err, INFD_STATUS_INTERNAL, "oneDNN concat has no dst");
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, picked, err);
     for (int i = 0, n_pre = 0; i < a->n_inputs && st == INFD_STATUS_OK; i++) {
@@ -291,8 +291,8 @@ infd_status infd_dnnl_concat_compile(const infd_kernel_args *a, infd_kernel **ou
         if (publish)
             infd_dnnl_kernel_publish(k, picked);
         else if (!infd_dnnl_md_is_plain(picked, y))
-            st = infd_cpu_node_error(a, err, INFD_STATUS_INTERNAL,
-                                     "oneDNN concat picked an opaque dst for a plain output");
+            st = infd_node_error(a, err, INFD_STATUS_INTERNAL,
+                                 "oneDNN concat picked an opaque dst for a plain output");
         infd_dnnl_kernel_size_workspace(k, head);
     }
     if (pd)

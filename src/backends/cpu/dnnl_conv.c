@@ -45,22 +45,22 @@ static bool check_channels(const infd_kernel_args *a, int64_t group, infd_error 
     bool transpose = strcmp(a->node->op_type, "ConvTranspose") == 0;
     if (x->shape.rank < 3 || x->shape.rank > 5 || w->shape.rank != x->shape.rank ||
         y->shape.rank != x->shape.rank) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN takes 1-D to 3-D convolutions with matching ranks");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN takes 1-D to 3-D convolutions with matching ranks");
         return false;
     }
     int64_t c = x->shape.dims[1].value, oc = y->shape.dims[1].value;
     int64_t w_in = transpose ? w->shape.dims[0].value : w->shape.dims[1].value * group;
     int64_t w_out = transpose ? w->shape.dims[1].value * group : w->shape.dims[0].value;
     if (group < 1 || c % group != 0 || oc % group != 0 || w_in != c || w_out != oc) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                            "channels do not match: input %lld, output %lld, group %lld",
-                            (long long)c, (long long)oc, (long long)group);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "channels do not match: input %lld, output %lld, group %lld", (long long)c,
+                        (long long)oc, (long long)group);
         return false;
     }
     if (b && (b->dtype != INFD_DTYPE_FP32 || b->shape.rank != 1 || b->shape.dims[0].value != oc)) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "bias must be FP32 [%lld]",
-                            (long long)oc);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "bias must be FP32 [%lld]",
+                        (long long)oc);
         return false;
     }
     return true;
@@ -434,9 +434,9 @@ static infd_status deconv_geom_get(const infd_kernel_args *a, deconv_geom *g, in
         if ((st = infd_ir_attr_ints(a->g, a->node, attrs[i].name, &v, &nv, err)) != INFD_STATUS_OK)
             return st;
         if (v && nv != attrs[i].count)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "attribute %s has %d values, expected %d", attrs[i].name,
-                                       (int)nv, attrs[i].count);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "attribute %s has %d values, expected %d", attrs[i].name,
+                                   (int)nv, attrs[i].count);
         if (attrs[i].seen)
             *attrs[i].seen = v != NULL;
         for (int j = 0; attrs[i].dst && j < attrs[i].count; j++)
@@ -448,14 +448,14 @@ static infd_status deconv_geom_get(const infd_kernel_args *a, deconv_geom *g, in
     bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
     bool valid = strcmp(auto_pad, "VALID") == 0;
     if (!same && !valid && strcmp(auto_pad, "NOTSET") != 0)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "auto_pad '%s' is unknown",
-                                   auto_pad);
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "auto_pad '%s' is unknown",
+                               auto_pad);
     for (int i = 0; i < n; i++) {
         int64_t in = x->shape.dims[2 + i].value, out = y->shape.dims[2 + i].value;
         int64_t k = w->shape.dims[2 + i].value, s = strides[i], d = dil[i];
         if (s < 1 || d < 1)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "strides and dilations must be >= 1");
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "strides and dilations must be >= 1");
         int64_t dk = (k - 1) * d + 1;
         int64_t pl = pads[i];
         if (valid) {
@@ -466,18 +466,18 @@ static infd_status deconv_geom_get(const infd_kernel_args *a, deconv_geom *g, in
             /* ONNX's text and ONNX Runtime disagree on which end gets the odd
              * pixel; leave that case to the reference kernel. */
             if (total < 0 || total % 2 != 0)
-                return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                           "output_shape/auto_pad needs an odd or negative "
-                                           "total padding (%lld) on dim %d",
-                                           (long long)total, 2 + i);
+                return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                       "output_shape/auto_pad needs an odd or negative "
+                                       "total padding (%lld) on dim %d",
+                                       (long long)total, 2 + i);
             pl = total / 2;
         }
         int64_t pr = s * (in - 1) + dk - pl - out;
         if (pl < 0 || pr < 0)
-            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                       "output_padding beyond the end pad (dim %d) is not "
-                                       "supported by oneDNN deconvolution",
-                                       2 + i);
+            return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "output_padding beyond the end pad (dim %d) is not "
+                                   "supported by oneDNN deconvolution",
+                                   2 + i);
         g->strides[i] = s;
         g->dil[i] = d - 1;
         g->pl[i] = pl;
@@ -493,8 +493,8 @@ bool infd_dnnl_conv_transpose_supports(const infd_kernel_args *a, infd_error *wh
     if (!infd_dnnl_fp32_only(a, 2, why))
         return false;
     if (!a->inputs[1]->data) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN ConvTranspose needs constant weights");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN ConvTranspose needs constant weights");
         return false;
     }
     if (infd_ir_attr_int(a->g, a->node, "group", 1, &group, why) != INFD_STATUS_OK ||

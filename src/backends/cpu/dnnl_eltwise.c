@@ -54,12 +54,12 @@ static infd_status clip_bound(const infd_kernel_args *a, int i, float *out, infd
     const infd_ir_value *v = i < a->n_inputs ? a->inputs[i] : NULL;
     if (!v)
         return INFD_STATUS_OK;
-    if (v->dtype != INFD_DTYPE_FP32 || infd_cpu_numel(v) != 1)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "Clip bound %d must be an FP32 scalar", i);
+    if (v->dtype != INFD_DTYPE_FP32 || infd_node_numel(v) != 1)
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "Clip bound %d must be an FP32 scalar", i);
     if (!v->data)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "oneDNN Clip needs constant bounds; input %d is computed", i);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "oneDNN Clip needs constant bounds; input %d is computed", i);
     *out = *(const float *)v->data;
     return INFD_STATUS_OK;
 }
@@ -93,8 +93,8 @@ static infd_status unary_params(const infd_kernel_args *a, const unary_op *op, f
 
 static bool same_numel(const infd_kernel_args *a, infd_error *why)
 {
-    if (infd_cpu_numel(a->inputs[0]) != infd_cpu_numel(a->outputs[0])) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input and output sizes differ");
+    if (infd_node_numel(a->inputs[0]) != infd_node_numel(a->outputs[0])) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input and output sizes differ");
         return false;
     }
     return true;
@@ -105,7 +105,7 @@ bool infd_dnnl_eltwise_supports(const infd_kernel_args *a, infd_error *why)
     const unary_op *op = find_unary(a->node->op_type);
     float alpha, beta;
     if (!op) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
         return false;
     }
     return infd_dnnl_fp32_only(a, 1, why) && same_numel(a, why) &&
@@ -150,7 +150,7 @@ static infd_status eltwise_compile(const infd_kernel_args *a, dnnl_alg_kind_t al
     infd_dnnl_unary_layout l;
     dnnl_primitive_desc_t pd = NULL;
     infd_dnnl_kernel *k = NULL;
-    int64_t n = infd_cpu_numel(a->inputs[0]);
+    int64_t n = infd_node_numel(a->inputs[0]);
     *out = NULL;
     dnnl_status_t s = infd_dnnl_md_plain(&flat, 1, &n);
     if (s == dnnl_success)
@@ -191,7 +191,7 @@ infd_status infd_dnnl_eltwise_compile(const infd_kernel_args *a, infd_kernel **o
     float alpha, beta;
     *out = NULL;
     if (!op)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not an eltwise op");
     infd_status st = unary_params(a, op, &alpha, &beta, err);
     if (st != INFD_STATUS_OK)
         return st;
@@ -205,9 +205,9 @@ infd_status infd_dnnl_eltwise_compile(const infd_kernel_args *a, infd_kernel **o
 static infd_status pow_exponent(const infd_kernel_args *a, float *out, infd_error *err)
 {
     const infd_ir_value *e = a->n_inputs > 1 ? a->inputs[1] : NULL;
-    if (!e || !e->data || infd_cpu_numel(e) != 1)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "oneDNN Pow needs a constant scalar exponent");
+    if (!e || !e->data || infd_node_numel(e) != 1)
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "oneDNN Pow needs a constant scalar exponent");
     switch (e->dtype) {
     case INFD_DTYPE_FP32:
         *out = *(const float *)e->data;
@@ -222,9 +222,8 @@ static infd_status pow_exponent(const infd_kernel_args *a, float *out, infd_erro
         *out = (float)*(const int64_t *)e->data;
         return INFD_STATUS_OK;
     default:
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "oneDNN Pow does not read a %s exponent",
-                                   infd_dtype_name(e->dtype));
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "oneDNN Pow does not read a %s exponent", infd_dtype_name(e->dtype));
     }
 }
 

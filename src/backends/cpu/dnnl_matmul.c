@@ -130,13 +130,13 @@ static infd_status matmul_dims(const infd_kernel_args *a, mm_dims *d, infd_error
     int ra = va->shape.rank, rb = vb->shape.rank;
     int64_t ea[DNNL_MAX_NDIMS], eb[DNNL_MAX_NDIMS];
     if (ra < 1 || rb < 1)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "MatMul operands must have rank >= 1");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "MatMul operands must have rank >= 1");
     int na = ra == 1 ? 2 : ra, nb = rb == 1 ? 2 : rb;
     d->nd = INFD_MAX(na, nb);
     if (d->nd > DNNL_MAX_NDIMS)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "rank %d is above oneDNN's %d", d->nd, DNNL_MAX_NDIMS);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "rank %d is above oneDNN's %d",
+                               d->nd, DNNL_MAX_NDIMS);
     if (ra == 1) {
         ea[0] = 1;
         ea[1] = va->shape.dims[0].value;
@@ -158,25 +158,25 @@ static infd_status matmul_dims(const infd_kernel_args *a, mm_dims *d, infd_error
     }
     int n = d->nd;
     if (d->a[n - 1] != d->b[n - 2])
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "MatMul inner dims differ: %lld vs %lld", (long long)d->a[n - 1],
-                                   (long long)d->b[n - 2]);
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "MatMul inner dims differ: %lld vs %lld", (long long)d->a[n - 1],
+                               (long long)d->b[n - 2]);
     int64_t numel = 1;
     for (int i = 0; i < n - 2; i++) {
         if (d->a[i] != d->b[i] && d->a[i] != 1 && d->b[i] != 1)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "MatMul batch dims %lld and %lld do not broadcast",
-                                       (long long)d->a[i], (long long)d->b[i]);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "MatMul batch dims %lld and %lld do not broadcast",
+                                   (long long)d->a[i], (long long)d->b[i]);
         d->y[i] = INFD_MAX(d->a[i], d->b[i]);
         numel *= d->y[i];
     }
     d->y[n - 2] = d->a[n - 2];
     d->y[n - 1] = d->b[n - 1];
     numel *= d->y[n - 2] * d->y[n - 1];
-    if (numel != infd_cpu_numel(vy))
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "MatMul output has %lld elements, expected %lld",
-                                   (long long)infd_cpu_numel(vy), (long long)numel);
+    if (numel != infd_node_numel(vy))
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "MatMul output has %lld elements, expected %lld",
+                               (long long)infd_node_numel(vy), (long long)numel);
     return INFD_STATUS_OK;
 }
 
@@ -231,31 +231,30 @@ static infd_status gemm_attrs_get(const infd_kernel_args *a, gemm_attrs *g, infd
         (st = infd_ir_attr_float(a->g, a->node, "beta", 1.0f, &g->beta, err)) != INFD_STATUS_OK)
         return st;
     if (va->shape.rank != 2 || vb->shape.rank != 2)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "Gemm operands must be 2-D");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "Gemm operands must be 2-D");
     g->m = va->shape.dims[g->trans_a ? 1 : 0].value;
     g->k = va->shape.dims[g->trans_a ? 0 : 1].value;
     g->n = vb->shape.dims[g->trans_b ? 0 : 1].value;
     if (vb->shape.dims[g->trans_b ? 1 : 0].value != g->k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "Gemm inner dims differ");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "Gemm inner dims differ");
     g->c = a->n_inputs > 2 ? a->inputs[2] : NULL;
     if (g->c && g->beta == 0.0f)
         g->c = NULL;
     if (g->c) {
         const infd_ir_value *c = g->c;
         if (c->dtype != INFD_DTYPE_FP32 || c->shape.rank > 2)
-            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                       "Gemm C must be FP32 of rank <= 2");
+            return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "Gemm C must be FP32 of rank <= 2");
         g->c_dims[0] = c->shape.rank == 2 ? c->shape.dims[0].value : 1;
         g->c_dims[1] = c->shape.rank >= 1 ? c->shape.dims[c->shape.rank - 1].value : 1;
         if ((g->c_dims[0] != 1 && g->c_dims[0] != g->m) ||
             (g->c_dims[1] != 1 && g->c_dims[1] != g->n))
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "Gemm C does not broadcast to [%lld, %lld]", (long long)g->m,
-                                       (long long)g->n);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "Gemm C does not broadcast to [%lld, %lld]", (long long)g->m,
+                                   (long long)g->n);
         if (!c->data && g->beta != 1.0f)
-            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                       "oneDNN Gemm takes a run-time C only with beta == 1");
+            return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN Gemm takes a run-time C only with beta == 1");
     }
     return INFD_STATUS_OK;
 }
@@ -301,8 +300,7 @@ infd_status infd_dnnl_gemm_compile(const infd_kernel_args *a, infd_kernel **out,
             size_t n = (size_t)(g.c_dims[0] * g.c_dims[1]);
             m.c_const = infd_aligned_alloc(64, sizeof(float) * n);
             if (!m.c_const)
-                return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY,
-                                           "out of memory for C");
+                return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for C");
             const float *c = g.c->data;
             for (size_t i = 0; i < n; i++)
                 m.c_const[i] = g.beta * c[i];

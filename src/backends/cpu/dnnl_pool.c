@@ -26,8 +26,8 @@ static bool windows_touch_input(const infd_kernel_args *a, const infd_dnnl_windo
         int64_t out = a->outputs[0]->shape.dims[2 + i].value;
         int64_t dk = (w->kernel[i] - 1) * w->dilations[i] + 1;
         if (w->pad_l[i] >= dk || (out - 1) * w->strides[i] - w->pad_l[i] >= in) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "a window of dim %d lies entirely in the padding", 2 + i);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "a window of dim %d lies entirely in the padding", 2 + i);
             return false;
         }
     }
@@ -41,8 +41,8 @@ static bool pool_supports(const infd_kernel_args *a, bool avg, infd_error *why)
     if (!infd_dnnl_fp32_only(a, 1, why))
         return false;
     if (a->n_outputs > 1 && a->outputs[1]) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN MaxPool does not produce the Indices output");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN MaxPool does not produce the Indices output");
         return false;
     }
     if (infd_dnnl_window_get(a, NULL, &w, why) != INFD_STATUS_OK ||
@@ -54,9 +54,9 @@ static bool pool_supports(const infd_kernel_args *a, bool avg, infd_error *why)
             return false;
         for (int i = 0; include_pad && i < w.n_sp; i++) {
             if (w.extended[i]) {
-                infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                    "count_include_pad with windows past the end pad "
-                                    "(ceil_mode) counts differently in oneDNN");
+                infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "count_include_pad with windows past the end pad "
+                                "(ceil_mode) counts differently in oneDNN");
                 return false;
             }
         }
@@ -80,9 +80,9 @@ bool infd_dnnl_global_avg_pool_supports(const infd_kernel_args *a, infd_error *w
         return false;
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     if (x->shape.rank < 3 || x->shape.rank > 5 || y->shape.rank != x->shape.rank) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "oneDNN takes 1-D to 3-D global pooling; input rank is %d",
-                            (int)x->shape.rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "oneDNN takes 1-D to 3-D global pooling; input rank is %d",
+                        (int)x->shape.rank);
         return false;
     }
     return true;

@@ -45,22 +45,22 @@ static infd_status reduce_plan_get(const infd_kernel_args *a, reduce_plan *p, in
         }
     }
     if (p->alg == dnnl_alg_kind_undef)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not a reduction");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "not a reduction");
     p->nd = x->shape.rank;
     if (p->nd < 1 || p->nd > DNNL_MAX_NDIMS)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "oneDNN reduction takes rank 1 to %d, not %d", DNNL_MAX_NDIMS,
-                                   p->nd);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "oneDNN reduction takes rank 1 to %d, not %d", DNNL_MAX_NDIMS,
+                               p->nd);
     if (a->g->opset >= axes_input_opset) {
         const infd_ir_value *v = a->n_inputs > 1 ? a->inputs[1] : NULL;
         if (v && !v->data)
-            return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                       "oneDNN reduction needs constant axes");
+            return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                   "oneDNN reduction needs constant axes");
         if (v && v->dtype != INFD_DTYPE_INT64)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "axes must be INT64");
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "axes must be INT64");
         if (v) {
             axes = v->data;
-            n_axes = (int32_t)infd_cpu_numel(v);
+            n_axes = (int32_t)infd_node_numel(v);
         }
         st = infd_ir_attr_int(a->g, a->node, "noop_with_empty_axes", 0, &noop, err);
     } else {
@@ -69,16 +69,16 @@ static infd_status reduce_plan_get(const infd_kernel_args *a, reduce_plan *p, in
     if (st != INFD_STATUS_OK)
         return st;
     if (n_axes == 0 && noop)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "noop_with_empty_axes with no axes is an identity");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "noop_with_empty_axes with no axes is an identity");
     for (int i = 0; i < p->nd; i++)
         reduced[i] = n_axes == 0;
     for (int32_t i = 0; i < n_axes; i++) {
         int64_t ax = axes[i] < 0 ? axes[i] + p->nd : axes[i];
         if (ax < 0 || ax >= p->nd)
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "axis %lld is out of range for rank %d", (long long)axes[i],
-                                       p->nd);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "axis %lld is out of range for rank %d", (long long)axes[i],
+                                   p->nd);
         reduced[ax] = true;
     }
     bool changes = false;
@@ -88,8 +88,8 @@ static infd_status reduce_plan_get(const infd_kernel_args *a, reduce_plan *p, in
         changes = changes || p->dst[i] != p->src[i];
     }
     if (!changes)
-        return infd_cpu_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                   "the reduced axes all have size 1 (an identity)");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "the reduced axes all have size 1 (an identity)");
     return INFD_STATUS_OK;
 }
 

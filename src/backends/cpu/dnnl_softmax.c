@@ -22,12 +22,12 @@ static infd_status softmax_view(const infd_kernel_args *a, int64_t *view, infd_e
     if (st != INFD_STATUS_OK)
         return st;
     if (r < 1)
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "Softmax needs rank >= 1");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT, "Softmax needs rank >= 1");
     if (axis < 0)
         axis += r;
     if (axis < 0 || axis >= r + (legacy ? 1 : 0))
-        return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                   "axis %lld is out of range for rank %d", (long long)axis, r);
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "axis %lld is out of range for rank %d", (long long)axis, r);
     view[0] = view[1] = view[2] = 1;
     for (int i = 0; i < r; i++) {
         int64_t d = x->shape.dims[i].value;

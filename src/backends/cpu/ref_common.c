@@ -54,15 +54,8 @@ bool ref_decline(const infd_kernel_args *a, infd_error *why, infd_status code, c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    infd_cpu_node_error(a, why, code, "%s", msg);
+    infd_node_error(a, why, code, "%s", msg);
     return false;
-}
-
-bool ref_is_const(const infd_ir_value *v)
-{
-    if (!v)
-        return false;
-    return v->data != NULL || infd_cpu_numel(v) == 0;
 }
 
 void ref_shape_of(const infd_ir_value *v, infd_shape *s)
@@ -73,35 +66,12 @@ void ref_shape_of(const infd_ir_value *v, infd_shape *s)
         s->dims[i] = v->shape.dims[i].value;
 }
 
-bool ref_const_ints(const infd_ir_value *v, int64_t *out, int64_t cap, int64_t *n)
-{
-    *n = 0;
-    if (!ref_is_const(v))
-        return false;
-    int64_t count = infd_cpu_numel(v);
-    if (count > cap || (v->dtype != INFD_DTYPE_INT64 && v->dtype != INFD_DTYPE_INT32))
-        return false;
-    for (int64_t i = 0; i < count; i++) {
-        if (v->dtype == INFD_DTYPE_INT64) {
-            int64_t x;
-            memcpy(&x, (const char *)v->data + i * 8, 8);
-            out[i] = x;
-        } else {
-            int32_t x;
-            memcpy(&x, (const char *)v->data + i * 4, 4);
-            out[i] = x;
-        }
-    }
-    *n = count;
-    return true;
-}
-
 bool ref_const_floats(const infd_ir_value *v, float *out, int64_t cap, int64_t *n)
 {
     *n = 0;
-    if (!ref_is_const(v))
+    if (!infd_node_is_const(v))
         return false;
-    int64_t count = infd_cpu_numel(v);
+    int64_t count = infd_node_numel(v);
     if (count > cap || !ref_dtype_is_float(v->dtype))
         return false;
     size_t es = infd_dtype_size(v->dtype);
@@ -474,7 +444,7 @@ infd_status ref_kernel_from_plan(const infd_kernel_args *a, const infd_cpu_kerne
 {
     infd_cpu_kernel *k = infd_cpu_kernel_new(size, name, run, fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     memcpy((char *)k + sizeof(*k), (const char *)plan + sizeof(*k), size - sizeof(*k));
     *out = &k->base;
     return INFD_STATUS_OK;

@@ -41,22 +41,14 @@ static inline int64_t ref_row_grain(int64_t row_len)
     return row_len >= REF_GRAIN ? 1 : REF_GRAIN / (row_len > 0 ? row_len : 1);
 }
 
-/* infd_cpu_node_error for supports(): fills `why` and returns false. */
+/* infd_node_error for supports(): fills `why` and returns false. */
 bool ref_decline(const infd_kernel_args *a, infd_error *why, infd_status code, const char *fmt, ...)
     INFD_PRINTF(4, 5);
-
-/* True when `v` is present and its data is known at compile time (an empty
- * tensor always is). */
-bool ref_is_const(const infd_ir_value *v);
 
 /* Copies the concrete shape of `v`. */
 void ref_shape_of(const infd_ir_value *v, infd_shape *s);
 
-/* Reads a constant INT32/INT64 tensor into out[0..cap); *n gets the element
- * count. Fails (false) for other dtypes, missing data or more than `cap`. */
-bool ref_const_ints(const infd_ir_value *v, int64_t *out, int64_t cap, int64_t *n);
-
-/* As ref_const_ints for FP32/FP16/BF16/FP64 tensors, read as float. */
+/* As infd_node_const_ints for FP32/FP16/BF16/FP64 tensors, read as float. */
 bool ref_const_floats(const infd_ir_value *v, float *out, int64_t cap, int64_t *n);
 
 /* Reads element 0 of `data` (dtype `dt`) as double / int64; for scalars read

@@ -535,7 +535,7 @@ static infd_status ew_compile(const infd_kernel_args *a, infd_kernel **out, infd
     ew_kernel *k =
         (ew_kernel *)infd_cpu_kernel_new(sizeof(ew_kernel), "ref:elementwise", ew_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     ew_plan(a, k, NULL);
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -964,8 +964,8 @@ static bool unary_plan(const infd_kernel_args *a, unary_kernel *k, infd_error *w
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "unexpected unary node");
     k->op = (unary_op)op;
     k->dt = a->inputs[0]->dtype;
-    k->numel = infd_cpu_numel(a->inputs[0]);
-    if (a->outputs[0]->dtype != k->dt || infd_cpu_numel(a->outputs[0]) != k->numel)
+    k->numel = infd_node_numel(a->inputs[0]);
+    if (a->outputs[0]->dtype != k->dt || infd_node_numel(a->outputs[0]) != k->numel)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "output dtype or size differs from the input");
     if (k->op == U_NOT) {
@@ -1024,7 +1024,7 @@ static bool unary_plan(const infd_kernel_args *a, unary_kernel *k, infd_error *w
                 const infd_ir_value *v = a->inputs[i];
                 if (!v)
                     continue;
-                if (v->dtype != k->dt || infd_cpu_numel(v) != 1)
+                if (v->dtype != k->dt || infd_node_numel(v) != 1)
                     return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                        "Clip bound %d must be a scalar of the input dtype", i);
                 k->bound_dt = v->dtype;
@@ -1053,7 +1053,7 @@ infd_status ref_unary_compile(const infd_kernel_args *a, infd_kernel **out, infd
     unary_kernel *k =
         (unary_kernel *)infd_cpu_kernel_new(sizeof(unary_kernel), "ref:unary", unary_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     unary_plan(a, k, NULL);
     *out = &k->base.base;
     return INFD_STATUS_OK;

@@ -116,7 +116,7 @@ static bool arg_plan(const infd_kernel_args *a, arg_kernel *k, infd_error *why)
         else
             k->inner *= dim;
     }
-    if (infd_cpu_numel(y) != k->outer * k->inner)
+    if (infd_node_numel(y) != k->outer * k->inner)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     if (k->len == 0 && k->outer * k->inner > 0)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "reduced axis is empty");
@@ -196,8 +196,8 @@ static bool isx_plan(const infd_kernel_args *a, isx_kernel *k, infd_error *why)
                            a->node->op_type, infd_dtype_name(k->dt));
     if (y->dtype != INFD_DTYPE_BOOL)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output must be BOOL");
-    k->numel = infd_cpu_numel(x);
-    if (infd_cpu_numel(y) != k->numel)
+    k->numel = infd_node_numel(x);
+    if (infd_node_numel(y) != k->numel)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     k->inf = strcmp(a->node->op_type, "IsInf") == 0;
     int64_t pos = 1, neg = 1;
@@ -293,12 +293,12 @@ static bool trilu_plan(const infd_kernel_args *a, trilu_kernel *k, infd_error *w
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "Trilu on %s is not supported",
                            infd_dtype_name(x->dtype));
     if (a->n_inputs > 1 && a->inputs[1] &&
-        (a->inputs[1]->dtype != INFD_DTYPE_INT64 || infd_cpu_numel(a->inputs[1]) != 1))
+        (a->inputs[1]->dtype != INFD_DTYPE_INT64 || infd_node_numel(a->inputs[1]) != 1))
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "k must be an INT64 scalar");
     int32_t rank = x->shape.rank;
     if (rank < 2)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "input rank must be >= 2");
-    if (infd_cpu_numel(y) != infd_cpu_numel(x))
+    if (infd_node_numel(y) != infd_node_numel(x))
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     int64_t upper = 1;
     if (infd_ir_attr_int(a->g, a->node, "upper", 1, &upper, why) != INFD_STATUS_OK)
@@ -496,7 +496,7 @@ infd_status ref_mod_compile(const infd_kernel_args *a, infd_kernel **out, infd_e
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
     mod_kernel *k = (mod_kernel *)infd_cpu_kernel_new(sizeof(mod_kernel), "ref:mod", mod_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     mod_plan(a, k, NULL);
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -610,7 +610,8 @@ static bool cumsum_plan(const infd_kernel_args *a, cumsum_kernel *k, infd_error 
     if (a->outputs[0]->dtype != k->dt)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype differs");
     k->axis_dt = ax->dtype;
-    if ((ax->dtype != INFD_DTYPE_INT32 && ax->dtype != INFD_DTYPE_INT64) || infd_cpu_numel(ax) != 1)
+    if ((ax->dtype != INFD_DTYPE_INT32 && ax->dtype != INFD_DTYPE_INT64) ||
+        infd_node_numel(ax) != 1)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "axis must be an INT32 or INT64 scalar");
     int64_t excl = 0, rev = 0;
@@ -624,12 +625,12 @@ static bool cumsum_plan(const infd_kernel_args *a, cumsum_kernel *k, infd_error 
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "input must have rank >= 1");
     for (int32_t d = 0; d < k->rank; d++)
         k->dims[d] = x->shape.dims[d].value;
-    k->numel = infd_cpu_numel(x);
-    if (infd_cpu_numel(a->outputs[0]) != k->numel)
+    k->numel = infd_node_numel(x);
+    if (infd_node_numel(a->outputs[0]) != k->numel)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
-    if (ref_is_const(ax)) {
+    if (infd_node_is_const(ax)) {
         int64_t v = 0, n = 0;
-        if (!ref_const_ints(ax, &v, 1, &n) || v < -k->rank || v >= k->rank)
+        if (!infd_node_const_ints(ax, &v, 1, &n) || v < -k->rank || v >= k->rank)
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
     }
     return true;
@@ -795,12 +796,12 @@ static bool one_hot_plan(const infd_kernel_args *a, one_hot_kernel *k, infd_erro
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "indices of %s are not supported",
                            infd_dtype_name(k->idx_dt));
     k->esize = infd_dtype_size(vals->dtype);
-    if (k->esize == 0 || y->dtype != vals->dtype || infd_cpu_numel(vals) != 2)
+    if (k->esize == 0 || y->dtype != vals->dtype || infd_node_numel(vals) != 2)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "values must be two elements of the output dtype");
     int64_t di = 0, n = 0;
     float df = 0.0f;
-    if (ref_const_ints(dv, &di, 1, &n) && n == 1)
+    if (infd_node_const_ints(dv, &di, 1, &n) && n == 1)
         k->depth = di;
     else if (ref_const_floats(dv, &df, 1, &n) && n == 1)
         k->depth = (int64_t)df;
@@ -817,7 +818,7 @@ static bool one_hot_plan(const infd_kernel_args *a, one_hot_kernel *k, infd_erro
     k->outer = k->inner = 1;
     for (int32_t d = 0; d < rank; d++)
         *(d < axis ? &k->outer : &k->inner) *= ind->shape.dims[d].value;
-    if (infd_cpu_numel(y) != k->outer * k->depth * k->inner)
+    if (infd_node_numel(y) != k->outer * k->depth * k->inner)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     return true;
 }

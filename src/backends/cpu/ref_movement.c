@@ -13,17 +13,18 @@
 #include "backends/cpu/ref_kernels.h"
 #include "core/alloc.h"
 #include "core/common.h"
+#include "graph/node_params.h"
 
 static size_t value_bytes(const infd_ir_value *v)
 {
-    return (size_t)infd_cpu_numel(v) * infd_dtype_size(v->dtype);
+    return (size_t)infd_node_numel(v) * infd_dtype_size(v->dtype);
 }
 
 static bool fixed_size(const infd_kernel_args *a, const infd_ir_value *v, infd_error *why)
 {
     if (!v || infd_dtype_size(v->dtype) == 0) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dtype %s is not supported",
-                            v ? infd_dtype_name(v->dtype) : "(missing)");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dtype %s is not supported",
+                        v ? infd_dtype_name(v->dtype) : "(missing)");
         return false;
     }
     return true;
@@ -33,13 +34,13 @@ static bool fixed_size(const infd_kernel_args *a, const infd_ir_value *v, infd_e
 static bool same_dtype_io(const infd_kernel_args *a, infd_error *why)
 {
     if (a->n_inputs < 1 || a->n_outputs < 1 || !a->inputs[0]) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
         return false;
     }
     if (!fixed_size(a, a->inputs[0], why))
         return false;
     if (a->inputs[0]->dtype != a->outputs[0]->dtype) {
-        infd_cpu_node_error(
+        infd_node_error(
             a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype %s differs from input dtype %s",
             infd_dtype_name(a->outputs[0]->dtype), infd_dtype_name(a->inputs[0]->dtype));
         return false;
@@ -68,16 +69,16 @@ bool ref_copy_supports(const infd_kernel_args *a, infd_error *why)
 {
     if (!same_dtype_io(a, why))
         return false;
-    if (infd_cpu_numel(a->inputs[0]) != infd_cpu_numel(a->outputs[0])) {
-        infd_cpu_node_error(
+    if (infd_node_numel(a->inputs[0]) != infd_node_numel(a->outputs[0])) {
+        infd_node_error(
             a, why, INFD_STATUS_INVALID_ARGUMENT, "output has %lld elements, input %lld",
-            (long long)infd_cpu_numel(a->outputs[0]), (long long)infd_cpu_numel(a->inputs[0]));
+            (long long)infd_node_numel(a->outputs[0]), (long long)infd_node_numel(a->inputs[0]));
         return false;
     }
     if (strcmp(a->node->op_type, "Dropout") != 0)
         return true;
     if (a->n_outputs > 1 && a->outputs[1] && a->outputs[1]->dtype != INFD_DTYPE_BOOL) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "Dropout mask must be BOOL");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "Dropout mask must be BOOL");
         return false;
     }
     /* Inference is the identity; training mode (opset 12+ input 2) drops
@@ -85,8 +86,8 @@ bool ref_copy_supports(const infd_kernel_args *a, infd_error *why)
     const infd_ir_value *training = a->n_inputs > 2 ? a->inputs[2] : NULL;
     if (training &&
         (!training->data || training->nbytes < 1 || ((const uint8_t *)training->data)[0])) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "Dropout in training mode (random masking) is not supported");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "Dropout in training mode (random masking) is not supported");
         return false;
     }
     return true;
@@ -100,11 +101,11 @@ infd_status ref_copy_compile(const infd_kernel_args *a, infd_kernel **out, infd_
     copy_kernel *k =
         (copy_kernel *)infd_cpu_kernel_new(sizeof(copy_kernel), "ref:copy", copy_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->nbytes = value_bytes(a->inputs[0]);
     if (strcmp(a->node->op_type, "Dropout") == 0 && a->n_outputs > 1 && a->outputs[1]) {
         k->has_mask = 1;
-        k->mask_bytes = (size_t)infd_cpu_numel(a->outputs[1]);
+        k->mask_bytes = (size_t)infd_node_numel(a->outputs[1]);
     }
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -129,7 +130,7 @@ static infd_status view_kernel_make(const infd_kernel_args *a, const ref_view *v
     view_kernel *k =
         (view_kernel *)infd_cpu_kernel_new(sizeof(view_kernel), name, view_kernel_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->view = *view;
     ref_view_finish(&k->view);
     *out = &k->base.base;
@@ -189,8 +190,8 @@ static bool expand_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
     }
     return true;
 bad:
-    infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                        "input shape does not broadcast to the output shape");
+    infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                    "input shape does not broadcast to the output shape");
     return false;
 }
 
@@ -208,8 +209,8 @@ static bool transpose_view(const infd_kernel_args *a, ref_view *v, infd_error *w
     if (infd_ir_attr_ints(a->g, a->node, "perm", &p, &n, why) != INFD_STATUS_OK)
         return false;
     if (p && n != in.rank) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm has %d entries for rank %d",
-                            (int)n, (int)in.rank);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm has %d entries for rank %d",
+                        (int)n, (int)in.rank);
         return false;
     }
     bool seen[INFD_MAX_RANK] = { false };
@@ -218,7 +219,7 @@ static bool transpose_view(const infd_kernel_args *a, ref_view *v, infd_error *w
         if (perm[d] < 0)
             perm[d] += in.rank;
         if (perm[d] < 0 || perm[d] >= in.rank || seen[perm[d]]) {
-            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm is not a permutation");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm is not a permutation");
             return false;
         }
         seen[perm[d]] = true;
@@ -236,81 +237,12 @@ static bool transpose_view(const infd_kernel_args *a, ref_view *v, infd_error *w
     }
     return true;
 bad:
-    infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                        "output shape does not match the permuted input shape");
+    infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                    "output shape does not match the permuted input shape");
     return false;
 }
 
 VIEW_OP(transpose)
-
-/* Reads Slice's starts/ends/axes/steps: attributes before opset 10,
- * constant inputs from 10. */
-static bool slice_params(const infd_kernel_args *a, int64_t *starts, int64_t *ends, int64_t *axes,
-                         int64_t *steps, int64_t *n, infd_error *why)
-{
-    int32_t rank = a->inputs[0]->shape.rank;
-    int64_t n_ends = 0, n_axes = 0, n_steps = 0;
-    bool has_axes = false, has_steps = false;
-    if (a->g->opset < 10) {
-        const int64_t *s = NULL, *e = NULL, *x = NULL;
-        int32_t ns = 0, ne = 0, nx = 0;
-        if (infd_ir_attr_ints(a->g, a->node, "starts", &s, &ns, why) != INFD_STATUS_OK ||
-            infd_ir_attr_ints(a->g, a->node, "ends", &e, &ne, why) != INFD_STATUS_OK ||
-            infd_ir_attr_ints(a->g, a->node, "axes", &x, &nx, why) != INFD_STATUS_OK)
-            return false;
-        if (ns > INFD_MAX_RANK || ne != ns || (x && nx != ns))
-            goto bad_count;
-        *n = ns;
-        memcpy(starts, s, sizeof(int64_t) * (size_t)ns);
-        memcpy(ends, e, sizeof(int64_t) * (size_t)ne);
-        if (x) {
-            memcpy(axes, x, sizeof(int64_t) * (size_t)nx);
-            has_axes = true;
-        }
-    } else {
-        const infd_ir_value *in_axes = a->n_inputs > 3 ? a->inputs[3] : NULL;
-        const infd_ir_value *in_steps = a->n_inputs > 4 ? a->inputs[4] : NULL;
-        if (a->n_inputs < 3 || !ref_is_const(a->inputs[1]) || !ref_is_const(a->inputs[2]) ||
-            (in_axes && !ref_is_const(in_axes)) || (in_steps && !ref_is_const(in_steps))) {
-            infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                "starts, ends, axes and steps must be constants");
-            return false;
-        }
-        if (!ref_const_ints(a->inputs[1], starts, INFD_MAX_RANK, n) ||
-            !ref_const_ints(a->inputs[2], ends, INFD_MAX_RANK, &n_ends) || n_ends != *n)
-            goto bad_count;
-        if (in_axes) {
-            if (!ref_const_ints(in_axes, axes, INFD_MAX_RANK, &n_axes) || n_axes != *n)
-                goto bad_count;
-            has_axes = true;
-        }
-        if (in_steps) {
-            if (!ref_const_ints(in_steps, steps, INFD_MAX_RANK, &n_steps) || n_steps != *n)
-                goto bad_count;
-            has_steps = true;
-        }
-    }
-    for (int64_t i = 0; i < *n; i++) {
-        if (!has_axes)
-            axes[i] = i;
-        if (!has_steps)
-            steps[i] = 1;
-        if (axes[i] < 0)
-            axes[i] += rank;
-        if (axes[i] < 0 || axes[i] >= rank || steps[i] == 0) {
-            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                "axis %lld or step %lld out of range", (long long)axes[i],
-                                (long long)steps[i]);
-            return false;
-        }
-    }
-    return true;
-bad_count:
-    infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                        "starts/ends/axes/steps are not INT32/INT64 lists of equal length <= %d",
-                        INFD_MAX_RANK);
-    return false;
-}
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi)
 {
@@ -323,7 +255,7 @@ static bool slice_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
         n = 0;
     infd_shape in, o;
     int64_t st[INFD_MAX_RANK];
-    if (!slice_params(a, starts, ends, axes, steps, &n, why))
+    if (!infd_slice_params(a, starts, ends, axes, steps, &n, why))
         return false;
     ref_shape_of(a->inputs[0], &in);
     ref_shape_of(a->outputs[0], &o);
@@ -339,8 +271,8 @@ static bool slice_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
     for (int64_t i = 0; i < n; i++) {
         int64_t d = axes[i], dim = in.dims[d], s = starts[i], e = ends[i], step = steps[i];
         if (done[d]) {
-            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld repeated",
-                                (long long)d);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld repeated",
+                            (long long)d);
             return false;
         }
         done[d] = true;
@@ -372,8 +304,8 @@ static bool slice_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
             goto bad;
     return true;
 bad:
-    infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                        "output shape does not match the slice of the input");
+    infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                    "output shape does not match the slice of the input");
     return false;
 }
 
@@ -404,8 +336,8 @@ static bool tile_view(const infd_kernel_args *a, ref_view *v, infd_error *why)
     }
     return true;
 bad:
-    infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                        "output shape is not a whole repeat of the input shape");
+    infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                    "output shape is not a whole repeat of the input shape");
     return false;
 }
 
@@ -489,23 +421,23 @@ static bool parts_check(const infd_kernel_args *a, const infd_ir_value *wide,
     for (int32_t i = 0; i < n; i++) {
         const infd_ir_value *p = parts[i];
         if (!p || p->dtype != wide->dtype || p->shape.rank != wide->shape.rank) {
-            infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                "part %d is missing or differs in dtype or rank", (int)i);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "part %d is missing or differs in dtype or rank", (int)i);
             return false;
         }
         for (int32_t d = 0; d < p->shape.rank; d++) {
             if (d != axis && p->shape.dims[d].value != wide->shape.dims[d].value) {
-                infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                    "part %d differs in dim %d outside the axis", (int)i, (int)d);
+                infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                                "part %d differs in dim %d outside the axis", (int)i, (int)d);
                 return false;
             }
         }
         sum += p->shape.dims[axis].value;
     }
     if (sum != wide->shape.dims[axis].value) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                            "parts add up to %lld along axis %lld, expected %lld", (long long)sum,
-                            (long long)axis, (long long)wide->shape.dims[axis].value);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "parts add up to %lld along axis %lld, expected %lld", (long long)sum,
+                        (long long)axis, (long long)wide->shape.dims[axis].value);
         return false;
     }
     return true;
@@ -520,8 +452,8 @@ static bool parts_axis(const infd_kernel_args *a, const infd_ir_value *wide, int
     if (*axis < 0)
         *axis += rank;
     if (*axis < 0 || *axis >= rank) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range for rank %d",
-                            (int)rank);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range for rank %d",
+                        (int)rank);
         return false;
     }
     return true;
@@ -569,12 +501,12 @@ static infd_status parts_compile(const infd_kernel_args *a, bool split, infd_ker
         sizeof(parts_kernel), split ? "ref:split" : "ref:concat", split ? split_run : concat_run,
         parts_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->part_bytes = infd_malloc(sizeof(size_t) * (size_t)n);
     k->offset = infd_malloc(sizeof(size_t) * (size_t)n);
     if (!k->part_bytes || !k->offset) {
         infd_kernel_destroy(&k->base.base);
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     size_t es = infd_dtype_size(wide->dtype), inner = es;
     k->outer = 1;
@@ -658,17 +590,17 @@ static bool gather_check(const infd_kernel_args *a, int64_t *axis, infd_error *w
         return false;
     if (a->n_inputs < 2 || !a->inputs[1] ||
         (a->inputs[1]->dtype != INFD_DTYPE_INT64 && a->inputs[1]->dtype != INFD_DTYPE_INT32)) {
-        infd_cpu_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "indices must be INT32 or INT64");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "indices must be INT32 or INT64");
         return false;
     }
     if (!parts_axis(a, a->inputs[0], 0, axis, why))
         return false;
     int32_t want = a->inputs[0]->shape.rank - 1 + a->inputs[1]->shape.rank;
     if (a->outputs[0]->shape.rank != want ||
-        infd_cpu_numel(a->outputs[0]) * a->inputs[0]->shape.dims[*axis].value !=
-            infd_cpu_numel(a->inputs[0]) * infd_cpu_numel(a->inputs[1])) {
-        infd_cpu_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                            "output shape does not match data and indices");
+        infd_node_numel(a->outputs[0]) * a->inputs[0]->shape.dims[*axis].value !=
+            infd_node_numel(a->inputs[0]) * infd_node_numel(a->inputs[1])) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "output shape does not match data and indices");
         return false;
     }
     return true;
@@ -689,7 +621,7 @@ infd_status ref_gather_compile(const infd_kernel_args *a, infd_kernel **out, inf
     gather_kernel *k =
         (gather_kernel *)infd_cpu_kernel_new(sizeof(gather_kernel), "ref:gather", gather_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     const infd_ir_value *data = a->inputs[0];
     k->outer = 1;
     k->inner_bytes = infd_dtype_size(data->dtype);
@@ -700,7 +632,7 @@ infd_status ref_gather_compile(const infd_kernel_args *a, infd_kernel **out, inf
             k->inner_bytes *= (size_t)data->shape.dims[d].value;
     }
     k->axis_dim = data->shape.dims[axis].value;
-    k->n_idx = infd_cpu_numel(a->inputs[1]);
+    k->n_idx = infd_node_numel(a->inputs[1]);
     k->idx_type = a->inputs[1]->dtype;
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -752,7 +684,7 @@ static bool depth_space_view(const infd_kernel_args *a, ref_view *v, infd_error 
         memcpy(v->dims, dims, sizeof(dims));
         memcpy(v->strides, st, sizeof(st));
     }
-    if (infd_cpu_numel(a->outputs[0]) != infd_cpu_numel(x))
+    if (infd_node_numel(a->outputs[0]) != infd_node_numel(x))
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     return true;
 }
@@ -851,7 +783,7 @@ static bool gather_el_plan(const infd_kernel_args *a, gather_el_kernel *k, infd_
     k->axis = (int32_t)axis;
     k->esize = infd_dtype_size(x->dtype);
     k->idx_type = ind->dtype;
-    k->numel = infd_cpu_numel(ind);
+    k->numel = infd_node_numel(ind);
     k->axis_dim = x->shape.dims[axis].value;
     int64_t s = 1;
     for (int32_t d = rank - 1; d >= 0; d--) {
@@ -862,7 +794,7 @@ static bool gather_el_plan(const infd_kernel_args *a, gather_el_kernel *k, infd_
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                "indices dim %d exceeds the data dim", (int)d);
     }
-    if (infd_cpu_numel(a->outputs[0]) != k->numel)
+    if (infd_node_numel(a->outputs[0]) != k->numel)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     return true;
 }

@@ -167,15 +167,15 @@ static bool pad_plan(const infd_kernel_args *a, pad_kernel *k, infd_error *why)
     int64_t pads[2 * INFD_MAX_RANK], axes[INFD_MAX_RANK], n_pads = 0, n_axes = rank;
     if (a->g->opset >= 11) {
         if (a->n_inputs < 2 || !a->inputs[1] ||
-            !ref_const_ints(a->inputs[1], pads, 2 * INFD_MAX_RANK, &n_pads))
+            !infd_node_const_ints(a->inputs[1], pads, 2 * INFD_MAX_RANK, &n_pads))
             return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
                                "pads must be a constant INT64 input");
         const infd_ir_value *cv = a->n_inputs > 2 ? a->inputs[2] : NULL;
         if (cv) {
-            if (cv->dtype != dt || infd_cpu_numel(cv) != 1)
+            if (cv->dtype != dt || infd_node_numel(cv) != 1)
                 return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                    "constant_value must be one %s", infd_dtype_name(dt));
-            if (ref_is_const(cv) && cv->data)
+            if (infd_node_is_const(cv) && cv->data)
                 memcpy(k->value, cv->data, k->esize);
             else
                 k->value_input = true;
@@ -197,7 +197,7 @@ static bool pad_plan(const infd_kernel_args *a, pad_kernel *k, infd_error *why)
                                "a nonzero 'value' on %s is not supported", infd_dtype_name(dt));
     }
     if (a->g->opset >= 18 && a->n_inputs > 3 && a->inputs[3]) {
-        if (!ref_const_ints(a->inputs[3], axes, INFD_MAX_RANK, &n_axes))
+        if (!infd_node_const_ints(a->inputs[3], axes, INFD_MAX_RANK, &n_axes))
             return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
                                "axes must be a constant INT64 input");
     } else {
@@ -233,7 +233,7 @@ static bool pad_plan(const infd_kernel_args *a, pad_kernel *k, infd_error *why)
                                mode);
         out_numel *= k->out_dims[d];
     }
-    if (infd_cpu_numel(y) != out_numel)
+    if (infd_node_numel(y) != out_numel)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     int64_t s = 1;
     for (int32_t d = k->rank - 1; d >= 0; d--) {

@@ -308,92 +308,26 @@ static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error 
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "ReduceLogSumExp needs FP32 or FP64");
     if (y->dtype != k->dt)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype differs");
-    int64_t keepdims = 1, noop = 0;
-    if (infd_ir_attr_int(a->g, a->node, "keepdims", 1, &keepdims, why) != INFD_STATUS_OK ||
-        infd_ir_attr_int(a->g, a->node, "noop_with_empty_axes", 0, &noop, why) != INFD_STATUS_OK)
+    infd_reduce_geom g;
+    if (!infd_reduce_geom_get(a, &g, why))
         return false;
-    int32_t rank = x->shape.rank;
-    int64_t axes[INFD_MAX_RANK], n_axes = 0;
-    bool axes_as_input = a->g->opset >= 18 || (k->op == R_SUM && a->g->opset >= 13);
-    if (axes_as_input) {
-        const infd_ir_value *av = a->n_inputs > 1 ? a->inputs[1] : NULL;
-        if (av && !ref_const_ints(av, axes, INFD_MAX_RANK, &n_axes))
-            return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "axes must be an INT64 constant");
-    } else {
-        const int64_t *p = NULL;
-        int32_t n = 0;
-        if (infd_ir_attr_ints(a->g, a->node, "axes", &p, &n, why) != INFD_STATUS_OK)
-            return false;
-        if (n > INFD_MAX_RANK)
-            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "too many axes");
-        if (n)
-            memcpy(axes, p, sizeof(int64_t) * (size_t)n);
-        n_axes = n;
-    }
-    bool red[INFD_MAX_RANK] = { false };
-    if (n_axes == 0 && noop && axes_as_input) {
+    if (g.copy) {
         k->copy = true;
-        k->numel = infd_cpu_numel(x);
-        if (infd_cpu_numel(y) != k->numel)
-            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
+        k->numel = infd_node_numel(x);
         return true;
     }
-    for (int64_t i = 0; i < n_axes; i++) {
-        int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
-        if (ax < 0 || ax >= rank)
-            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld out of range",
-                               (long long)axes[i]);
-        red[ax] = true;
-    }
-    if (n_axes == 0)
-        for (int32_t d = 0; d < rank; d++)
-            red[d] = true;
-    /* Check the output shape, then group the dims. */
-    int32_t od = 0;
-    int64_t out_numel = 1;
-    for (int32_t d = 0; d < rank; d++) {
-        int64_t dim = x->shape.dims[d].value;
-        if (red[d] && !keepdims)
-            continue;
-        int64_t want = red[d] ? 1 : dim;
-        if (od >= y->shape.rank || y->shape.dims[od].value != want)
-            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                               "output shape does not match the reduction");
-        od++;
-        out_numel *= want;
-    }
-    if (od != y->shape.rank)
-        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                           "output rank does not match the reduction");
-    int64_t st[INFD_MAX_RANK], s = 1;
-    for (int32_t d = rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= x->shape.dims[d].value;
-    }
-    k->red_count = 1;
-    int last_kind = -1; /* 0 kept, 1 reduced */
-    for (int32_t d = 0; d < rank; d++) {
-        int64_t dim = x->shape.dims[d].value;
-        if (red[d])
-            k->red_count *= dim;
-        if (dim == 1)
-            continue;
-        int kind = red[d] ? 1 : 0;
-        int64_t *dims = kind ? k->red_dims : k->kept_dims;
-        int64_t *strides = kind ? k->red_strides : k->kept_strides;
-        int32_t *n = kind ? &k->n_red : &k->n_kept;
-        if (kind == last_kind) {
-            dims[*n - 1] *= dim;
-            strides[*n - 1] = st[d];
-        } else {
-            dims[*n] = dim;
-            strides[*n] = st[d];
-            (*n)++;
-        }
-        last_kind = kind;
-    }
+    k->n_kept = g.n_kept;
+    k->n_red = g.n_red;
+    memcpy(k->kept_dims, g.kept_dims, sizeof(k->kept_dims));
+    memcpy(k->kept_strides, g.kept_strides, sizeof(k->kept_strides));
+    memcpy(k->red_dims, g.red_dims, sizeof(k->red_dims));
+    memcpy(k->red_strides, g.red_strides, sizeof(k->red_strides));
+    k->red_count = g.red_count;
+    int64_t out_numel = g.out_numel;
+    /* The last kept group (when the dims end with one) is walked as
+     * contiguous inner elements. */
     k->inner = 1;
-    if (last_kind == 0) {
+    if (g.ends_kept) {
         k->inner = k->kept_dims[k->n_kept - 1];
         k->n_kept--;
     }
@@ -419,7 +353,7 @@ infd_status ref_reduce_compile(const infd_kernel_args *a, infd_kernel **out, inf
     reduce_kernel *k =
         (reduce_kernel *)infd_cpu_kernel_new(sizeof(reduce_kernel), "ref:reduce", reduce_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     reduce_plan(a, k, NULL);
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -530,7 +464,7 @@ static bool softmax_plan(const infd_kernel_args *a, softmax_kernel *k, infd_erro
     if (x->dtype != INFD_DTYPE_FP32 || a->outputs[0]->dtype != INFD_DTYPE_FP32)
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "%s supports FP32 only, not %s",
                            a->node->op_type, infd_dtype_name(x->dtype));
-    if (infd_cpu_numel(a->outputs[0]) != infd_cpu_numel(x))
+    if (infd_node_numel(a->outputs[0]) != infd_node_numel(x))
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     int32_t rank = x->shape.rank;
     bool legacy = a->g->opset < 13;
@@ -574,7 +508,7 @@ infd_status ref_softmax_compile(const infd_kernel_args *a, infd_kernel **out, in
     softmax_kernel *k = (softmax_kernel *)infd_cpu_kernel_new(sizeof(softmax_kernel), "ref:softmax",
                                                               softmax_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->log = tmp.log;
     k->outer = tmp.outer;
     k->len = tmp.len;
@@ -724,9 +658,9 @@ static bool matmul_shape(const infd_kernel_args *a, mm_shape *s, infd_error *why
     int64_t want = s->M * s->N;
     for (int32_t d = 0; d < s->n_batch; d++)
         want *= s->out_batch[d];
-    if (infd_cpu_numel(C) != want)
+    if (infd_node_numel(C) != want)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                           "output has %lld elements, expected %lld", (long long)infd_cpu_numel(C),
+                           "output has %lld elements, expected %lld", (long long)infd_node_numel(C),
                            (long long)want);
     return true;
 }
@@ -746,7 +680,7 @@ infd_status ref_matmul_compile(const infd_kernel_args *a, infd_kernel **out, inf
     matmul_kernel *k = (matmul_kernel *)infd_cpu_kernel_new(sizeof(matmul_kernel), "ref:matmul",
                                                             matmul_run, matmul_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->M = s.M;
     k->K = s.K;
     k->N = s.N;
@@ -758,7 +692,7 @@ infd_status ref_matmul_compile(const infd_kernel_args *a, infd_kernel **out, inf
     k->b_off = infd_malloc(nb);
     if (!k->a_off || !k->b_off) {
         infd_kernel_destroy(&k->base.base);
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     for (int64_t b = 0; b < k->batch; b++) {
         int64_t rem = b, ao = 0, bo = 0, as = s.M * s.K, bs = s.K * s.N;
@@ -870,15 +804,15 @@ static bool layernorm_plan(const infd_kernel_args *a, layernorm_kernel *k, infd_
     k->rows = k->len = 1;
     for (int32_t d = 0; d < rank; d++)
         *(d < axis ? &k->rows : &k->len) *= x->shape.dims[d].value;
-    k->scale_n = infd_cpu_numel(a->inputs[1]);
-    k->bias_n = k->has_bias ? infd_cpu_numel(a->inputs[2]) : 1;
+    k->scale_n = infd_node_numel(a->inputs[1]);
+    k->bias_n = k->has_bias ? infd_node_numel(a->inputs[2]) : 1;
     if ((k->scale_n != k->len && k->scale_n != 1) || (k->bias_n != k->len && k->bias_n != 1))
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
                            "Scale and B must have the normalised shape or one element");
-    if (infd_cpu_numel(a->outputs[0]) != k->rows * k->len)
+    if (infd_node_numel(a->outputs[0]) != k->rows * k->len)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
     for (int32_t i = 1; i < a->n_outputs; i++)
-        if (a->outputs[i] && infd_cpu_numel(a->outputs[i]) != k->rows)
+        if (a->outputs[i] && infd_node_numel(a->outputs[i]) != k->rows)
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                "output %d must have one element per row", (int)i);
     return true;

@@ -188,7 +188,7 @@ static bool resize_params_read(const infd_kernel_args *a, resize_params *p, infd
     } else {
         sv = a->n_inputs > 2 ? a->inputs[2] : NULL;
         zv = a->n_inputs > 3 ? a->inputs[3] : NULL;
-        if (sv && infd_cpu_numel(sv) == 0)
+        if (sv && infd_node_numel(sv) == 0)
             sv = NULL;
     }
     const int64_t *axes_attr = NULL;
@@ -237,7 +237,7 @@ static bool resize_params_read(const infd_kernel_args *a, resize_params *p, infd
         return true;
     }
     int64_t sizes[INFD_MAX_RANK];
-    if (!ref_const_ints(zv, sizes, INFD_MAX_RANK, &n) || n != na)
+    if (!infd_node_const_ints(zv, sizes, INFD_MAX_RANK, &n) || n != na)
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
                            "keep_aspect_ratio_policy '%s' needs constant sizes", policy);
     bool larger = strcmp(policy, "not_smaller") == 0;
@@ -387,10 +387,10 @@ infd_status ref_resize_compile(const infd_kernel_args *a, infd_kernel **out, inf
         sizeof(resize_kernel), p.linear ? "ref:resize:linear" : "ref:resize:nearest", resize_run,
         resize_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->linear = p.linear;
     k->esize = infd_dtype_size(x->dtype);
-    k->numel = infd_cpu_numel(y);
+    k->numel = infd_node_numel(y);
     int32_t rank = x->shape.rank;
     /* A scalar resizes to itself: treat it as one dim of size 1. */
     k->rank = rank ? rank : 1;
@@ -401,9 +401,9 @@ infd_status ref_resize_compile(const infd_kernel_args *a, infd_kernel **out, inf
         total += k->out_dims[d];
         if (k->out_dims[d] > 0 && in_dims[d] == 0) {
             infd_kernel_destroy(&k->base.base);
-            return infd_cpu_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                       "cannot resize an empty dim %d to %lld", (int)d,
-                                       (long long)k->out_dims[d]);
+            return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                                   "cannot resize an empty dim %d to %lld", (int)d,
+                                   (long long)k->out_dims[d]);
         }
     }
     for (int32_t d = k->rank - 1; d >= 0; d--) {
@@ -414,7 +414,7 @@ infd_status ref_resize_compile(const infd_kernel_args *a, infd_kernel **out, inf
     k->maps = infd_malloc((size_t)(total ? total : 1) * per);
     if (!k->maps) {
         infd_kernel_destroy(&k->base.base);
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     /* int64 arrays first, then floats, so everything stays aligned. */
     int64_t *ip = k->maps;

@@ -49,7 +49,7 @@ static bool shape_range(const infd_kernel_args *a, int64_t *start, int64_t *end,
             *end = *start;
     }
     const infd_ir_value *o = a->outputs[0];
-    if (o->dtype != INFD_DTYPE_INT64 || infd_cpu_numel(o) != *end - *start)
+    if (o->dtype != INFD_DTYPE_INT64 || infd_node_numel(o) != *end - *start)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "output must be INT64 with %lld elements", (long long)(*end - *start));
     return true;
@@ -70,7 +70,7 @@ infd_status ref_shape_compile(const infd_kernel_args *a, infd_kernel **out, infd
     shape_kernel *k =
         (shape_kernel *)infd_cpu_kernel_new(sizeof(shape_kernel), "ref:shape", shape_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->n = (int32_t)(e - s);
     for (int64_t i = s; i < e; i++)
         k->dims[i - s] = a->inputs[0]->shape.dims[i].value;
@@ -155,7 +155,7 @@ static bool constant_check(const infd_kernel_args *a, const void **data, size_t 
     if (!constant_source(a, data, nbytes, &dt, why))
         return false;
     const infd_ir_value *o = a->outputs[0];
-    size_t want = (size_t)infd_cpu_numel(o) * infd_dtype_size(o->dtype);
+    size_t want = (size_t)infd_node_numel(o) * infd_dtype_size(o->dtype);
     if (dt != o->dtype || *nbytes != want || infd_dtype_size(dt) == 0)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "value (%s, %zu bytes) does not match the output (%s, %zu bytes)",
@@ -180,12 +180,12 @@ infd_status ref_constant_compile(const infd_kernel_args *a, infd_kernel **out, i
     fill_kernel *k = (fill_kernel *)infd_cpu_kernel_new(sizeof(fill_kernel), "ref:constant",
                                                         constant_run, fill_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     if (nbytes) {
         k->data = infd_malloc(nbytes);
         if (!k->data) {
             infd_kernel_destroy(&k->base.base);
-            return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
         memcpy(k->data, data, nbytes);
     }
@@ -229,7 +229,7 @@ static bool cos_value(const infd_kernel_args *a, const infd_ir_value **val, infd
         if (at->type != INFD_IR_ATTR_TENSOR || at->tensor < 0 || at->tensor >= a->g->n_values)
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "'value' must be a tensor");
         *val = &a->g->values[at->tensor];
-        if (!(*val)->data || infd_cpu_numel(*val) != 1)
+        if (!(*val)->data || infd_node_numel(*val) != 1)
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                "'value' must hold exactly one element");
     }
@@ -257,19 +257,19 @@ infd_status ref_constant_of_shape_compile(const infd_kernel_args *a, infd_kernel
     fill_kernel *k = (fill_kernel *)infd_cpu_kernel_new(
         sizeof(fill_kernel), "ref:constant_of_shape", constant_of_shape_run, fill_fini);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->nbytes = infd_dtype_size(a->outputs[0]->dtype);
     k->data = infd_calloc(1, k->nbytes);
     if (!k->data) {
         infd_kernel_destroy(&k->base.base);
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (val)
         memcpy(k->data, val->data, k->nbytes);
     k->zero = true;
     for (size_t i = 0; i < k->nbytes; i++)
         k->zero = k->zero && ((const unsigned char *)k->data)[i] == 0;
-    k->numel = infd_cpu_numel(a->outputs[0]);
+    k->numel = infd_node_numel(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -334,7 +334,7 @@ bool ref_range_supports(const infd_kernel_args *a, infd_error *why)
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "dtype %s is not supported",
                            infd_dtype_name(dt));
     for (int i = 0; i < 3; i++)
-        if (a->inputs[i]->dtype != dt || infd_cpu_numel(a->inputs[i]) != 1)
+        if (a->inputs[i]->dtype != dt || infd_node_numel(a->inputs[i]) != 1)
             return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                                "inputs must be scalars of the output dtype");
     if (a->outputs[0]->shape.rank != 1)
@@ -350,9 +350,9 @@ infd_status ref_range_compile(const infd_kernel_args *a, infd_kernel **out, infd
     range_kernel *k =
         (range_kernel *)infd_cpu_kernel_new(sizeof(range_kernel), "ref:range", range_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->dt = a->outputs[0]->dtype;
-    k->n = infd_cpu_numel(a->outputs[0]);
+    k->n = infd_node_numel(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -572,7 +572,7 @@ bool ref_cast_supports(const infd_kernel_args *a, infd_error *why)
     if (!castable(from) || !castable(to))
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "cast from %s to %s is not supported",
                            infd_dtype_name(from), infd_dtype_name(to));
-    if (infd_cpu_numel(a->inputs[0]) != infd_cpu_numel(a->outputs[0]))
+    if (infd_node_numel(a->inputs[0]) != infd_node_numel(a->outputs[0]))
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT,
                            "output and input element counts differ");
     return true;
@@ -586,10 +586,10 @@ infd_status ref_cast_compile(const infd_kernel_args *a, infd_kernel **out, infd_
     cast_kernel *k =
         (cast_kernel *)infd_cpu_kernel_new(sizeof(cast_kernel), "ref:cast", cast_run, NULL);
     if (!k)
-        return infd_cpu_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->from = a->inputs[0]->dtype;
     k->to = a->outputs[0]->dtype;
-    k->numel = infd_cpu_numel(a->outputs[0]);
+    k->numel = infd_node_numel(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }

@@ -25,8 +25,8 @@ static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
     int seen = 0;
     infd_error last = { 0 };
     if (a->node->domain[0] != '\0') {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "operator domain '%s' is not supported on CUDA", a->node->domain);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "operator domain '%s' is not supported on CUDA", a->node->domain);
         return NULL;
     }
     for (size_t t = 0; t < INFD_ARRAY_SIZE(tables); t++) {
@@ -42,8 +42,8 @@ static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
         if (why)
             *why = last;
     } else {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "operator %s is not supported on CUDA", a->node->op_type);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "operator %s is not supported on CUDA",
+                        a->node->op_type);
     }
     return NULL;
 }
@@ -188,41 +188,21 @@ infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
     return k;
 }
 
-infd_status infd_cuda_node_error(const infd_kernel_args *a, infd_error *err, infd_status code,
-                                 const char *fmt, ...)
-{
-    char msg[INFD_ERROR_MSG_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return infd_error_set(err, code, "%s: node '%s' (%s): %s", a->g->source, a->node->name,
-                          a->node->op_type, msg);
-}
-
-int64_t infd_cuda_numel(const infd_ir_value *v)
-{
-    int64_t n = 1;
-    for (int32_t i = 0; i < v->shape.rank; i++)
-        n *= v->shape.dims[i].value;
-    return n;
-}
-
 bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why)
 {
     for (int i = 0; i < n_in && i < a->n_inputs; i++) {
         if (a->inputs[i] && a->inputs[i]->dtype != INFD_DTYPE_FP32) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "input %d is %s; the CUDA kernel takes FP32", i,
-                                 infd_dtype_name(a->inputs[i]->dtype));
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "input %d is %s; the CUDA kernel takes FP32", i,
+                            infd_dtype_name(a->inputs[i]->dtype));
             return false;
         }
     }
     for (int i = 0; i < a->n_outputs; i++) {
         if (a->outputs[i] && a->outputs[i]->dtype != INFD_DTYPE_FP32) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "output %d is %s; the CUDA kernel makes FP32", i,
-                                 infd_dtype_name(a->outputs[i]->dtype));
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "output %d is %s; the CUDA kernel makes FP32", i,
+                            infd_dtype_name(a->outputs[i]->dtype));
             return false;
         }
     }
@@ -260,8 +240,8 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
             return true;
         }
     }
-    infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                         "fused activation '%s' is not supported on CUDA", kind);
+    infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                    "fused activation '%s' is not supported on CUDA", kind);
     return false;
 }
 

@@ -128,8 +128,8 @@ static bool get_window(const infd_kernel_args *a, window *w, infd_error *why)
         infd_ir_attr_string(a->g, a->node, "auto_pad", "NOTSET", &auto_pad, why) != INFD_STATUS_OK)
         return false;
     if ((strides && ns != sp) || (dil && nd != sp) || (pads && np != 2 * sp)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "strides, dilations or pads do not match %d spatial dims", sp);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "strides, dilations or pads do not match %d spatial dims", sp);
         return false;
     }
     for (int i = 0; i < 2; i++) {
@@ -142,8 +142,8 @@ static bool get_window(const infd_kernel_args *a, window *w, infd_error *why)
         int64_t pl = j >= 0 && pads ? pads[j] : 0, pr = j >= 0 && pads ? pads[j + sp] : 0;
         int64_t dk = (w->k[i] - 1) * w->d[i] + 1;
         if (w->s[i] < 1 || w->d[i] < 1 || pl < 0 || pr < 0) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "strides and dilations must be >= 1 and pads >= 0");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "strides and dilations must be >= 1 and pads >= 0");
             return false;
         }
         if (j >= 0 && strcmp(auto_pad, "VALID") == 0) {
@@ -157,9 +157,9 @@ static bool get_window(const infd_kernel_args *a, window *w, infd_error *why)
         if (need > pr)
             pr = need;
         if ((in + pl + pr - dk) / w->s[i] + 1 != out) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "output size %lld does not follow from input %lld", (long long)out,
-                                 (long long)in);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "output size %lld does not follow from input %lld", (long long)out,
+                            (long long)in);
             return false;
         }
         w->pl[i] = pl;
@@ -175,7 +175,7 @@ static bool conv_supports(const infd_kernel_args *a, infd_error *why)
     infd_cuda_act act;
     float alpha, beta;
     if (a->n_inputs < 2 || !a->inputs[0] || !a->inputs[1] || a->n_outputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X and W");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X and W");
         return false;
     }
     if (!infd_cuda_fp32_only(a, a->n_inputs, why))
@@ -183,9 +183,9 @@ static bool conv_supports(const infd_kernel_args *a, infd_error *why)
     const infd_ir_value *x = a->inputs[0], *wt = a->inputs[1], *y = a->outputs[0];
     if ((x->shape.rank != 3 && x->shape.rank != 4) || wt->shape.rank != x->shape.rank ||
         y->shape.rank != x->shape.rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "CUDA runs 1-D and 2-D convolutions; this one has rank %d",
-                             (int)x->shape.rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "CUDA runs 1-D and 2-D convolutions; this one has rank %d",
+                        (int)x->shape.rank);
         return false;
     }
     if (infd_ir_attr_int(a->g, a->node, "group", 1, &group, why) != INFD_STATUS_OK)
@@ -193,26 +193,26 @@ static bool conv_supports(const infd_kernel_args *a, infd_error *why)
     int64_t c = x->shape.dims[1].value, oc = y->shape.dims[1].value;
     if (group < 1 || c % group || oc % group || wt->shape.dims[0].value != oc ||
         wt->shape.dims[1].value * group != c) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "channels do not match: input %lld, output %lld, group %lld",
-                             (long long)c, (long long)oc, (long long)group);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "channels do not match: input %lld, output %lld, group %lld", (long long)c,
+                        (long long)oc, (long long)group);
         return false;
     }
     const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
-    if (b && infd_cuda_numel(b) != oc) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "bias must have %lld values",
-                             (long long)oc);
+    if (b && infd_node_numel(b) != oc) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "bias must have %lld values",
+                        (long long)oc);
         return false;
     }
     if (infd_cuda_fused_sum(a) &&
-        (a->n_inputs < 4 || !a->inputs[3] || infd_cuda_numel(a->inputs[3]) != infd_cuda_numel(y))) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "the fused residual must be shaped like the output");
+        (a->n_inputs < 4 || !a->inputs[3] || infd_node_numel(a->inputs[3]) != infd_node_numel(y))) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "the fused residual must be shaped like the output");
         return false;
     }
     for (int i = 0; i < x->shape.rank; i++) {
         if (x->shape.dims[i].value > INT32_MAX || y->shape.dims[i].value > INT32_MAX) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dims exceed cuDNN's int");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dims exceed cuDNN's int");
             return false;
         }
     }
@@ -644,12 +644,12 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     k->xh_bytes =
         k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2, INFD_ALIGNMENT) : 0;
     k->yh_bytes =
-        k->fy != k->hf ? infd_align_up((size_t)infd_cuda_numel(y) * 2, INFD_ALIGNMENT) : 0;
+        k->fy != k->hf ? infd_align_up((size_t)infd_node_numel(y) * 2, INFD_ALIGNMENT) : 0;
     k->base.base.workspace_bytes = k->xh_bytes + k->yh_bytes + ws;
     if (k->fy == k->hf) {
         k->base.base.output_layout = k->hf == INFD_CUDA_FMT_BF16_NHWC ? &infd_cuda_layout_bf16_nhwc
                                                                       : &infd_cuda_layout_f16_nhwc;
-        k->base.base.output_layout_bytes = (size_t)infd_cuda_numel(y) * 2;
+        k->base.base.output_layout_bytes = (size_t)infd_node_numel(y) * 2;
     }
     return true;
 }
@@ -665,7 +665,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
     conv_kernel *k =
         (conv_kernel *)infd_cuda_kernel_new(sizeof(conv_kernel), NULL, conv_run, conv_fini);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->base.base.name = k->name;
     if (!infd_cuda_fused_activation(a, &k->act, &k->alpha, &k->beta, err)) {
         infd_free(k);
@@ -677,7 +677,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
     k->has_sum = infd_cuda_fused_sum(a);
     k->has_bias = b != NULL;
     k->fused = b && k->act == INFD_CUDA_ACT_RELU;
-    k->n_out = infd_cuda_numel(y);
+    k->n_out = infd_node_numel(y);
     k->k = y->shape.dims[1].value;
     k->hw = k->n_out / (y->shape.dims[0].value * k->k);
 
@@ -724,8 +724,8 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
     *k = before;
     if (a->input_layouts && (a->input_layouts[0] || (a->n_inputs > 3 && a->input_layouts[3]))) {
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
-                                    "cuDNN has no FP16 algorithm for this convolution");
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                               "cuDNN has no FP16 algorithm for this convolution");
     }
     k->conv = NULL;
     /* FP32 convolutions, FP16 and BF16 plans' fallbacks included, are
@@ -741,7 +741,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         k->conv = create_conv(a, k, &d, wt->data, NULL, &ws, why, sizeof(why));
     if (!k->conv) {
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws + k->pad_bytes;
 done:

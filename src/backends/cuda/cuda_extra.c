@@ -24,6 +24,7 @@
 #include "backends/cuda/cuda_runtime.h"
 #include "core/alloc.h"
 #include "core/common.h"
+#include "graph/node_params.h"
 
 static const infd_ir_value *in_at(const infd_kernel_args *a, int i)
 {
@@ -36,46 +37,22 @@ static bool plain_unfused(const infd_kernel_args *a, infd_error *why)
 {
     for (int i = 0; a->input_layouts && i < a->n_inputs; i++) {
         if (a->input_layouts[i]) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "input %d is in an opaque layout; this CUDA kernel reads plain "
-                                 "data",
-                                 i);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "input %d is in an opaque layout; this CUDA kernel reads plain "
+                            "data",
+                            i);
             return false;
         }
     }
     if (infd_ir_node_attr(a->node, "_fused_activation") || infd_cuda_fused_sum(a)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "fused activations and sums are not supported by this CUDA kernel");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "fused activations and sums are not supported by this CUDA kernel");
         return false;
     }
     if (a->n_inputs < 1 || !a->inputs[0] || a->n_outputs < 1 || !a->outputs[0]) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
         return false;
     }
-    return true;
-}
-
-/* Reads a constant INT32/INT64 list of at most `cap` values. */
-static bool const_ints(const infd_ir_value *v, int64_t *out, int64_t cap, int64_t *n)
-{
-    *n = 0;
-    if (!v || !v->data || (v->dtype != INFD_DTYPE_INT64 && v->dtype != INFD_DTYPE_INT32))
-        return false;
-    int64_t count = infd_cuda_numel(v);
-    if (count > cap)
-        return false;
-    for (int64_t i = 0; i < count; i++) {
-        if (v->dtype == INFD_DTYPE_INT64) {
-            int64_t x;
-            memcpy(&x, (const char *)v->data + i * 8, 8);
-            out[i] = x;
-        } else {
-            int32_t x;
-            memcpy(&x, (const char *)v->data + i * 4, 4);
-            out[i] = x;
-        }
-    }
-    *n = count;
     return true;
 }
 
@@ -88,7 +65,7 @@ static infd_status kernel_from(const infd_kernel_args *a, const void *tmp, size_
 {
     infd_cuda_kernel *k = infd_cuda_kernel_new(size, name, run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     memcpy((char *)k + sizeof(infd_cuda_kernel), (const char *)tmp + sizeof(infd_cuda_kernel),
            size - sizeof(infd_cuda_kernel));
     *out = &k->base;
@@ -106,77 +83,6 @@ typedef struct slice_kernel {
     infd_cuda_view v;
 } slice_kernel;
 
-/* starts/ends/axes/steps: attributes before opset 10, constant inputs from
- * 10; axes default to 0..n-1, steps to 1; negative axes wrap. */
-static bool slice_params(const infd_kernel_args *a, int64_t *starts, int64_t *ends, int64_t *axes,
-                         int64_t *steps, int64_t *n, infd_error *why)
-{
-    int32_t rank = a->inputs[0]->shape.rank;
-    int64_t n_ends = 0, n_axes = 0, n_steps = 0;
-    bool has_axes = false, has_steps = false;
-    if (a->g->opset < 10) {
-        const int64_t *s = NULL, *e = NULL, *x = NULL;
-        int32_t ns = 0, ne = 0, nx = 0;
-        if (infd_ir_attr_ints(a->g, a->node, "starts", &s, &ns, why) != INFD_STATUS_OK ||
-            infd_ir_attr_ints(a->g, a->node, "ends", &e, &ne, why) != INFD_STATUS_OK ||
-            infd_ir_attr_ints(a->g, a->node, "axes", &x, &nx, why) != INFD_STATUS_OK)
-            return false;
-        if (ns > INFD_MAX_RANK || ne != ns || (x && nx != ns))
-            goto bad_count;
-        *n = ns;
-        if (ns) {
-            memcpy(starts, s, sizeof(int64_t) * (size_t)ns);
-            memcpy(ends, e, sizeof(int64_t) * (size_t)ne);
-        }
-        if (x) {
-            if (nx)
-                memcpy(axes, x, sizeof(int64_t) * (size_t)nx);
-            has_axes = true;
-        }
-    } else {
-        const infd_ir_value *in_axes = in_at(a, 3), *in_steps = in_at(a, 4);
-        if (!in_at(a, 1) || !in_at(a, 2) || !a->inputs[1]->data || !a->inputs[2]->data ||
-            (in_axes && !in_axes->data) || (in_steps && !in_steps->data)) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "starts, ends, axes and steps must be constants on CUDA");
-            return false;
-        }
-        if (!const_ints(a->inputs[1], starts, INFD_MAX_RANK, n) ||
-            !const_ints(a->inputs[2], ends, INFD_MAX_RANK, &n_ends) || n_ends != *n)
-            goto bad_count;
-        if (in_axes) {
-            if (!const_ints(in_axes, axes, INFD_MAX_RANK, &n_axes) || n_axes != *n)
-                goto bad_count;
-            has_axes = true;
-        }
-        if (in_steps) {
-            if (!const_ints(in_steps, steps, INFD_MAX_RANK, &n_steps) || n_steps != *n)
-                goto bad_count;
-            has_steps = true;
-        }
-    }
-    for (int64_t i = 0; i < *n; i++) {
-        if (!has_axes)
-            axes[i] = i;
-        if (!has_steps)
-            steps[i] = 1;
-        if (axes[i] < 0)
-            axes[i] += rank;
-        if (axes[i] < 0 || axes[i] >= rank || steps[i] == 0 || steps[i] == INT64_MIN) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "axis %lld or step %lld out of range", (long long)axes[i],
-                                 (long long)steps[i]);
-            return false;
-        }
-    }
-    return true;
-bad_count:
-    infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                         "starts/ends/axes/steps are not INT32/INT64 lists of equal length <= %d",
-                         INFD_MAX_RANK);
-    return false;
-}
-
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi)
 {
     return x < lo ? lo : x > hi ? hi : x;
@@ -192,18 +98,18 @@ static bool slice_plan(const infd_kernel_args *a, slice_kernel *k, infd_error *w
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     size_t es = infd_dtype_size(x->dtype);
     if ((es != 1 && es != 2 && es != 4 && es != 8) || y->dtype != x->dtype) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "Slice of %s into %s is not supported on CUDA",
-                             infd_dtype_name(x->dtype), infd_dtype_name(y->dtype));
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "Slice of %s into %s is not supported on CUDA", infd_dtype_name(x->dtype),
+                        infd_dtype_name(y->dtype));
         return false;
     }
     int32_t rank = x->shape.rank;
     if (rank < 1 || rank > INFD_CUDA_VIEW_MAX_RANK || y->shape.rank != rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "rank %d slices are not supported",
-                             (int)rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "rank %d slices are not supported",
+                        (int)rank);
         return false;
     }
-    if (!slice_params(a, starts, ends, axes, steps, &n, why))
+    if (!infd_slice_params(a, starts, ends, axes, steps, &n, why))
         return false;
     int64_t s = 1;
     for (int32_t d = rank - 1; d >= 0; d--) {
@@ -220,8 +126,8 @@ static bool slice_plan(const infd_kernel_args *a, slice_kernel *k, infd_error *w
         int64_t d = axes[i], dim = x->shape.dims[d].value, b = starts[i], e = ends[i];
         int64_t step = steps[i], count;
         if (done[d]) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld repeated",
-                                 (long long)d);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld repeated",
+                            (long long)d);
             return false;
         }
         done[d] = true;
@@ -245,13 +151,13 @@ static bool slice_plan(const infd_kernel_args *a, slice_kernel *k, infd_error *w
     }
     for (int32_t d = 0; d < rank; d++) {
         if (y->shape.dims[d].value != k->v.dims[d]) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "output shape does not match the slice of the input");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "output shape does not match the slice of the input");
             return false;
         }
     }
     k->esize = (int)es;
-    k->n = infd_cuda_numel(y);
+    k->n = infd_node_numel(y);
     return true;
 }
 
@@ -293,6 +199,8 @@ typedef struct reduce_kernel {
     infd_cuda_reduce_desc d;
 } reduce_kernel;
 
+_Static_assert(INFD_CUDA_VIEW_MAX_RANK == INFD_MAX_RANK, "reduce groups are copied as they are");
+
 static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
@@ -301,7 +209,7 @@ static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error 
         if (strcmp(a->node->op_type, red_names[i]) == 0)
             op = (int)i;
     if (op < 0) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "not a reduction");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "not a reduction");
         return false;
     }
     if (!plain_unfused(a, why))
@@ -319,120 +227,36 @@ static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error 
         k->d.dtype = INFD_CUDA_RED_I64;
         break;
     default:
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "%s on %s is not supported on CUDA",
-                             a->node->op_type, infd_dtype_name(x->dtype));
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "%s on %s is not supported on CUDA",
+                        a->node->op_type, infd_dtype_name(x->dtype));
         return false;
     }
     if ((op == INFD_CUDA_RED_LOGSUM || op == INFD_CUDA_RED_LOGSUMEXP) &&
         x->dtype != INFD_DTYPE_FP32) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "%s needs FP32 on CUDA",
-                             a->node->op_type);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "%s needs FP32 on CUDA",
+                        a->node->op_type);
         return false;
     }
     if (y->dtype != x->dtype) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype differs");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output dtype differs");
         return false;
     }
-    int64_t keepdims = 1, noop = 0;
-    if (infd_ir_attr_int(a->g, a->node, "keepdims", 1, &keepdims, why) != INFD_STATUS_OK ||
-        infd_ir_attr_int(a->g, a->node, "noop_with_empty_axes", 0, &noop, why) != INFD_STATUS_OK)
+    infd_reduce_geom g;
+    if (!infd_reduce_geom_get(a, &g, why))
         return false;
-    int32_t rank = x->shape.rank;
-    int64_t axes[INFD_MAX_RANK], n_axes = 0;
-    bool axes_as_input = a->g->opset >= 18 || (op == INFD_CUDA_RED_SUM && a->g->opset >= 13);
-    if (axes_as_input) {
-        const infd_ir_value *av = in_at(a, 1);
-        if (av && !const_ints(av, axes, INFD_MAX_RANK, &n_axes)) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "axes must be an INT64 constant on CUDA");
-            return false;
-        }
-    } else {
-        const int64_t *p = NULL;
-        int32_t n = 0;
-        if (infd_ir_attr_ints(a->g, a->node, "axes", &p, &n, why) != INFD_STATUS_OK)
-            return false;
-        if (n > INFD_MAX_RANK) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "too many axes");
-            return false;
-        }
-        if (n)
-            memcpy(axes, p, sizeof(int64_t) * (size_t)n);
-        n_axes = n;
-    }
-    if (n_axes == 0 && noop && axes_as_input) {
+    if (g.copy) {
         k->copy = true;
-        k->bytes = (size_t)infd_cuda_numel(x) * infd_dtype_size(x->dtype);
-        if (infd_cuda_numel(y) != infd_cuda_numel(x)) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output size differs");
-            return false;
-        }
+        k->bytes = (size_t)infd_node_numel(x) * infd_dtype_size(x->dtype);
         return true;
     }
-    bool red[INFD_MAX_RANK] = { false };
-    for (int64_t i = 0; i < n_axes; i++) {
-        int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
-        if (ax < 0 || ax >= rank) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis %lld out of range",
-                                 (long long)axes[i]);
-            return false;
-        }
-        red[ax] = true;
-    }
-    if (n_axes == 0)
-        for (int32_t d = 0; d < rank; d++)
-            red[d] = true;
-    int32_t od = 0;
-    int64_t out_numel = 1;
-    for (int32_t d = 0; d < rank; d++) {
-        int64_t dim = x->shape.dims[d].value;
-        if (red[d] && !keepdims)
-            continue;
-        int64_t want = red[d] ? 1 : dim;
-        if (od >= y->shape.rank || y->shape.dims[od].value != want) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "output shape does not match the reduction");
-            return false;
-        }
-        od++;
-        out_numel *= want;
-    }
-    if (od != y->shape.rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "output rank does not match the reduction");
-        return false;
-    }
-    /* Group the dims: size-1 dims dropped, neighbours of the same kind
-     * (kept or reduced) merged. The kept groups stay in input order, which
-     * is the output's row-major order. */
-    int64_t st[INFD_MAX_RANK], s = 1;
-    for (int32_t d = rank - 1; d >= 0; d--) {
-        st[d] = s;
-        s *= x->shape.dims[d].value;
-    }
-    k->d.red_count = 1;
-    int last_kind = -1; /* 0 kept, 1 reduced */
-    for (int32_t d = 0; d < rank; d++) {
-        int64_t dim = x->shape.dims[d].value;
-        if (red[d])
-            k->d.red_count *= dim;
-        if (dim == 1)
-            continue;
-        int kind = red[d] ? 1 : 0;
-        int64_t *dims = kind ? k->d.red_dims : k->d.kept_dims;
-        int64_t *strides = kind ? k->d.red_strides : k->d.kept_strides;
-        int *n = kind ? &k->d.n_red : &k->d.n_kept;
-        if (kind == last_kind) {
-            dims[*n - 1] *= dim;
-            strides[*n - 1] = st[d];
-        } else {
-            dims[*n] = dim;
-            strides[*n] = st[d];
-            (*n)++;
-        }
-        last_kind = kind;
-    }
-    k->d.n_out = out_numel;
+    k->d.n_kept = g.n_kept;
+    k->d.n_red = g.n_red;
+    memcpy(k->d.kept_dims, g.kept_dims, sizeof(k->d.kept_dims));
+    memcpy(k->d.kept_strides, g.kept_strides, sizeof(k->d.kept_strides));
+    memcpy(k->d.red_dims, g.red_dims, sizeof(k->d.red_dims));
+    memcpy(k->d.red_strides, g.red_strides, sizeof(k->d.red_strides));
+    k->d.red_count = g.red_count;
+    k->d.n_out = g.out_numel;
     return true;
 }
 
@@ -479,14 +303,13 @@ static bool batchnorm_plan(const infd_kernel_args *a, batchnorm_kernel *k, infd_
     if (!plain_unfused(a, why))
         return false;
     if (a->n_inputs != 5) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "takes X, scale, B, mean and var");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "takes X, scale, B, mean and var");
         return false;
     }
     for (int i = 1; i < a->n_outputs; i++) {
         if (a->outputs[i]) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "training outputs (running mean/var) are not supported on CUDA");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "training outputs (running mean/var) are not supported on CUDA");
             return false;
         }
     }
@@ -498,14 +321,14 @@ static bool batchnorm_plan(const infd_kernel_args *a, batchnorm_kernel *k, infd_
         infd_ir_attr_int(a->g, a->node, "spatial", 1, &spatial, why) != INFD_STATUS_OK)
         return false;
     if (training || !spatial) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "training_mode and spatial=0 are not supported on CUDA");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "training_mode and spatial=0 are not supported on CUDA");
         return false;
     }
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
-    if (x->shape.rank < 2 || infd_cuda_numel(y) != infd_cuda_numel(x)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "X must be [N, C, ...] and Y shaped like it");
+    if (x->shape.rank < 2 || infd_node_numel(y) != infd_node_numel(x)) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "X must be [N, C, ...] and Y shaped like it");
         return false;
     }
     k->channels = x->shape.dims[1].value;
@@ -513,13 +336,13 @@ static bool batchnorm_plan(const infd_kernel_args *a, batchnorm_kernel *k, infd_
     for (int32_t d = 2; d < x->shape.rank; d++)
         k->inner *= x->shape.dims[d].value;
     for (int i = 1; i < 5; i++) {
-        if (!a->inputs[i] || infd_cuda_numel(a->inputs[i]) != k->channels) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "input %d must hold C = %lld values", i, (long long)k->channels);
+        if (!a->inputs[i] || infd_node_numel(a->inputs[i]) != k->channels) {
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "input %d must hold C = %lld values", i, (long long)k->channels);
             return false;
         }
     }
-    k->n = infd_cuda_numel(x);
+    k->n = infd_node_numel(x);
     return true;
 }
 
@@ -567,7 +390,7 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
     if (!plain_unfused(a, why))
         return false;
     if (a->n_inputs < 2 || !a->inputs[1] || a->n_outputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X and W");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X and W");
         return false;
     }
     if (!infd_cuda_fp32_only(a, 3, why))
@@ -576,9 +399,9 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
     const infd_ir_value *y = a->outputs[0];
     int sp = x->shape.rank - 2;
     if (sp < 1 || sp > 2 || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "CUDA ConvTranspose takes 1-D and 2-D data; this is rank %d",
-                             (int)x->shape.rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "CUDA ConvTranspose takes 1-D and 2-D data; this is rank %d",
+                        (int)x->shape.rank);
         return false;
     }
     int64_t group = 1;
@@ -595,29 +418,28 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
         return false;
     if ((strides && ns != sp) || (dil && nd != sp) || (pads && np != 2 * sp) ||
         (opad && no != sp) || (oshape && nos != sp)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "strides, dilations, pads, output_padding or output_shape do not "
-                             "match %d spatial dims",
-                             sp);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "strides, dilations, pads, output_padding or output_shape do not "
+                        "match %d spatial dims",
+                        sp);
         return false;
     }
     bool same = strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0;
     bool valid = strcmp(auto_pad, "VALID") == 0;
     if (!same && !valid && strcmp(auto_pad, "NOTSET") != 0) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "auto_pad '%s' is unknown",
-                             auto_pad);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "auto_pad '%s' is unknown", auto_pad);
         return false;
     }
     int64_t n = x->shape.dims[0].value, c = x->shape.dims[1].value, k = y->shape.dims[1].value;
     if (group < 1 || c % group != 0 || w->shape.dims[0].value != c ||
         w->shape.dims[1].value * group != k || y->shape.dims[0].value != n) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "channels, group and weight shape do not agree");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "channels, group and weight shape do not agree");
         return false;
     }
-    if (b && (infd_cuda_numel(b) != k)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "B must hold %lld values",
-                             (long long)k);
+    if (b && (infd_node_numel(b) != k)) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "B must hold %lld values",
+                        (long long)k);
         return false;
     }
     int64_t in[2] = { 1, 1 }, out[2] = { 1, 1 }, ker[2] = { 1, 1 }, s[2] = { 1, 1 };
@@ -630,8 +452,8 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
         s[j] = strides ? strides[i] : 1;
         dl[j] = dil ? dil[i] : 1;
         if (s[j] < 1 || dl[j] < 1 || ker[j] < 1) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "strides, dilations and kernel sizes must be >= 1");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "strides, dilations and kernel sizes must be >= 1");
             return false;
         }
         int64_t dk = (ker[j] - 1) * dl[j] + 1;
@@ -643,18 +465,18 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
             /* With output_shape, ONNX ignores pads. */
             int64_t total = s[j] * (in[j] - 1) + op + dk - out[j];
             if (total < 0 || total % 2 != 0) {
-                infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                     "output_shape/auto_pad needs an odd or negative total "
-                                     "padding (%lld) on dim %d",
-                                     (long long)total, 2 + i);
+                infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "output_shape/auto_pad needs an odd or negative total "
+                                "padding (%lld) on dim %d",
+                                (long long)total, 2 + i);
                 return false;
             }
             pl = total / 2;
         }
         int64_t pr = s[j] * (in[j] - 1) + dk - pl - out[j];
         if (pl < 0 || op < 0) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "negative pads or output_padding");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "negative pads or output_padding");
             return false;
         }
         /* cuDNN computes the full output with pad p on both sides. */
@@ -663,8 +485,8 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
         full[j] = s[j] * (in[j] - 1) + dk - 2 * p;
         off[j] = pl - p;
         if (full[j] < 1) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "the transposed convolution has no output on dim %d", 2 + i);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "the transposed convolution has no output on dim %d", 2 + i);
             return false;
         }
     }
@@ -672,13 +494,13 @@ static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, inf
                        full[1], s[0], s[1], dl[0], dl[1], pad[0], pad[1], off[0], off[1], group };
     for (size_t i = 0; i < INFD_ARRAY_SIZE(dims); i++) {
         if (dims[i] < 0 || dims[i] > 2147483647LL) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "a dimension exceeds cuDNN's 32-bit sizes");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "a dimension exceeds cuDNN's 32-bit sizes");
             return false;
         }
     }
     if (n < 1 || c < 1 || k < 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "empty tensors are not supported");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "empty tensors are not supported");
         return false;
     }
     d->n = (int)n;
@@ -733,14 +555,14 @@ static infd_status deconv_compile(const infd_kernel_args *a, infd_kernel **out, 
     deconv_kernel *k = (deconv_kernel *)infd_cuda_kernel_new(sizeof(deconv_kernel), "cudnn:deconv",
                                                              deconv_run, deconv_fini);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->has_bias = in_at(a, 2) != NULL;
     d.tf32 = a->precision == INFD_PRECISION_TF32;
     k->deconv = infd_cuda_deconv_create(&d, a->inputs[1]->data, &ws, k->name, sizeof(k->name), why,
                                         sizeof(why));
     if (!k->deconv) {
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.name = k->name;
     k->base.base.workspace_bytes = ws;
@@ -777,7 +599,7 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
     if (!plain_unfused(a, why))
         return false;
     if (a->n_inputs != 2 || !a->inputs[1] || a->n_outputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "MatMul takes A and B");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "MatMul takes A and B");
         return false;
     }
     if (!infd_cuda_fp32_only(a, 2, why))
@@ -785,7 +607,7 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
     const infd_ir_value *A = a->inputs[0], *B = a->inputs[1], *Y = a->outputs[0];
     int ra = A->shape.rank, rb = B->shape.rank, ry = Y->shape.rank;
     if (ra < 1 || rb < 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "A and B must have rank >= 1");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "A and B must have rank >= 1");
         return false;
     }
     /* A 1-D A is [1, k] and a 1-D B [k, 1], their unit dim dropped from Y. */
@@ -797,21 +619,21 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
     int nb = INFD_MAX(ba, bb);
     int ry_want = nb + (ra > 1) + (rb > 1);
     if (k != kb || ry != ry_want) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "K of A and B differ or the output rank is wrong");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "K of A and B differ or the output rank is wrong");
         return false;
     }
     if (ra > 1 && Y->shape.dims[nb].value != m) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output M differs");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output M differs");
         return false;
     }
     if (rb > 1 && Y->shape.dims[ry - 1].value != n) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output N differs");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "output N differs");
         return false;
     }
     if (m < 1 || n < 1 || k < 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "empty matmuls are not supported on CUDA");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "empty matmuls are not supported on CUDA");
         return false;
     }
     /* Per batch dim of Y (right-aligned): its size and each operand's
@@ -824,8 +646,8 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
         int64_t lb = db >= 0 ? B->shape.dims[db].value : 1;
         int64_t ly = Y->shape.dims[d].value;
         if ((la != 1 && la != ly) || (lb != 1 && lb != ly) || (la != ly && lb != ly)) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "batch dims of A and B do not broadcast to the output");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "batch dims of A and B do not broadcast to the output");
             return false;
         }
         yd[d] = ly;
@@ -886,9 +708,8 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
         p->outer_sy[d] = sy[d];
         p->n_calls *= yd[d];
         if (p->n_calls > BMM_MAX_CALLS) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "this broadcast would take more than %d cuBLASLt calls",
-                                 BMM_MAX_CALLS);
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "this broadcast would take more than %d cuBLASLt calls", BMM_MAX_CALLS);
             return false;
         }
     }
@@ -936,12 +757,12 @@ static infd_status bmm_compile(const infd_kernel_args *a, infd_kernel **out, inf
     bmm_kernel *k =
         (bmm_kernel *)infd_cuda_kernel_new(sizeof(bmm_kernel), "cublasLt:bmm", bmm_run, bmm_fini);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->n_calls = p.n_calls;
     k->off = infd_calloc((size_t)p.n_calls * 3, sizeof(int64_t));
     if (!k->off) {
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     for (int64_t i = 0; i < p.n_calls; i++) {
         int64_t rem = i, oa = 0, ob = 0, oy = 0;
@@ -963,7 +784,7 @@ static infd_status bmm_compile(const infd_kernel_args *a, infd_kernel **out, inf
     if (!k->bmm) {
         infd_free(k->off);
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws;
     *out = &k->base.base;

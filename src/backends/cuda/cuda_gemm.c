@@ -47,7 +47,7 @@ static bool plan_gemm(const infd_kernel_args *a, gemm_plan *p, infd_error *why)
     p->bias_input = p->res_input = -1;
     p->alpha = 1.0f;
     if (a->n_inputs < 2 || !a->inputs[0] || !a->inputs[1] || a->n_outputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs A and B");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs A and B");
         return false;
     }
     if (!infd_cuda_fp32_only(a, a->n_inputs, why) ||
@@ -64,7 +64,7 @@ static bool plan_gemm(const infd_kernel_args *a, gemm_plan *p, infd_error *why)
             infd_ir_attr_float(a->g, a->node, "beta", 1.0f, &beta, why) != INFD_STATUS_OK)
             return false;
         if (A->shape.rank != 2 || B->shape.rank != 2) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "A and B must be 2-D");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "A and B must be 2-D");
             return false;
         }
         p->trans_a = ta != 0;
@@ -73,12 +73,12 @@ static bool plan_gemm(const infd_kernel_args *a, gemm_plan *p, infd_error *why)
         p->k = A->shape.dims[ta ? 0 : 1].value;
         p->n = B->shape.dims[tb ? 0 : 1].value;
         if (B->shape.dims[tb ? 1 : 0].value != p->k) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "K of A and B differ");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "K of A and B differ");
             return false;
         }
         const infd_ir_value *C = a->n_inputs > 2 ? a->inputs[2] : NULL;
         if (C && beta != 0.0f) {
-            int64_t nc = infd_cuda_numel(C);
+            int64_t nc = infd_node_numel(C);
             bool row = nc == p->n &&
                        (C->shape.rank == 1 || (C->shape.rank == 2 && C->shape.dims[0].value == 1));
             if (row && C->data) {
@@ -87,9 +87,9 @@ static bool plan_gemm(const infd_kernel_args *a, gemm_plan *p, infd_error *why)
             } else if (nc == p->m * p->n && C->shape.rank == 2 && beta == 1.0f && !sum) {
                 p->res_input = 2;
             } else {
-                infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                     "C must be a constant row of N values or a full [M,N] "
-                                     "matrix with beta 1");
+                infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "C must be a constant row of N values or a full [M,N] "
+                                "matrix with beta 1");
                 return false;
             }
         }
@@ -97,31 +97,31 @@ static bool plan_gemm(const infd_kernel_args *a, gemm_plan *p, infd_error *why)
             p->res_input = 3;
     } else {
         if (B->shape.rank != 2 || A->shape.rank < 1) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "CUDA MatMul takes a 2-D B (a batched B is not supported yet)");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "CUDA MatMul takes a 2-D B (a batched B is not supported yet)");
             return false;
         }
         p->k = A->shape.dims[A->shape.rank - 1].value;
         p->n = B->shape.dims[1].value;
-        p->m = p->k ? infd_cuda_numel(A) / p->k : 0;
+        p->m = p->k ? infd_node_numel(A) / p->k : 0;
         if (B->shape.dims[0].value != p->k) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "K of A and B differ");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "K of A and B differ");
             return false;
         }
         if (sum)
             p->res_input = 2;
     }
-    if (p->m * p->n != infd_cuda_numel(Y) || p->m < 1 || p->n < 1 || p->k < 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "a %lldx%lldx%lld matmul into %lld values is not supported",
-                             (long long)p->m, (long long)p->n, (long long)p->k,
-                             (long long)infd_cuda_numel(Y));
+    if (p->m * p->n != infd_node_numel(Y) || p->m < 1 || p->n < 1 || p->k < 1) {
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "a %lldx%lldx%lld matmul into %lld values is not supported",
+                        (long long)p->m, (long long)p->n, (long long)p->k,
+                        (long long)infd_node_numel(Y));
         return false;
     }
     if (p->res_input >= 0 && (p->res_input >= a->n_inputs || !a->inputs[p->res_input] ||
-                              infd_cuda_numel(a->inputs[p->res_input]) != p->m * p->n)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "the added matrix must be shaped like the output");
+                              infd_node_numel(a->inputs[p->res_input]) != p->m * p->n)) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "the added matrix must be shaped like the output");
         return false;
     }
     return true;
@@ -159,7 +159,7 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
     gemm_kernel *k = (gemm_kernel *)infd_cuda_kernel_new(sizeof(gemm_kernel), "cublasLt:matmul",
                                                          gemm_run, gemm_fini);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->res_input = p.res_input;
     k->post = p.act == INFD_CUDA_ACT_RELU ? INFD_CUDA_ACT_NONE : p.act;
     k->alpha = p.act_alpha;
@@ -170,7 +170,7 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
         bias = infd_malloc(sizeof(float) * (size_t)p.n);
         if (!bias) {
             infd_free(k);
-            return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
         for (int64_t i = 0; i < p.n; i++)
             bias[i] = c[i] * p.bias_scale;
@@ -192,7 +192,7 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
     infd_free(bias);
     if (!k->gemm) {
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
+        return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws;
     *out = &k->base.base;

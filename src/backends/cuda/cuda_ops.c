@@ -27,7 +27,7 @@ static const infd_ir_value *in_at(const infd_kernel_args *a, int i)
 
 static size_t value_bytes(const infd_ir_value *v)
 {
-    return (size_t)infd_cuda_numel(v) * infd_dtype_size(v->dtype);
+    return (size_t)infd_node_numel(v) * infd_dtype_size(v->dtype);
 }
 
 /* 16-bit NHWC layouts (cuda_nhwc.h): input i's format as the plan gave it. */
@@ -46,7 +46,7 @@ static infd_cuda_fmt out_fmt(const infd_kernel_args *a, infd_kernel *k)
         return INFD_CUDA_FMT_F32_NCHW;
     bool bf16 = a->precision == INFD_PRECISION_BF16;
     k->output_layout = bf16 ? &infd_cuda_layout_bf16_nhwc : &infd_cuda_layout_f16_nhwc;
-    k->output_layout_bytes = (size_t)infd_cuda_numel(a->outputs[0]) * 2;
+    k->output_layout_bytes = (size_t)infd_node_numel(a->outputs[0]) * 2;
     return bf16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
 }
 
@@ -117,13 +117,13 @@ static bool unary_params(const infd_kernel_args *a, unary_kernel *k, infd_error 
     while (i < INFD_ARRAY_SIZE(unary_ops) && strcmp(unary_ops[i].op, a->node->op_type) != 0)
         i++;
     if (i == INFD_ARRAY_SIZE(unary_ops)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "not a unary op");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "not a unary op");
         return false;
     }
     if (!a->inputs[0] || a->n_outputs != 1 || !infd_cuda_fp32_only(a, 1, why))
         return false;
     k->act = unary_ops[i].act;
-    k->n = infd_cuda_numel(a->outputs[0]);
+    k->n = infd_node_numel(a->outputs[0]);
     if (k->act == INFD_CUDA_ACT_CLIP) {
         k->alpha = -INFINITY;
         k->beta = INFINITY;
@@ -137,9 +137,9 @@ static bool unary_params(const infd_kernel_args *a, unary_kernel *k, infd_error 
             const infd_ir_value *v = in_at(a, j);
             if (!v)
                 continue;
-            if (!v->data || v->dtype != INFD_DTYPE_FP32 || infd_cuda_numel(v) != 1) {
-                infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                     "Clip bounds must be constant FP32 scalars on CUDA");
+            if (!v->data || v->dtype != INFD_DTYPE_FP32 || infd_node_numel(v) != 1) {
+                infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                                "Clip bounds must be constant FP32 scalars on CUDA");
                 return false;
             }
             *(j == 1 ? &k->alpha : &k->beta) = *(const float *)v->data;
@@ -147,7 +147,7 @@ static bool unary_params(const infd_kernel_args *a, unary_kernel *k, infd_error 
         return true;
     }
     if (a->n_inputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "takes one input");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "takes one input");
         return false;
     }
     return infd_ir_attr_float(a->g, a->node, "alpha", unary_ops[i].alpha, &k->alpha, why) ==
@@ -177,7 +177,7 @@ static infd_status unary_compile(const infd_kernel_args *a, infd_kernel **out, i
     unary_kernel *k =
         (unary_kernel *)infd_cuda_kernel_new(sizeof(unary_kernel), "cuda:unary", unary_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     if (!unary_params(a, k, err)) {
         infd_free(k);
         return err ? err->code : INFD_STATUS_UNIMPLEMENTED;
@@ -223,8 +223,8 @@ static bool binary_params(const infd_kernel_args *a, binary_kernel *k, infd_erro
         i++;
     if (i == INFD_ARRAY_SIZE(binary_ops) || a->n_inputs != 2 || !a->inputs[0] || !a->inputs[1] ||
         a->n_outputs != 1) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "CUDA takes this op with exactly two inputs");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "CUDA takes this op with exactly two inputs");
         return false;
     }
     if (!infd_cuda_fp32_only(a, 2, why))
@@ -232,13 +232,13 @@ static bool binary_params(const infd_kernel_args *a, binary_kernel *k, infd_erro
     const infd_ir_value *y = a->outputs[0];
     int rank = y->shape.rank;
     if (rank > INFD_CUDA_MAX_RANK) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "rank %d exceeds %d", rank,
-                             INFD_CUDA_MAX_RANK);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "rank %d exceeds %d", rank,
+                        INFD_CUDA_MAX_RANK);
         return false;
     }
     memset(k, 0, sizeof(*k));
     k->op = binary_ops[i].bin;
-    k->n = infd_cuda_numel(y);
+    k->n = infd_node_numel(y);
     k->bc.rank = rank ? rank : 1;
     k->bc.dims[0] = 1;
     for (int d = 0; d < rank; d++)
@@ -249,16 +249,16 @@ static bool binary_params(const infd_kernel_args *a, binary_kernel *k, infd_erro
         int64_t *st = o == 0 ? k->bc.sa : k->bc.sb;
         int64_t stride = 1;
         if (v->shape.rank > rank) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "input %d has a higher rank than the output", o);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "input %d has a higher rank than the output", o);
             return false;
         }
         for (int d = rank - 1; d >= 0; d--) {
             int vd = d - (rank - v->shape.rank);
             int64_t len = vd >= 0 ? v->shape.dims[vd].value : 1;
             if (len != 1 && len != k->bc.dims[d]) {
-                infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                     "input %d does not broadcast to the output", o);
+                infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                                "input %d does not broadcast to the output", o);
                 return false;
             }
             st[d] = len == 1 ? 0 : stride;
@@ -267,7 +267,7 @@ static bool binary_params(const infd_kernel_args *a, binary_kernel *k, infd_erro
                 k->same_shape = 0;
         }
         if (v->shape.rank != rank)
-            k->same_shape = k->same_shape && infd_cuda_numel(v) == k->n;
+            k->same_shape = k->same_shape && infd_node_numel(v) == k->n;
     }
     return true;
 }
@@ -298,7 +298,7 @@ static infd_status binary_compile(const infd_kernel_args *a, infd_kernel **out, 
     binary_kernel *k = (binary_kernel *)infd_cuda_kernel_new(sizeof(binary_kernel), "cuda:binary",
                                                              binary_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
@@ -334,15 +334,15 @@ static bool pool_params(const infd_kernel_args *a, pool_kernel *k, infd_error *w
     if (!a->inputs[0] || a->n_outputs < 1 || !infd_cuda_fp32_only(a, 1, why))
         return false;
     if (a->n_outputs > 1 && a->outputs[1]) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "MaxPool's Indices output is not supported on CUDA");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "MaxPool's Indices output is not supported on CUDA");
         return false;
     }
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     int rank = x->shape.rank;
     if (rank < 3 || rank > 4 || y->shape.rank != rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "CUDA pools 1-D and 2-D NCHW data; this is rank %d", rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "CUDA pools 1-D and 2-D NCHW data; this is rank %d", rank);
         return false;
     }
     k->d.max = strstr(op, "Max") != NULL;
@@ -350,7 +350,7 @@ static bool pool_params(const infd_kernel_args *a, pool_kernel *k, infd_error *w
     if (strncmp(op, "Global", 6) == 0) {
         k->global = 1;
         k->rows = nc;
-        k->len = infd_cuda_numel(x) / (nc ? nc : 1);
+        k->len = infd_node_numel(x) / (nc ? nc : 1);
         return true;
     }
     int sp = rank - 2;
@@ -367,8 +367,8 @@ static bool pool_params(const infd_kernel_args *a, pool_kernel *k, infd_error *w
         infd_ir_attr_int(a->g, a->node, "count_include_pad", 0, &cip, why) != INFD_STATUS_OK)
         return false;
     if (!ks || nk != sp || (st && ns != sp) || (pads && np != 2 * sp) || (dil && nd != sp)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                             "kernel_shape, strides, pads or dilations do not match the rank");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                        "kernel_shape, strides, pads or dilations do not match the rank");
         return false;
     }
     int64_t kk[2] = { 1, 1 }, ss[2] = { 1, 1 }, dd[2] = { 1, 1 }, pp[2] = { 0, 0 };
@@ -386,7 +386,7 @@ static bool pool_params(const infd_kernel_args *a, pool_kernel *k, infd_error *w
             pp[j] = 0;
         }
         if (kk[j] < 1 || ss[j] < 1 || dd[j] < 1 || pp[j] < 0) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "bad window attributes");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "bad window attributes");
             return false;
         }
     }
@@ -436,7 +436,7 @@ static infd_status pool_compile(const infd_kernel_args *a, infd_kernel **out, in
     pool_kernel *k =
         (pool_kernel *)infd_cuda_kernel_new(sizeof(pool_kernel), "cuda:pool", pool_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
@@ -470,7 +470,7 @@ static bool softmax_params(const infd_kernel_args *a, softmax_kernel *k, infd_er
     if (axis < 0)
         axis += rank;
     if (axis < 0 || axis >= (rank ? rank : 1)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
         return false;
     }
     k->log = strcmp(a->node->op_type, "LogSoftmax") == 0;
@@ -505,7 +505,7 @@ static infd_status softmax_compile(const infd_kernel_args *a, infd_kernel **out,
     softmax_kernel *k = (softmax_kernel *)infd_cuda_kernel_new(sizeof(softmax_kernel),
                                                                "cuda:softmax", softmax_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     if (!softmax_params(a, k, err)) {
         infd_free(k);
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
@@ -522,8 +522,8 @@ static bool movable_dtype(const infd_kernel_args *a, infd_error *why)
 {
     size_t es = a->outputs[0] ? infd_dtype_size(a->outputs[0]->dtype) : 0;
     if (es != 1 && es != 2 && es != 4 && es != 8) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dtype %s is not supported on CUDA",
-                             a->outputs[0] ? infd_dtype_name(a->outputs[0]->dtype) : "?");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "dtype %s is not supported on CUDA",
+                        a->outputs[0] ? infd_dtype_name(a->outputs[0]->dtype) : "?");
         return false;
     }
     return true;
@@ -538,15 +538,15 @@ typedef struct copy_kernel {
 static bool copy_supports(const infd_kernel_args *a, infd_error *why)
 {
     if (a->n_outputs < 1 || !a->outputs[0] || a->n_inputs < 1 || !a->inputs[0]) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs data");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs data");
         return false;
     }
     if (a->n_outputs > 1 && a->outputs[1]) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "a mask output is not supported");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "a mask output is not supported");
         return false;
     }
     if (value_bytes(a->inputs[0]) != value_bytes(a->outputs[0])) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input and output sizes differ");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "input and output sizes differ");
         return false;
     }
     return true;
@@ -566,7 +566,7 @@ static infd_status copy_compile(const infd_kernel_args *a, infd_kernel **out, in
     copy_kernel *k =
         (copy_kernel *)infd_cuda_kernel_new(sizeof(copy_kernel), "cuda:copy", copy_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     k->bytes = value_bytes(a->outputs[0]);
     *out = &k->base.base;
     return INFD_STATUS_OK;
@@ -595,13 +595,13 @@ static bool concat_params(const infd_kernel_args *a, int64_t *axis, infd_error *
     if (*axis < 0)
         *axis += rank;
     if (*axis < 0 || *axis >= rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "axis out of range");
         return false;
     }
     for (int i = 0; i < a->n_inputs; i++) {
         if (!a->inputs[i] || a->inputs[i]->dtype != a->outputs[0]->dtype) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
-                                 "input %d is missing or of another dtype", i);
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT,
+                            "input %d is missing or of another dtype", i);
             return false;
         }
     }
@@ -649,7 +649,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
     concat_kernel *k = (concat_kernel *)infd_cuda_kernel_new(sizeof(concat_kernel), "cuda:concat",
                                                              concat_run, concat_fini);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     const infd_ir_value *y = a->outputs[0];
     size_t es = infd_dtype_size(y->dtype), inner = 1;
     k->outer = 1;
@@ -664,7 +664,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
     if (!k->row || !k->offset) {
         concat_fini(&k->base);
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     size_t at = 0;
     for (int i = 0; i < k->n; i++) {
@@ -676,8 +676,8 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
     if (at != k->out_row) {
         concat_fini(&k->base);
         infd_free(k);
-        return infd_cuda_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
-                                    "input sizes along the axis do not add up to the output");
+        return infd_node_error(a, err, INFD_STATUS_INVALID_ARGUMENT,
+                               "input sizes along the axis do not add up to the output");
     }
     k->fy = out_fmt(a, &k->base.base);
     k->nhwc = k->fy != INFD_CUDA_FMT_F32_NCHW;
@@ -689,7 +689,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
         if (!k->fx || !k->xd) {
             concat_fini(&k->base);
             infd_free(k);
-            return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
         for (int i = 0; i < k->n; i++) {
             k->fx[i] = in_fmt(a, i);
@@ -722,9 +722,9 @@ static bool transpose_params(const infd_kernel_args *a, transpose_kernel *k, inf
     const infd_ir_value *x = a->inputs[0];
     int rank = x->shape.rank;
     if (rank > INFD_CUDA_MAX_RANK || (perm && np != rank)) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "rank %d transposes (up to %d) with a matching perm", rank,
-                             INFD_CUDA_MAX_RANK);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "rank %d transposes (up to %d) with a matching perm", rank,
+                        INFD_CUDA_MAX_RANK);
         return false;
     }
     int64_t in_stride[INFD_CUDA_MAX_RANK];
@@ -738,14 +738,14 @@ static bool transpose_params(const infd_kernel_args *a, transpose_kernel *k, inf
     for (int d = 0; d < rank; d++) {
         int64_t p = perm ? perm[d] : rank - 1 - d;
         if (p < 0 || p >= rank) {
-            infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm out of range");
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "perm out of range");
             return false;
         }
         k->dims[d] = x->shape.dims[p].value;
         k->strides[d] = in_stride[p];
     }
     k->esize = (int)infd_dtype_size(x->dtype);
-    k->n = infd_cuda_numel(x);
+    k->n = infd_node_numel(x);
     return true;
 }
 
@@ -773,7 +773,7 @@ static infd_status transpose_compile(const infd_kernel_args *a, infd_kernel **ou
     transpose_kernel *k = (transpose_kernel *)infd_cuda_kernel_new(
         sizeof(transpose_kernel), "cuda:transpose", transpose_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
@@ -806,8 +806,8 @@ static bool pad_params(const infd_kernel_args *a, pad_kernel *k, infd_error *why
               : strcmp(mode, "edge") == 0    ? 2
                                              : -1;
     if (k->mode < 0 || rank < 1 || rank > INFD_CUDA_MAX_RANK) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "mode '%s' at rank %d is not supported on CUDA", mode, rank);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "mode '%s' at rank %d is not supported on CUDA", mode, rank);
         return false;
     }
     const int64_t *pads = NULL;
@@ -820,18 +820,17 @@ static bool pad_params(const infd_kernel_args *a, pad_kernel *k, infd_error *why
         const infd_ir_value *p = in_at(a, 1), *cv = in_at(a, 2);
         if (!p || !p->data || p->dtype != INFD_DTYPE_INT64 || in_at(a, 3) ||
             (cv && (!cv->data || cv->dtype != INFD_DTYPE_FP32))) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "pads and constant_value must be constants (no axes input)");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "pads and constant_value must be constants (no axes input)");
             return false;
         }
         pads = p->data;
-        np = (int32_t)infd_cuda_numel(p);
-        if (cv && infd_cuda_numel(cv) >= 1)
+        np = (int32_t)infd_node_numel(p);
+        if (cv && infd_node_numel(cv) >= 1)
             k->value = *(const float *)cv->data;
     }
     if (!pads || np != 2 * rank) {
-        infd_cuda_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "pads must have %d values",
-                             2 * rank);
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "pads must have %d values", 2 * rank);
         return false;
     }
     k->rank = rank;
@@ -840,12 +839,12 @@ static bool pad_params(const infd_kernel_args *a, pad_kernel *k, infd_error *why
         k->out[d] = a->outputs[0]->shape.dims[d].value;
         k->begin[d] = pads[d];
         if (pads[d] < 0 || pads[d + rank] < 0) {
-            infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                                 "negative pads (cropping) are not supported on CUDA");
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "negative pads (cropping) are not supported on CUDA");
             return false;
         }
     }
-    k->n = infd_cuda_numel(a->outputs[0]);
+    k->n = infd_node_numel(a->outputs[0]);
     return true;
 }
 
@@ -871,7 +870,7 @@ static infd_status pad_compile(const infd_kernel_args *a, infd_kernel **out, inf
     pad_kernel *k =
         (pad_kernel *)infd_cuda_kernel_new(sizeof(pad_kernel), "cuda:pad", pad_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
@@ -901,8 +900,8 @@ static bool resize_params(const infd_kernel_args *a, resize_kernel *k, infd_erro
     if (x->shape.rank != 4 || y->shape.rank != 4 ||
         x->shape.dims[0].value != y->shape.dims[0].value ||
         x->shape.dims[1].value != y->shape.dims[1].value) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "CUDA resizes the last two dims of 4-D data only");
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "CUDA resizes the last two dims of 4-D data only");
         return false;
     }
     k->d.mode = strcmp(mode, "nearest") == 0 ? 0 : strcmp(mode, "linear") == 0 ? 1 : -1;
@@ -917,10 +916,10 @@ static bool resize_params(const infd_kernel_args *a, resize_kernel *k, infd_erro
                         : strcmp(nearest, "ceil") == 0              ? 3
                                                                     : -1;
     if (k->d.mode < 0 || k->d.coord < 0 || k->d.nearest_mode < 0) {
-        infd_cuda_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                             "mode '%s', coordinate_transformation_mode '%s', nearest_mode '%s' "
-                             "is not supported on CUDA",
-                             mode, coord, nearest);
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                        "mode '%s', coordinate_transformation_mode '%s', nearest_mode '%s' "
+                        "is not supported on CUDA",
+                        mode, coord, nearest);
         return false;
     }
     k->d.nc = x->shape.dims[0].value * x->shape.dims[1].value;
@@ -933,7 +932,7 @@ static bool resize_params(const infd_kernel_args *a, resize_kernel *k, infd_erro
     /* Given scales win over the shape ratio (they differ when the output
      * size was rounded). */
     const infd_ir_value *sc = in_at(a, strcmp(a->node->op_type, "Upsample") == 0 ? 1 : 2);
-    if (sc && sc->data && sc->dtype == INFD_DTYPE_FP32 && infd_cuda_numel(sc) == 4) {
+    if (sc && sc->data && sc->dtype == INFD_DTYPE_FP32 && infd_node_numel(sc) == 4) {
         const float *s = sc->data;
         k->d.scale_h = s[2];
         k->d.scale_w = s[3];
@@ -961,7 +960,7 @@ static infd_status resize_compile(const infd_kernel_args *a, infd_kernel **out, 
     resize_kernel *k = (resize_kernel *)infd_cuda_kernel_new(sizeof(resize_kernel), "cuda:resize",
                                                              resize_run, NULL);
     if (!k)
-        return infd_cuda_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;

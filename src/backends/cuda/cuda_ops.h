@@ -20,6 +20,7 @@
 
 #include "backends/cuda/cuda_eltwise.h"
 #include "graph/backend.h"
+#include "graph/node_params.h"
 
 typedef struct infd_cuda_kernel infd_cuda_kernel;
 
@@ -49,18 +50,6 @@ infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
                                        void (*run)(const infd_cuda_kernel *,
                                                    const infd_kernel_io *),
                                        void (*fini)(infd_cuda_kernel *));
-
-/* Sets `err` to "FILE: node 'NAME' (OP): <message>" with `code`; returns
- * `code`. `err` may be NULL. */
-infd_status infd_cuda_node_error(const infd_kernel_args *a, infd_error *err, infd_status code,
-                                 const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Element count of a value. */
-int64_t infd_cuda_numel(const infd_ir_value *v);
 
 /* True when inputs [0, n_in) that are present and every output are FP32;
  * otherwise false with a message. */
