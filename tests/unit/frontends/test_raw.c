@@ -20,27 +20,13 @@
 #include <unistd.h>
 
 #include "onnx_model.h"
+#include "test_repo.h"
 #include "test.h"
-
-static char g_root[256];
-
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", path);
-}
 
 /* Writes <root>/models/twin/{1/model.onnx,config.pbtxt}; returns the repository. */
 static const char *write_repo(void)
 {
-    static char repo[300];
-    infd_log_set_level(INFD_LOG_LEVEL_WARN);
-    snprintf(g_root, sizeof(g_root), "/tmp/infd-test-raw-%d", (int)getpid());
-    rm_rf(g_root);
-    mkdir(g_root, 0755);
-    snprintf(repo, sizeof(repo), "%s/models", g_root);
+    const char *repo = test_repo_new("raw", "models");
     const onnx_model_spec twin = {
         .graph_name = "twin",
         .width = 4,
@@ -52,19 +38,6 @@ static const char *write_repo(void)
     /* A failure shows as the server's missing model. */
     onnx_model_add(repo, "twin", &twin, "max_batch_size: 8\ndynamic_batching { }\n");
     return repo;
-}
-
-static infd_server *start_server(const char *repo)
-{
-    infd_server_options o;
-    infd_server_options_init(&o);
-    o.model_repository = repo;
-    o.n_threads = 1;
-    infd_server *s = NULL;
-    infd_error err = { 0 };
-    if (infd_server_create(&o, &s, &err) != INFD_STATUS_OK)
-        printf("    infd_server_create: %s\n", err.msg);
-    return s;
 }
 
 static int connect_unix(const char *path)
@@ -169,10 +142,10 @@ static bool framed_once(int fd, int rows, float base)
 
 static void test_steady_state_allocates_nothing(void)
 {
-    infd_server *s = start_server(write_repo());
+    infd_server *s = test_server_start(write_repo(), INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     char dir[300], path[400];
-    snprintf(dir, sizeof(dir), "%s/sockets", g_root);
+    snprintf(dir, sizeof(dir), "%s/sockets", test_repo_root);
     infd_raw_options o;
     infd_raw_options_init(&o);
     o.socket_dir = dir;
@@ -208,10 +181,10 @@ static void test_steady_state_allocates_nothing(void)
 
 static void test_stop_with_connections_in_every_state(void)
 {
-    infd_server *s = start_server(write_repo());
+    infd_server *s = test_server_start(write_repo(), INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     char dir[300], path[400];
-    snprintf(dir, sizeof(dir), "%s/sockets", g_root);
+    snprintf(dir, sizeof(dir), "%s/sockets", test_repo_root);
     infd_raw_options o;
     infd_raw_options_init(&o);
     o.socket_dir = dir;
@@ -279,7 +252,7 @@ static void test_bad_options(void)
 
 static void test_cleanup(void)
 {
-    rm_rf(g_root);
+    test_rm_rf(test_repo_root);
 }
 
 TEST_MAIN(test_steady_state_allocates_nothing, test_stop_with_connections_in_every_state,

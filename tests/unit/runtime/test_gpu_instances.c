@@ -29,9 +29,9 @@
 #include "infd/engine.h"
 #include "infd/infd.h"
 #include "onnx_model.h"
+#include "test_repo.h"
 #include "test.h"
 
-static char g_root[256];
 static int g_gpus = -1; /* usable CUDA devices */
 static char g_why[512]; /* why there are none */
 
@@ -59,56 +59,6 @@ static int gpus(void)
                g_gpus ? "" : g_why);
     }
     return g_gpus;
-}
-
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", path);
-}
-
-static const char *new_repo(const char *tag)
-{
-    static char repo[300];
-    if (!g_root[0]) {
-        snprintf(g_root, sizeof(g_root), "/tmp/infd-test-gpu-instances-%d", (int)getpid());
-        infd_log_set_level(INFD_LOG_LEVEL_WARN);
-    }
-    snprintf(repo, sizeof(repo), "%s/%s", g_root, tag);
-    rm_rf(repo);
-    mkdir(g_root, 0755);
-    mkdir(repo, 0755);
-    return repo;
-}
-
-/* add_sub, batching ([batch, 16]), with `config` (NULL: none). */
-static void add_model(const char *repo, const char *name, const char *config)
-{
-    const onnx_model_spec add_sub = {
-        .graph_name = "add_sub",
-        .rows = 0,
-        .width = 16,
-        .inputs = { "INPUT0", "INPUT1" },
-        .outputs = { "OUTPUT0", "OUTPUT1" },
-        .nodes = { { "Add", "add", { "INPUT0", "INPUT1" }, "OUTPUT0" },
-                   { "Sub", "sub", { "INPUT0", "INPUT1" }, "OUTPUT1" } },
-    };
-    ASSERT_TRUE(onnx_model_add(repo, name, &add_sub, config));
-}
-
-static infd_server *start(const char *repo)
-{
-    infd_server_options o;
-    infd_server_options_init(&o);
-    o.model_repository = repo;
-    o.n_threads = 1;
-    infd_server *s = NULL;
-    infd_error err = { 0 };
-    if (infd_server_create(&o, &s, &err) != INFD_STATUS_OK)
-        printf("    infd_server_create: %s\n", err.msg);
-    return s;
 }
 
 /* The repository index row of `name`: its state and reason. */
@@ -197,12 +147,13 @@ static bool infer_ok(infd_server *s, const char *name, int rows, float base)
  * With one: every model serves, KIND_GPU and KIND_AUTO on the GPU. */
 static void test_kinds_side_by_side(void)
 {
-    const char *repo = new_repo("kinds");
-    add_model(repo, "on_gpu", GPU_CONFIG("instance_group [ { kind: KIND_GPU count: 2 } ]\n"));
-    add_model(repo, "on_cpu", GPU_CONFIG("instance_group [ { kind: KIND_CPU } ]\n"));
-    add_model(repo, "auto_kind", GPU_CONFIG("instance_group [ { kind: KIND_AUTO } ]\n"));
-    add_model(repo, "no_group", NULL);
-    infd_server *s = start(repo);
+    const char *repo = test_repo_new("gpu-instances", "kinds");
+    test_add_sub(repo, "on_gpu", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_GPU count: 2 } ]\n"));
+    test_add_sub(repo, "on_cpu", true, GPU_CONFIG("instance_group [ { kind: KIND_CPU } ]\n"));
+    test_add_sub(repo, "auto_kind", true, GPU_CONFIG("instance_group [ { kind: KIND_AUTO } ]\n"));
+    test_add_sub(repo, "no_group", true, NULL);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     if (!s)
         return;
@@ -248,46 +199,54 @@ static void test_kinds_side_by_side(void)
  * a GPU past the last one names it and the count. */
 static void test_config_errors(void)
 {
-    const char *repo = new_repo("errors");
-    add_model(repo, "good", NULL);
-    add_model(repo, "neg_gpu",
-              GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 0, -1 ] } ]\n"));
-    add_model(repo, "dup_gpu",
-              GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 0, 0 ] } ]\n"));
-    add_model(repo, "cpu_gpus", GPU_CONFIG("instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n"));
-    add_model(repo, "far_gpu", GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 5 ] } ]\n"));
-    add_model(repo, "auto_far_gpu",
-              GPU_CONFIG("instance_group [ { kind: KIND_AUTO gpus: [ 64 ] } ]\n"));
-    add_model(repo, "bad_precision",
-              GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"fp8\" } }\n"));
-    add_model(repo, "bad_mode",
-              GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
-                         "  name: \"tensorrt\"\n"
-                         "  parameters { key: \"precision_mode\" value: \"INT4\" } } ] } }\n"));
-    add_model(repo, "bad_accel",
-              GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
-                         "  name: \"warp_drive\" } ] } }\n"));
-    add_model(repo, "disagree",
-              GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"fp32\" } }\n"
-                         "optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
-                         "  name: \"tensorrt\"\n"
-                         "  parameters { key: \"precision_mode\" value: \"FP16\" } } ] } }\n"));
+    const char *repo = test_repo_new("gpu-instances", "errors");
+    test_add_sub(repo, "good", true, NULL);
+    test_add_sub(repo, "neg_gpu", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 0, -1 ] } ]\n"));
+    test_add_sub(repo, "dup_gpu", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 0, 0 ] } ]\n"));
+    test_add_sub(repo, "cpu_gpus", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n"));
+    test_add_sub(repo, "far_gpu", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_GPU gpus: [ 5 ] } ]\n"));
+    test_add_sub(repo, "auto_far_gpu", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_AUTO gpus: [ 64 ] } ]\n"));
+    test_add_sub(
+        repo, "bad_precision", true,
+        GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"fp8\" } }\n"));
+    test_add_sub(
+        repo, "bad_mode", true,
+        GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
+                   "  name: \"tensorrt\"\n"
+                   "  parameters { key: \"precision_mode\" value: \"INT4\" } } ] } }\n"));
+    test_add_sub(
+        repo, "bad_accel", true,
+        GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
+                   "  name: \"warp_drive\" } ] } }\n"));
+    test_add_sub(
+        repo, "disagree", true,
+        GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"fp32\" } }\n"
+                   "optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
+                   "  name: \"tensorrt\"\n"
+                   "  parameters { key: \"precision_mode\" value: \"FP16\" } } ] } }\n"));
     /* Accepted spellings: on the CPU (no GPU, or a KIND_CPU group) FP16
      * changes nothing; on a GPU the plans are FP16 and add_sub stays exact
      * (Add and Sub are FP32 kernels; FP16 covers Conv). */
-    add_model(repo, "fp16_param",
-              GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"FP16\" } }\n"));
+    test_add_sub(
+        repo, "fp16_param", true,
+        GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"FP16\" } }\n"));
     /* TF32 likewise: CPU instances stay FP32; GPU plans keep FP32 tensors. */
-    add_model(repo, "tf32_param",
-              GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"tf32\" } }\n"));
-    add_model(
-        repo, "fp16_trt",
+    test_add_sub(
+        repo, "tf32_param", true,
+        GPU_CONFIG("parameters { key: \"precision\" value: { string_value: \"tf32\" } }\n"));
+    test_add_sub(
+        repo, "fp16_trt", true,
         GPU_CONFIG("optimization { execution_accelerators { gpu_execution_accelerator [ {\n"
                    "  name: \"tensorrt\"\n"
                    "  parameters { key: \"precision_mode\" value: \"FP16\" }\n"
                    "  parameters { key: \"max_workspace_size_bytes\" value: \"1073741824\" }\n"
                    "} ] } }\n"));
-    infd_server *s = start(repo);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     if (!s)
         return;
@@ -356,11 +315,11 @@ static void test_gpu_dynamic_batching(void)
         printf("    skipped: no usable CUDA device (%s)\n", g_why);
         return;
     }
-    const char *repo = new_repo("batching");
-    add_model(repo, "gpu2",
-              GPU_CONFIG("instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n"));
-    add_model(repo, "cpu1", GPU_CONFIG("instance_group [ { kind: KIND_CPU } ]\n"));
-    infd_server *s = start(repo);
+    const char *repo = test_repo_new("gpu-instances", "batching");
+    test_add_sub(repo, "gpu2", true,
+                 GPU_CONFIG("instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] } ]\n"));
+    test_add_sub(repo, "cpu1", true, GPU_CONFIG("instance_group [ { kind: KIND_CPU } ]\n"));
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     if (!s)
         return;
@@ -460,7 +419,7 @@ static void test_auto_falls_back_for_missing_op(void)
     }
     static const char *const candidates[] = { "Sign", "Round", "Softsign", "ThresholdedRelu",
                                               "Mish", "Selu",  "Sin",      "Cos" };
-    const char *repo = new_repo("fallback");
+    const char *repo = test_repo_new("gpu-instances", "fallback");
     const char *op = NULL;
     for (size_t k = 0; k < sizeof(candidates) / sizeof(candidates[0]) && !op; k++) {
         add_unary_model(repo, "probe", candidates[k], NULL);
@@ -478,7 +437,7 @@ static void test_auto_falls_back_for_missing_op(void)
     }
     char probe[512];
     snprintf(probe, sizeof(probe), "%s/probe", repo);
-    rm_rf(probe);
+    test_rm_rf(probe);
     if (!op) {
         printf("    skipped: the CUDA backend runs every candidate op\n");
         return;
@@ -486,7 +445,7 @@ static void test_auto_falls_back_for_missing_op(void)
     printf("    the CUDA backend lacks %s\n", op);
     add_unary_model(repo, "auto_op", op, GPU_CONFIG("instance_group [ { kind: KIND_AUTO } ]\n"));
     add_unary_model(repo, "gpu_op", op, GPU_CONFIG("instance_group [ { kind: KIND_GPU } ]\n"));
-    infd_server *s = start(repo);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     if (!s)
         return;
@@ -504,8 +463,8 @@ static void test_auto_falls_back_for_missing_op(void)
  * without a GPU, a CUDA plan is UNAVAILABLE; the CPU has device 0 only. */
 static void test_plan_device_index(void)
 {
-    const char *repo = new_repo("plan");
-    add_model(repo, "m", NULL);
+    const char *repo = test_repo_new("gpu-instances", "plan");
+    test_add_sub(repo, "m", true, NULL);
     char path[512];
     snprintf(path, sizeof(path), "%s/m/1/model.onnx", repo);
     infd_plan_options o;
@@ -566,7 +525,7 @@ static void test_plan_device_index(void)
 
 static void test_cleanup(void)
 {
-    rm_rf(g_root);
+    test_rm_rf(test_repo_root);
 }
 
 TEST_MAIN(test_kinds_side_by_side, test_config_errors, test_gpu_dynamic_batching,

@@ -20,17 +20,8 @@
 #include "infd/infd.h"
 #include "model_config.pb-c.h"
 #include "onnx_model.h"
+#include "test_repo.h"
 #include "test.h"
-
-static char g_root[256];
-
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", path);
-}
 
 static void write_file(const char *path, const void *data, size_t n)
 {
@@ -38,55 +29,6 @@ static void write_file(const char *path, const void *data, size_t n)
     ASSERT_TRUE(f != NULL);
     ASSERT_TRUE(fwrite(data, 1, n, f) == n);
     fclose(f);
-}
-
-/* Writes <repo>/<name>/1/model.onnx (+ config.pbtxt when `config`): add_sub
- * with inputs [batch, 16], or [2, 16] without `batch`. */
-static void add_model(const char *repo, const char *name, bool batch, const char *config)
-{
-    const onnx_model_spec add_sub = {
-        .graph_name = "add_sub",
-        .rows = batch ? 0 : 2,
-        .width = 16,
-        .inputs = { "INPUT0", "INPUT1" },
-        .outputs = { "OUTPUT0", "OUTPUT1" },
-        .nodes = { { "Add", "add", { "INPUT0", "INPUT1" }, "OUTPUT0" },
-                   { "Sub", "sub", { "INPUT0", "INPUT1" }, "OUTPUT1" } },
-    };
-    ASSERT_TRUE(onnx_model_add(repo, name, &add_sub, config));
-}
-
-static const char *new_repo(const char *tag)
-{
-    static char repo[300];
-    if (!g_root[0]) {
-        snprintf(g_root, sizeof(g_root), "/tmp/infd-test-server-%d", (int)getpid());
-        infd_log_set_level(INFD_LOG_LEVEL_WARN);
-    }
-    snprintf(repo, sizeof(repo), "%s/%s", g_root, tag);
-    rm_rf(repo);
-    mkdir(g_root, 0755);
-    mkdir(repo, 0755);
-    return repo;
-}
-
-static infd_server *start(const char *repo, infd_model_control mode, const char *const *load,
-                          int n_load)
-{
-    /* Failing to start is reported by the caller's first assertion on
-     * the NULL server. */
-    infd_server_options o;
-    infd_server_options_init(&o);
-    o.model_repository = repo;
-    o.control_mode = mode;
-    o.startup_models = load;
-    o.n_startup_models = n_load;
-    o.n_threads = 1;
-    infd_server *s = NULL;
-    infd_error err = { 0 };
-    if (infd_server_create(&o, &s, &err) != INFD_STATUS_OK)
-        printf("    infd_server_create: %s\n", err.msg);
-    return s;
 }
 
 /* One add_sub inference of `rows` rows; checks both outputs. */
@@ -146,9 +88,9 @@ static infd_status infer_add_sub(infd_server *s, const char *name, int rows, flo
  * empty pieces included; sizes that do not add up are refused. */
 static void test_segmented_inputs(void)
 {
-    const char *repo = new_repo("segs");
-    add_model(repo, "add_sub", true, NULL);
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "segs");
+    test_add_sub(repo, "add_sub", true, NULL);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     infd_model *m = NULL;
@@ -213,9 +155,9 @@ static void test_segmented_inputs(void)
 
 static void test_autocomplete_and_infer(void)
 {
-    const char *repo = new_repo("auto");
-    add_model(repo, "add_sub", true, NULL);
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "auto");
+    test_add_sub(repo, "add_sub", true, NULL);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     ASSERT_TRUE(infd_server_is_ready(s));
     infd_error err = { 0 };
@@ -308,11 +250,11 @@ static void wait_done(async_ctx *c, int n)
 
 static void test_dynamic_batching_forms_batches(void)
 {
-    const char *repo = new_repo("batch");
-    add_model(repo, "add_sub", true,
-              "max_batch_size: 8\n"
-              "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "batch");
+    test_add_sub(repo, "add_sub", true,
+                 "max_batch_size: 8\n"
+                 "dynamic_batching { max_queue_delay_microseconds: 200000 }\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     infd_model *m = NULL;
@@ -368,7 +310,7 @@ static void test_dynamic_batching_forms_batches(void)
 static void test_parallel_gather(void)
 {
     enum { W = 65536, N = 5 };
-    const char *repo = new_repo("pgather");
+    const char *repo = test_repo_new("server", "pgather");
     const onnx_model_spec big = {
         .graph_name = "add_sub",
         .width = W,
@@ -381,7 +323,7 @@ static void test_parallel_gather(void)
                                "max_batch_size: 16\n"
                                "dynamic_batching { max_queue_delay_microseconds: 200000 }\n"));
     setenv("INFD_GATHER_THREADS", "3", 1);
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     unsetenv("INFD_GATHER_THREADS");
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
@@ -442,14 +384,14 @@ static void test_parallel_gather(void)
 
 static void test_queue_timeout_and_limit(void)
 {
-    const char *repo = new_repo("queue");
-    add_model(repo, "add_sub", true,
-              "max_batch_size: 8\n"
-              "dynamic_batching {\n"
-              "  max_queue_delay_microseconds: 300000\n"
-              "  default_queue_policy { default_timeout_microseconds: 1000 max_queue_size: 2 }\n"
-              "}\n");
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "queue");
+    test_add_sub(repo, "add_sub", true,
+                 "max_batch_size: 8\n"
+                 "dynamic_batching {\n"
+                 "  max_queue_delay_microseconds: 300000\n"
+                 "  default_queue_policy { default_timeout_microseconds: 1000 max_queue_size: 2 }\n"
+                 "}\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     infd_model *m = NULL;
@@ -487,10 +429,10 @@ static void test_queue_timeout_and_limit(void)
 
 static void test_broken_model_beside_good_one(void)
 {
-    const char *repo = new_repo("broken");
-    add_model(repo, "good", true, NULL);
-    add_model(repo, "bad_config", true, "max_batch_size: 8\ninput [ { name: \"NOPE\" } ]\n");
-    add_model(repo, "fixed_batch", false, "max_batch_size: 4\n");
+    const char *repo = test_repo_new("server", "broken");
+    test_add_sub(repo, "good", true, NULL);
+    test_add_sub(repo, "bad_config", true, "max_batch_size: 8\ninput [ { name: \"NOPE\" } ]\n");
+    test_add_sub(repo, "fixed_batch", false, "max_batch_size: 4\n");
     char path[512];
     snprintf(path, sizeof(path), "%s/garbage/1", repo);
     mkdir(path, 0755);
@@ -500,7 +442,7 @@ static void test_broken_model_beside_good_one(void)
     mkdir(path, 0755);
     snprintf(path, sizeof(path), "%s/garbage/1/model.onnx", repo);
     write_file(path, "not a model", 11);
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     ASSERT_STATUS(infer_add_sub(s, "good", 2, 0.0f, &err), INFD_STATUS_OK);
@@ -535,11 +477,11 @@ static void test_broken_model_beside_good_one(void)
 
 static void test_explicit_load_unload(void)
 {
-    const char *repo = new_repo("explicit");
-    add_model(repo, "a", true, NULL);
-    add_model(repo, "b", true, NULL);
+    const char *repo = test_repo_new("server", "explicit");
+    test_add_sub(repo, "a", true, NULL);
+    test_add_sub(repo, "b", true, NULL);
     const char *load[] = { "a" };
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_EXPLICIT, load, 1);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_EXPLICIT, load, 1);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_OK);
@@ -575,9 +517,9 @@ static void test_explicit_load_unload(void)
 
 static void test_steady_state_allocates_nothing(void)
 {
-    const char *repo = new_repo("alloc");
-    add_model(repo, "add_sub", true, "max_batch_size: 8\ndynamic_batching { }\n");
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "alloc");
+    test_add_sub(repo, "add_sub", true, "max_batch_size: 8\ndynamic_batching { }\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     for (int i = 0; i < 5; i++)
@@ -592,10 +534,10 @@ static void test_steady_state_allocates_nothing(void)
 
 static void test_drain_completes_in_flight(void)
 {
-    const char *repo = new_repo("drain");
-    add_model(repo, "add_sub", true,
-              "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 100000 }\n");
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "drain");
+    test_add_sub(repo, "add_sub", true,
+                 "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 100000 }\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     infd_model *m = NULL;
@@ -648,12 +590,13 @@ static void *stress_main(void *p)
  * request it belongs to (run under the tsan preset for races). */
 static void test_concurrent_clients_two_instances(void)
 {
-    const char *repo = new_repo("stress");
-    add_model(repo, "add_sub", true,
-              "max_batch_size: 8\n"
-              "dynamic_batching { max_queue_delay_microseconds: 100 preferred_batch_size: [ 4 ] }\n"
-              "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    const char *repo = test_repo_new("server", "stress");
+    test_add_sub(
+        repo, "add_sub", true,
+        "max_batch_size: 8\n"
+        "dynamic_batching { max_queue_delay_microseconds: 100 preferred_batch_size: [ 4 ] }\n"
+        "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     pthread_t t[4];
     stress_arg args[4];
@@ -680,14 +623,14 @@ static void test_concurrent_clients_two_instances(void)
  * a new folder loads, a changed config reloads, a removed folder unloads. */
 static void test_poll_rescan(void)
 {
-    const char *repo = new_repo("poll");
-    add_model(repo, "a", true, NULL);
-    infd_server *s = start(repo, INFD_MODEL_CONTROL_POLL, NULL, 0);
+    const char *repo = test_repo_new("server", "poll");
+    test_add_sub(repo, "a", true, NULL);
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_POLL, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
     ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_OK);
     ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_NOT_FOUND);
-    add_model(repo, "b", true, NULL);
+    test_add_sub(repo, "b", true, NULL);
     ASSERT_STATUS(infd_server_poll_repository(s, &err), INFD_STATUS_OK);
     ASSERT_STATUS(infer_add_sub(s, "b", 1, 0.0f, &err), INFD_STATUS_OK);
     /* A changed config is picked up: max_batch_size 4 -> 2. */
@@ -700,7 +643,7 @@ static void test_poll_rescan(void)
     ASSERT_EQ_INT(infd_model_max_batch_size(m), 2);
     infd_model_release(m);
     snprintf(path, sizeof(path), "%s/a", repo);
-    rm_rf(path);
+    test_rm_rf(path);
     ASSERT_STATUS(infd_server_poll_repository(s, &err), INFD_STATUS_OK);
     ASSERT_STATUS(infer_add_sub(s, "a", 1, 0.0f, &err), INFD_STATUS_UNAVAILABLE);
     ASSERT_STATUS(infer_add_sub(s, "b", 2, 0.0f, &err), INFD_STATUS_OK);
@@ -709,7 +652,7 @@ static void test_poll_rescan(void)
 
 static void test_cleanup(void)
 {
-    rm_rf(g_root);
+    test_rm_rf(test_repo_root);
 }
 
 TEST_MAIN(test_autocomplete_and_infer, test_segmented_inputs, test_parallel_gather,
