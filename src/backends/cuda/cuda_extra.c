@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_extra.h"
+#include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "core/alloc.h"
@@ -580,13 +581,13 @@ static infd_status deconv_compile(const infd_kernel_args *a, infd_kernel **out, 
 
 typedef struct bmm_kernel {
     infd_cuda_kernel base;
-    infd_cuda_bmm *bmm;
+    infd_cuda_gemm *gemm; /* strided batches, FP32 */
     int64_t n_calls;
     int64_t *off; /* n_calls x (A, B, Y) element offsets */
 } bmm_kernel;
 
 typedef struct bmm_plan {
-    infd_cuda_bmm_desc d;
+    infd_cuda_gemm_desc d;
     int n_outer; /* batch dims looped over, outermost first */
     int64_t outer_dims[INFD_MAX_RANK];
     int64_t outer_sa[INFD_MAX_RANK], outer_sb[INFD_MAX_RANK], outer_sy[INFD_MAX_RANK];
@@ -674,6 +675,7 @@ static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why
     p->d.m = m;
     p->d.n = n;
     p->d.k = k;
+    p->d.alpha = 1.0f;
     p->d.batch = 1;
     int inner = nd; /* first dim of the cuBLASLt batch */
     if (nd > 0 && sa[nd - 1] != 0 && sb[nd - 1] != 0) {
@@ -735,14 +737,14 @@ static void bmm_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
     float *Y = io->outputs[0];
     for (int64_t i = 0; i < k->n_calls; i++) {
         const int64_t *o = &k->off[3 * i];
-        infd_cuda_bmm_run(k->bmm, io->stream, A + o[0], B + o[1], Y + o[2], io->workspace);
+        infd_cuda_gemm_run(k->gemm, io->stream, A + o[0], B + o[1], NULL, Y + o[2], io->workspace);
     }
 }
 
 static void bmm_fini(infd_cuda_kernel *base)
 {
     bmm_kernel *k = (bmm_kernel *)base;
-    infd_cuda_bmm_destroy(k->bmm);
+    infd_cuda_gemm_destroy(k->gemm);
     infd_free(k->off);
 }
 
@@ -780,8 +782,8 @@ static infd_status bmm_compile(const infd_kernel_args *a, infd_kernel **out, inf
     p.d.tf32 = a->precision == INFD_PRECISION_TF32;
     if (p.d.tf32)
         k->base.base.name = "cublasLt:bmm_tf32";
-    k->bmm = infd_cuda_bmm_create(&p.d, &ws, why, sizeof(why));
-    if (!k->bmm) {
+    k->gemm = infd_cuda_gemm_create(&p.d, &ws, NULL, why, sizeof(why));
+    if (!k->gemm) {
         infd_free(k->off);
         infd_free(k);
         return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);

@@ -3,7 +3,7 @@
  * models need beyond the first set (cuda_extra.c is their node glue):
  * strided view copies (Slice), reductions over arbitrary axes (Reduce*),
  * inference BatchNormalization (cuda_extra.cu), ConvTranspose on cuDNN
- * (cuda_deconv.cu) and batched MatMul on cuBLASLt (cuda_bmm.cu).
+ * (cuda_deconv.cu); batched MatMul runs on cuda_gemm's strided batches.
  *
  * Every launcher enqueues on `stream` (cuda_runtime.h) and returns at once;
  * nothing here allocates, synchronises or copies from the host at run time,
@@ -115,31 +115,6 @@ void infd_cuda_deconv_run(const infd_cuda_deconv *c, void *stream, const float *
                           const float *bias, float *y, void *workspace);
 
 void infd_cuda_deconv_destroy(infd_cuda_deconv *c); /* NULL is a no-op */
-
-/* `batch` row-major FP32 products Y_i[m,n] = A_i[m,k] * B_i[k,n] on
- * cuBLASLt (CUBLAS_COMPUTE_32F: no TF32; with tf32,
- * CUBLAS_COMPUTE_32F_FAST_TF32), A_i at a + i * stride_a, and so on.
- * stride_a and stride_b are > 0 when batch > 1. align_bytes: the alignment
- * (4 to 256, a power of two) every pointer a run passes is known to have,
- * so cuBLASLt picks only kernels that can read them. */
-typedef struct infd_cuda_bmm_desc {
-    int64_t m, n, k;
-    int64_t batch; /* >= 1, fits int32 */
-    int64_t stride_a, stride_b, stride_y;
-    uint32_t align_bytes;
-    int tf32; /* TF32 tensor cores allowed (a TF32 plan); 0: strict FP32 */
-} infd_cuda_bmm_desc;
-
-typedef struct infd_cuda_bmm infd_cuda_bmm;
-
-/* NULL with the reason in `why` when cuBLASLt has no algorithm. */
-infd_cuda_bmm *infd_cuda_bmm_create(const infd_cuda_bmm_desc *d, size_t *workspace_bytes, char *why,
-                                    size_t why_n);
-
-void infd_cuda_bmm_run(const infd_cuda_bmm *g, void *stream, const float *a, const float *b,
-                       float *y, void *workspace);
-
-void infd_cuda_bmm_destroy(infd_cuda_bmm *g); /* NULL is a no-op */
 
 #ifdef __cplusplus
 }

@@ -70,6 +70,16 @@ extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
     free(g);
 }
 
+static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int32_t count, int64_t stride)
+{
+    cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof(count));
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return s;
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                            sizeof(stride));
+}
+
 #define CHECK(call)                                                       \
     do {                                                                  \
         cublasStatus_t s_ = (call);                                       \
@@ -157,11 +167,18 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     int kind = !d->fp16 ? 0 : d->bf16 ? 2 : 1; /* FP32, FP16, BF16 */
     size_t max_ws = MAX_WORKSPACE;
     int pick = 0;
+    bool batched = d->batch > 1, tune = d->tune && !batched;
+    uint32_t align = d->align_bytes >= 4 && d->align_bytes <= 256 ? d->align_bytes : 16;
     if (!g) {
         snprintf(why, why_n, "out of memory");
         return NULL;
     }
     g->d = *d;
+    if (batched && (d->fp16 || d->host_bias || d->batch > 2147483647LL)) {
+        snprintf(why, why_n, "a batch of %lld %s matmuls is not supported", (long long)d->batch,
+                 d->fp16 ? "16-bit" : "biased");
+        goto fail;
+    }
     if (d->fp16 && !d->host_b) {
         snprintf(why, why_n, "an FP16 matmul needs constant B");
         goto fail;
@@ -202,17 +219,20 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     else
         CHECK(cublasLtMatrixLayoutCreate(&g->lb, dt, d->k, d->m, d->k));
     CHECK(cublasLtMatrixLayoutCreate(&g->lc, dt, d->n, d->m, d->n));
+    if (batched) {
+        CHECK(set_batch(g->la, (int32_t)d->batch, d->stride_b));
+        CHECK(set_batch(g->lb, (int32_t)d->batch, d->stride_a));
+        CHECK(set_batch(g->lc, (int32_t)d->batch, d->stride_y));
+    }
     CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &max_ws, sizeof(max_ws)));
-    /* cuBLASLt assumes 256-byte aligned pointers unless told; plan pointers
-     * are INFD_ALIGNMENT (64) aligned, timing scratch more: promise 16. */
+    /* cuBLASLt assumes 256-byte aligned pointers unless told. */
     for (int i = 0; i < 4; i++) {
         static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
             CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
         };
-        uint32_t align = 16;
         CHECK(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align, sizeof(align)));
     }
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
@@ -221,9 +241,9 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     {
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->la, g->lb, g->lc, g->lc,
                                                           pref, 8, res, &n_res);
-        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && !d->tune)
+        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && !tune)
             pick = d->pick < 0 ? 0 : d->pick < n_res ? d->pick : n_res - 1;
-        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && d->tune) {
+        if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && tune) {
             float best = 0.0f;
             pick = time_candidates(g, st, res, n_res, &best);
             if (ms)
@@ -232,8 +252,9 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         infd_cuda_compile_stream_unlock();
         if (s != CUBLAS_STATUS_SUCCESS || n_res == 0 || pick < 0) {
             snprintf(why, why_n,
-                     "cuBLASLt has no algorithm for a %lldx%lldx%lld matmul (status %d)",
-                     (long long)d->m, (long long)d->n, (long long)d->k, (int)s);
+                     "cuBLASLt has no algorithm for %lld %lldx%lldx%lld matmul(s) (status %d)",
+                     (long long)(batched ? d->batch : 1), (long long)d->m, (long long)d->n,
+                     (long long)d->k, (int)s);
             goto fail;
         }
     }

@@ -36,6 +36,15 @@ typedef struct infd_cuda_gemm_desc {
      * candidate `pick` (a tuning record; the last one when fewer). */
     int tune;
     int pick;
+    /* Strided batches (FP32, run-time B, no bias; batch 0 or 1: one
+     * product): `batch` products, A_i at a + i * stride_a elements, B_i at
+     * b + i * stride_b, Y_i at y + i * stride_y. Not timed (tune is
+     * ignored): the heuristic's candidate `pick` runs. */
+    int64_t batch, stride_a, stride_b, stride_y;
+    /* The alignment (4 to 256, a power of two) every pointer a run passes
+     * is known to have; 0: 16 (plan pointers are 64-byte aligned, timing
+     * scratch more). cuBLASLt then picks only kernels that can read them. */
+    uint32_t align_bytes;
 } infd_cuda_gemm_desc;
 
 typedef struct infd_cuda_gemm infd_cuda_gemm;
