@@ -31,12 +31,11 @@ GPU (CI) the whole module skips, saying why.
 
 import os
 import pathlib
-import re
-import subprocess
 
 import numpy as np
 import pytest
 
+from test_cuda import cuda_state, run_infd
 from test_parity import CASES, sanitize
 
 ATOL, RTOL = 1e-4, 1e-3  # FP32, element-wise
@@ -47,28 +46,12 @@ PARAMS = [pytest.param(c, b, p, id=f"{c[0]}-b{b}-{p}") for c in CASES for b in c
           for p in ("fp32", "fp16")]
 
 
-def cuda_state(infd_bin):
-    """(usable, reason) from `infd --version`'s cuda backend line."""
-    r = subprocess.run([str(infd_bin), "--version"], capture_output=True, text=True, timeout=60)
-    m = re.search(r"^cuda backend: (.*)$", r.stdout, re.M)
-    line = m.group(1) if m else "unknown"
-    return bool(re.match(r"built; \d+ GPU", line)), line
-
-
 @pytest.fixture(scope="module", autouse=True)
 def gpu(infd_bin):
     usable, line = cuda_state(infd_bin)
     if not usable:
         pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
     return line
-
-
-def run_infd(infd_bin, model, input_name, inp, out_dir, *extra):
-    r = subprocess.run([str(infd_bin), "run", str(model), "--input", f"{input_name}={inp}",
-                        "--output-dir", str(out_dir), *extra],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"infd run {' '.join(extra)} failed:\n{r.stderr}"
-    return re.findall(r"^output (\S+):", r.stdout, re.M)
 
 
 @pytest.mark.parametrize("case,batch,precision", PARAMS)
