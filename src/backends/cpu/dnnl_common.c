@@ -192,9 +192,45 @@ bool infd_dnnl_fp32_only(const infd_kernel_args *a, int n_data, infd_error *why)
     return true;
 }
 
-infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
-                                const_dnnl_post_ops_t po, float scale, const char *what,
-                                dnnl_primitive_desc_t *pd, infd_error *err)
+/* Walks the implementations of `op_desc` (in oneDNN's order of
+ * preference) and takes the first whose name contains `impl`, or the first
+ * when `impl` is NULL. */
+static infd_status pd_pick(const infd_kernel_args *a, const void *op_desc,
+                           const_dnnl_primitive_attr_t attr, dnnl_engine_t eng, const char *impl,
+                           const char *msg, dnnl_primitive_desc_t *pd, infd_error *err)
+{
+    dnnl_primitive_desc_iterator_t it = NULL;
+    infd_status st = infd_dnnl_check(
+        a, err, dnnl_primitive_desc_iterator_create(&it, op_desc, attr, eng, NULL), msg);
+    if (st != INFD_STATUS_OK)
+        return st;
+    for (;;) {
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+        const char *name = NULL;
+        if (!cand) {
+            st = infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "%s", msg);
+            break;
+        }
+        if (!impl ||
+            (dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &name) == dnnl_success &&
+             name && strstr(name, impl))) {
+            *pd = cand;
+            break;
+        }
+        dnnl_primitive_desc_destroy(cand);
+        if (dnnl_primitive_desc_iterator_next(it) != dnnl_success) {
+            st = infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,
+                                 "oneDNN has no '%s' implementation for these shapes", impl);
+            break;
+        }
+    }
+    dnnl_primitive_desc_iterator_destroy(it);
+    return st;
+}
+
+infd_status infd_dnnl_pd_create_impl(const infd_kernel_args *a, const void *op_desc,
+                                     const_dnnl_post_ops_t po, float scale, const char *what,
+                                     const char *impl, dnnl_primitive_desc_t *pd, infd_error *err)
 {
     char msg[96];
     dnnl_primitive_attr_t attr = NULL;
@@ -224,11 +260,21 @@ infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
     if (st != INFD_STATUS_OK)
         goto out;
     snprintf(msg, sizeof(msg), "oneDNN %s primitive rejected the shapes or attributes", what);
-    st = infd_dnnl_check(a, err, dnnl_primitive_desc_create(pd, op_desc, attr, eng, NULL), msg);
+    if (impl)
+        st = pd_pick(a, op_desc, attr, eng, impl, msg, pd, err);
+    else
+        st = infd_dnnl_check(a, err, dnnl_primitive_desc_create(pd, op_desc, attr, eng, NULL), msg);
 out:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     return st;
+}
+
+infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
+                                const_dnnl_post_ops_t po, float scale, const char *what,
+                                dnnl_primitive_desc_t *pd, infd_error *err)
+{
+    return infd_dnnl_pd_create_impl(a, op_desc, po, scale, what, NULL, pd, err);
 }
 
 static void kernel_run(const infd_cpu_kernel *k, const infd_kernel_io *io)

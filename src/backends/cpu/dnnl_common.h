@@ -160,6 +160,13 @@ infd_status infd_dnnl_pd_create(const infd_kernel_args *a, const void *op_desc,
                                 const_dnnl_post_ops_t po, float scale, const char *what,
                                 dnnl_primitive_desc_t *pd, infd_error *err);
 
+/* infd_dnnl_pd_create, taking the first implementation whose name
+ * (impl_info_str) contains `impl` rather than oneDNN's first choice;
+ * INFD_STATUS_UNIMPLEMENTED when none does. */
+infd_status infd_dnnl_pd_create_impl(const infd_kernel_args *a, const void *op_desc,
+                                     const_dnnl_post_ops_t po, float scale, const char *what,
+                                     const char *impl, dnnl_primitive_desc_t *pd, infd_error *err);
+
 /* Makes an infd_dnnl_kernel for the primitive of `pd` (borrowed), named
  * "<prefix>:<implementation>". The caller adds the arguments with
  * infd_dnnl_exec_arg / _arg_const and destroys the kernel on error. */

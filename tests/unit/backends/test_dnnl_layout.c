@@ -309,6 +309,41 @@ static void test_conv_opaque_picks_jit(void)
     ASSERT_TRUE(jit);
 }
 
+/* A 3x3 stride-1 conv in blocked layouts takes oneDNN's Winograd F(2x2,
+ * 3x3) where the CPU has it (AVX-512), and agrees with the direct conv that
+ * INFD_WINOGRAD=0 keeps (each run also checked plain against opaque). */
+static void test_conv3x3_winograd(void)
+{
+    chain c = { 0 };
+    int64_t xd[4] = { 2, 64, 28, 28 };
+    size_t n = (size_t)(2 * 64 * 28 * 28);
+    add_conv(&c, xd, 64, 3, -1, -3, "Relu", 31);
+    add_conv(&c, xd, 64, 3, 0, -3, "Relu", 33);
+    add_unary(&c, "Relu", xd, xd, 1);
+    float *x = dt_rand(n, 5), *y_wino = malloc(n * sizeof(float)),
+          *y_direct = malloc(n * sizeof(float));
+    int n_opaque = 0;
+    char name[INFD_DNNL_NAME_BYTES] = "";
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    bool avx512 = (isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+    chain_run(&c, x, y_wino, true, &n_opaque, NULL, 0);
+    snprintf(name, sizeof(name), "%s", step_names[1]);
+    ASSERT_EQ_INT(setenv("INFD_WINOGRAD", "0", 1), 0);
+    chain_run(&c, x, y_direct, true, &n_opaque, NULL, 0);
+    unsetenv("INFD_WINOGRAD");
+    if (avx512 && !strstr(name, "wino_2x3"))
+        TEST_FAIL_("3x3 conv on AVX-512: '%s', expected jit_fp32_wino_2x3", name);
+    if (strstr(step_names[1], "wino"))
+        TEST_FAIL_("INFD_WINOGRAD=0 still took '%s'", step_names[1]);
+    ASSERT_CLOSE(y_wino, y_direct, n);
+    if (avx512)
+        check_chain(&c, xd, n, 2);
+    free(x);
+    free(y_wino);
+    free(y_direct);
+    chain_fini(&c);
+}
+
 /* Runs the chain with opaque layouts and checks that no step landed on a
  * ref implementation, then check_chain (plain vs opaque). */
 static void check_fast_chain(chain *c, const int64_t *xd, size_t ny, int min_opaque)
@@ -504,4 +539,4 @@ TEST_MAIN(test_conv_relu_maxpool, test_conv_residual_gap, test_conv_plain_src_op
           test_conv_opaque_src_plain_residual, test_add_two_opaque, test_add_opaque_out_relu,
           test_add_broadcast_operand_stays_plain, test_conv_opaque_picks_jit,
           test_hard_swish_is_fast, test_scalar_operands_are_fast, test_broadcast_and_mixed_are_fast,
-          test_scalar_operands_plain, test_concat_keeps_layout)
+          test_scalar_operands_plain, test_concat_keeps_layout, test_conv3x3_winograd)
