@@ -617,31 +617,56 @@ infd_status infd_dnnl_reorder_const(const infd_kernel_args *a, const dnnl_memory
     return st;
 }
 
+infd_status infd_dnnl_exec_split(infd_dnnl_exec *e, const infd_kernel_args *a, int n_parts,
+                                 int arg_id, size_t stride, infd_error *err)
+{
+    for (int i = 0; i < e->n_args; i++) {
+        if (e->arg_ids[i] == arg_id && e->arg_from[i] != INFD_DNNL_FROM_CONST) {
+            e->n_parts = n_parts;
+            e->part_stride[i] = stride;
+            return INFD_STATUS_OK;
+        }
+    }
+    return infd_node_error(a, err, INFD_STATUS_INTERNAL,
+                           "split run: no run-time oneDNN argument %d", arg_id);
+}
+
 void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io)
 {
     if (!e->prim)
         return;
     infd_dnnl_set_threads(e->n_threads);
     dnnl_exec_arg_t *args = &e->args[io->slot * INFD_DNNL_MAX_ARGS];
+    char *base[INFD_DNNL_MAX_ARGS] = { 0 };
+    bool bound[INFD_DNNL_MAX_ARGS] = { 0 }; /* run-time arguments */
     for (int i = 0; i < e->n_args; i++) {
-        void *p;
+        bound[i] = true;
         switch (e->arg_from[i]) {
         case INFD_DNNL_FROM_INPUT:
-            p = (void *)io->inputs[e->arg_index[i]];
+            base[i] = (char *)io->inputs[e->arg_index[i]];
             break;
         case INFD_DNNL_FROM_OUTPUT:
-            p = io->outputs[e->arg_index[i]];
+            base[i] = io->outputs[e->arg_index[i]];
             break;
         case INFD_DNNL_FROM_WORKSPACE:
-            p = (char *)io->workspace + e->arg_offset[i];
+            base[i] = (char *)io->workspace + e->arg_offset[i];
             break;
         default:
-            continue;
+            bound[i] = false;
+            break;
         }
-        dnnl_memory_set_data_handle(args[i].memory, p);
     }
-    dnnl_status_t s = dnnl_primitive_execute(e->prim, e->streams[io->slot], e->n_args, args);
-    INFD_ASSERT(s == dnnl_success);
+    int n_parts = e->n_parts > 1 ? e->n_parts : 1;
+    dnnl_status_t s = dnnl_success;
+    for (int part = 0; part < n_parts; part++) {
+        for (int i = 0; i < e->n_args; i++) {
+            if (bound[i])
+                dnnl_memory_set_data_handle(args[i].memory,
+                                            base[i] + (size_t)part * e->part_stride[i]);
+        }
+        s = dnnl_primitive_execute(e->prim, e->streams[io->slot], e->n_args, args);
+        INFD_ASSERT(s == dnnl_success);
+    }
     s = dnnl_stream_wait(e->streams[io->slot]);
     INFD_ASSERT(s == dnnl_success);
     INFD_UNUSED(s);

@@ -82,6 +82,10 @@ typedef struct infd_dnnl_exec {
     int n_owned;
     size_t scratch_bytes;
     int n_threads; /* OpenMP team size for run (infd_kernel_args.n_threads) */
+    /* Split runs (infd_dnnl_exec_split): the primitive runs n_parts times,
+     * argument i's data advanced by part_stride[i] bytes each time. */
+    int n_parts;
+    size_t part_stride[INFD_DNNL_MAX_ARGS];
 } infd_dnnl_exec;
 
 /* The kernel most ops use: one primitive (exec), with optional steps
@@ -287,6 +291,14 @@ infd_status infd_dnnl_dst_arg(infd_dnnl_kernel *k, const infd_kernel_args *a,
  * workspace. */
 infd_status infd_dnnl_dst_finish(infd_dnnl_kernel *k, const infd_kernel_args *a,
                                  const infd_dnnl_dst *d, infd_error *err);
+
+/* Makes e run its primitive `n_parts` times over consecutive parts of its
+ * run-time arguments: the argument `arg_id` (added before) moves by
+ * `stride` bytes per part; arguments not named stay put. For a primitive
+ * built for a slice of the batch of a layout whose batch is outermost
+ * (call once per moving argument). */
+infd_status infd_dnnl_exec_split(infd_dnnl_exec *e, const infd_kernel_args *a, int n_parts,
+                                 int arg_id, size_t stride, infd_error *err);
 
 /* Sets slot io->slot's handles, executes and waits; a zeroed executor (no
  * primitive) does nothing. */

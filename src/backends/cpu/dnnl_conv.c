@@ -25,6 +25,7 @@
  * and output_shape through oneDNN deconvolution; the output shape comes
  * from the graph, so oneDNN's end pad is derived from it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,12 +173,8 @@ static infd_status conv_pd_alg(const infd_kernel_args *a, const conv_spec *c, dn
  * any) and the fused post-ops, the residual described by `res_md`.
  *
  * Algorithm: direct, except that a Conv marked `winograd` takes oneDNN's
- * Winograd F(2x2, 3x3) when oneDNN offers it for the shapes and post-ops
- * (jit_fp32_wino_2x3). On ResNet-50's 3x3 convs it is 35-45% faster than
- * direct on AVX-512 and its error stays within the ONNX Runtime parity
- * bound; the F(4x4, 3x3) form (jit_wino_4x3), which oneDNN would pick
- * first for some shapes, is faster still but nearly doubles the error, so
- * it is never taken. */
+ * Winograd F(2x2, 3x3) (jit_fp32_wino_2x3) when oneDNN offers it for the
+ * shapes and post-ops. See "Winograd" in infd_dnnl_conv_compile. */
 static infd_status conv_pd(const infd_kernel_args *a, const conv_spec *c,
                            const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md,
                            const dnnl_memory_desc_t *res_md, int *residual_po,
@@ -267,6 +264,76 @@ bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a)
     return a->inputs[0]->shape.rank == 4;
 }
 
+/* nChw16c of `dims` with batch `n` (f32). */
+static dnnl_status_t md_16c(dnnl_memory_desc_t *md, const int64_t *dims, int64_t n)
+{
+    dnnl_dims_t d = { n, dims[1], dims[2], dims[3] };
+    return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_aBcd16b);
+}
+
+/* Winograd F(2x2, 3x3) over slices of the batch (see "Winograd" below):
+ * INFD_STATUS_UNIMPLEMENTED when oneDNN takes the whole batch in one run
+ * (the usual path does it) or no slice; on OK *out is the kernel. Needs
+ * src arriving as nChw16c, no residual and an opaque output. */
+static infd_status conv_split_compile(const infd_kernel_args *a, const conv_spec *c,
+                                      const dnnl_memory_desc_t *src_in, const int64_t *ydims,
+                                      infd_kernel **out, infd_error *err)
+{
+    const int64_t n = ydims[0];
+    dnnl_memory_desc_t src_full, src_md, dst_md;
+    dnnl_primitive_desc_t pd = NULL;
+    int64_t part = n;
+    int residual_po = -1;
+    if (md_16c(&src_full, src_in->dims, n) != dnnl_success ||
+        !dnnl_memory_desc_equal(&src_full, src_in))
+        return INFD_STATUS_UNIMPLEMENTED;
+    for (; part >= 1; part--) {
+        if (n % part != 0 || md_16c(&src_md, src_in->dims, part) != dnnl_success ||
+            md_16c(&dst_md, ydims, part) != dnnl_success)
+            continue;
+        if (conv_pd_alg(a, c, dnnl_convolution_winograd, "wino_2x3", &src_md, &dst_md, NULL,
+                        &residual_po, &pd, NULL) == INFD_STATUS_OK)
+            break;
+    }
+    if (!pd || part == n) {
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+        return INFD_STATUS_UNIMPLEMENTED;
+    }
+    dnnl_memory_desc_t dst_full;
+    infd_dnnl_kernel *k = NULL;
+    infd_status st = infd_dnnl_check(a, err, md_16c(&dst_full, ydims, n),
+                                     "oneDNN convolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_kernel_create_at(a, "dnnl:conv", pd, 0, &k, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &src_md, err);
+    if (st == INFD_STATUS_OK)
+        st = add_weights(k, a, pd, &c->w_plain, err);
+    if (st == INFD_STATUS_OK && c->has_bias)
+        st = add_bias(k, a, &c->b_md, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &dst_md, err);
+    int n_parts = (int)(n / part);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_split(&k->exec, a, n_parts, DNNL_ARG_SRC,
+                                  dnnl_memory_desc_get_size(&src_md), err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_split(&k->exec, a, n_parts, DNNL_ARG_DST,
+                                  dnnl_memory_desc_get_size(&dst_md), err);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != INFD_STATUS_OK) {
+        infd_kernel_destroy(k ? &k->base.base : NULL);
+        return st;
+    }
+    size_t used = strlen(k->name);
+    snprintf(k->name + used, sizeof(k->name) - used, ":%dx%lld", n_parts, (long long)part);
+    infd_dnnl_kernel_publish(k, &dst_full);
+    infd_dnnl_kernel_size_workspace(k, 0);
+    *out = &k->base.base;
+    return INFD_STATUS_OK;
+}
+
 /*
  * Layouts: src is the input's layout (opaque or plain) and dst is any, so
  * the implementation picks (jit: nChw16c; a plain nchw src with few
@@ -278,6 +345,17 @@ bool infd_dnnl_conv_transpose_produces_opaque(const infd_kernel_args *a)
  * into the format the conv picks). The picked dst is published, or reordered to
  * plain through the workspace when it must be plain. Workspace: [src
  * copy][residual copy][dst copy][scratchpads].
+ *
+ * Winograd: FP32 2-D 3x3 convolutions of stride 1, no dilation and one
+ * group (with constant weights) take oneDNN's Winograd F(2x2, 3x3), 35-45%
+ * faster than direct on ResNet-50's 3x3 convs on AVX-512: over the whole
+ * batch, or else over equal slices of it, one run per slice (oneDNN 2.6
+ * takes at most as many images as threads in one run), or else direct.
+ * Its error against ONNX Runtime on ResNet-50 is in the range of direct's
+ * (worst element 0.55-0.94 of the parity bound over 8 inputs at batch 4
+ * and 8; direct 0.56-0.95). oneDNN's F(4x4, 3x3) (jit_wino_4x3), which it
+ * offers where F(2x2, 3x3) declines, is never taken: it reached 1.16.
+ * INFD_WINOGRAD=0 keeps every convolution direct.
  *
  * In a BF16 plan with constant weights, src and weights are bf16 (a src
  * arriving as f32 is copied: src any of bf16 from the start), an opaque
@@ -327,7 +405,7 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
 
     /* A weight read at run time is plain f32, so the conv stays f32. */
     dnnl_data_type_t dt = w->data ? infd_dnnl_compute_type(a) : dnnl_f32;
-    c.winograd = winograd_candidate(a, &win, group, k_sp) && w->data && dt == dnnl_f32;
+    c.winograd = w->data && dt == dnnl_f32 && winograd_candidate(a, &win, group, k_sp);
     dnnl_data_type_t dst_dt = a->output_opaque_ok ? dt : dnnl_f32;
     bool src_opaque = infd_dnnl_input_md(a, 0, &src_in);
     bool src_convert = src_in.data_type != dt;
@@ -349,6 +427,12 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
     if (res_opaque)
         dst_md = res_md;
     st = infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
+    if (st == INFD_STATUS_OK && c.winograd && ydims[0] > 1 && src_opaque && !src_convert && !sum &&
+        a->output_opaque_ok) {
+        infd_status split = conv_split_compile(a, &c, &src_in, ydims, out, err);
+        if (split != INFD_STATUS_UNIMPLEMENTED)
+            return split;
+    }
     if (st == INFD_STATUS_OK)
         st = conv_pd(a, &c, &src_md, &dst_md, &res_md, &residual_po, &pd, err);
     /* Only gemm or ref take these layouts: with an opaque src, try dst in
