@@ -137,6 +137,11 @@ typedef struct infd_kernel {
      * later build of the same node and shapes; 0 bytes: nothing to keep. */
     uint8_t tuning[INFD_KERNEL_TUNING_MAX];
     size_t tuning_bytes;
+    /* Bit i (i < 32): input i is a constant that compile copied (converted
+     * weights in device memory, say) and run never reads through
+     * io->inputs[i], which may then be NULL. A device plan uploads a
+     * constant only when some kernel reads it. */
+    uint32_t unread_inputs;
 } infd_kernel;
 
 #define INFD_BACKEND_OPS_VERSION 2
@@ -224,6 +229,14 @@ struct infd_backend_ops {
      * "GPU 3 does not exist (this machine has 1)" for an index outside
      * the devices, UNAVAILABLE when the device cannot be used. */
     infd_status (*set_device)(int index, infd_error *err);
+
+    /* Optional (NULL: nothing to ready). Makes device `index` ready to
+     * compile on (CUDA: the device's context and the compile stream's
+     * library handles, about 100 ms that the first compile would pay
+     * otherwise). The plan calls it on a helper thread, after `available`,
+     * while it reads and optimizes the model, and joins that thread before
+     * compiling: it must not touch anything a plan being read uses. */
+    infd_status (*prepare)(int index, infd_error *err);
 };
 
 /* True when the backend computes on its own memory (the memory slots are

@@ -782,15 +782,18 @@ static infd_status plan_device_memory(infd_plan *p, infd_error *err)
     uint8_t *host = NULL;
     size_t total = 0;
     /* home[] of a constant read by a step: HOME_CONST; mark the ones to
-     * upload by giving them an offset (SIZE_MAX: not uploaded). */
+     * upload by giving them an offset (SIZE_MAX: not uploaded, as when
+     * every kernel reading it has its own copy: unread_inputs). */
     for (int32_t v = 0; v < g->n_values; v++)
         if (p->home[v] == HOME_CONST)
             p->offset[v] = SIZE_MAX;
     for (int32_t s = 0; s < p->n_steps; s++) {
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        uint32_t unread = p->steps[s].kernel->unread_inputs;
         for (int32_t i = 0; i < node->n_inputs; i++) {
             int32_t v = node->inputs[i];
-            if (v < 0 || p->home[v] != HOME_CONST || p->offset[v] != SIZE_MAX)
+            if (v < 0 || p->home[v] != HOME_CONST || p->offset[v] != SIZE_MAX ||
+                (i < 32 && (unread >> i & 1u)))
                 continue;
             p->offset[v] = total;
             total += infd_align_up(g->values[v].nbytes ? g->values[v].nbytes : 1, INFD_ALIGNMENT);
@@ -835,6 +838,84 @@ static infd_status plan_device_memory(infd_plan *p, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* The backend for a device kind; NULL when this build has none. */
+static const infd_backend_ops *backend_for(infd_device_kind kind)
+{
+    if (kind == INFD_DEVICE_CPU)
+        return &infd_cpu_backend;
+#ifdef INFD_HAVE_CUDA
+    if (kind == INFD_DEVICE_CUDA)
+        return &infd_cuda_backend;
+#endif
+    return NULL;
+}
+
+static void *prep_main(void *arg)
+{
+    infd_device_prep *d = arg;
+    const infd_backend_ops *b = d->backend;
+    d->st = INFD_STATUS_OK;
+    if (b->available)
+        d->st = b->available(&d->err);
+    if (d->st == INFD_STATUS_OK && d->prepare && b->prepare) {
+        d->st = b->prepare(d->index, &d->err);
+        d->failed_in_prepare = d->st != INFD_STATUS_OK;
+    }
+    return NULL;
+}
+
+void infd_device_prep_start(infd_device_prep *d, infd_device_kind kind, int index, bool prepare)
+{
+    memset(d, 0, sizeof(*d));
+    const infd_backend_ops *b = backend_for(kind);
+    if (!b || (!b->available && !(prepare && b->prepare)))
+        return;
+    d->backend = b;
+    d->index = index;
+    d->prepare = prepare;
+    d->threaded = pthread_create(&d->thread, NULL, prep_main, d) == 0;
+    if (!d->threaded)
+        prep_main(d);
+}
+
+infd_status infd_device_prep_join(infd_device_prep *d, infd_error *err)
+{
+    if (!d->backend)
+        return INFD_STATUS_OK;
+    if (d->threaded)
+        pthread_join(d->thread, NULL);
+    d->threaded = false;
+    d->backend = NULL; /* joined: a second join returns OK */
+    if (d->st != INFD_STATUS_OK && err)
+        *err = d->err;
+    return d->st;
+}
+
+/* Joins the device preparation of plan_create and makes the device current
+ * on this thread; a failure fills `err` (the path prefixed where the
+ * device was there but could not be used). p NULL: only join, reporting
+ * the preparation's failure. */
+static infd_status device_ready(infd_device_prep *prep, const infd_plan *p, const char *path,
+                                infd_error *err)
+{
+    infd_error perr = { 0 };
+    infd_status st = infd_device_prep_join(prep, &perr);
+    if (st != INFD_STATUS_OK) {
+        if (err)
+            *err = perr;
+        /* available()'s reasons name themselves; prepare()'s get the path. */
+        if (prep->failed_in_prepare)
+            infd_error_prefix(err, "%s", path);
+        return st;
+    }
+    if (!p)
+        return INFD_STATUS_OK;
+    st = infd_backend_set_device(p->backend, p->device_index, err);
+    if (st != INFD_STATUS_OK)
+        infd_error_prefix(err, "%s", path);
+    return st;
+}
+
 /* Where a plan's model comes from: a file, or bytes in memory. */
 typedef struct model_source {
     const char *path; /* the file, or the name used in messages */
@@ -858,20 +939,13 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         infd_plan_options_init(&defaults);
         opts = &defaults;
     }
-    const infd_backend_ops *backend = NULL;
-    if (opts->device == INFD_DEVICE_CPU) {
-        backend = &infd_cpu_backend;
-    } else if (opts->device == INFD_DEVICE_CUDA) {
-#ifdef INFD_HAVE_CUDA
-        backend = &infd_cuda_backend;
-#else
+    const infd_backend_ops *backend = backend_for(opts->device);
+    if (!backend && opts->device == INFD_DEVICE_CUDA)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
                               "%s: no usable CUDA device: this build has no CUDA backend", path);
-#endif
-    } else {
+    if (!backend)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown device %d", path,
                               (int)opts->device);
-    }
     if (opts->precision != INFD_PRECISION_FP32 && opts->precision != INFD_PRECISION_BF16 &&
         opts->precision != INFD_PRECISION_FP16 && opts->precision != INFD_PRECISION_TF32)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", path,
@@ -884,21 +958,17 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
                               "%s: precision %s is implemented on the CUDA backend only "
                               "(--device cuda)",
                               path, opts->precision == INFD_PRECISION_FP16 ? "fp16" : "tf32");
-    if (backend->available) {
-        st = backend->available(err);
-        if (st != INFD_STATUS_OK)
-            return st;
-    }
-    st = infd_backend_set_device(backend, opts->device_index, err);
-    if (st != INFD_STATUS_OK) {
-        infd_error_prefix(err, "%s", path);
-        return st;
-    }
-    INFD_LOG_DEBUG("%s: %s backend ready: %.1f ms", path, backend->name,
-                   (double)(infd_clock_ns() - t0) / 1e6);
+    /* The device gets ready on a helper thread (CUDA: its context and the
+     * compile stream's library handles, about 200 ms) while this one reads
+     * and optimizes the model; its failure is reported first, as when it
+     * was checked before reading. */
+    infd_device_prep prep;
+    infd_device_prep_start(&prep, opts->device, opts->device_index, true);
     p = infd_calloc(1, sizeof(*p));
-    if (!p)
+    if (!p) {
+        infd_device_prep_join(&prep, NULL);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
     pthread_mutex_init(&p->mu, NULL);
     p->backend = backend;
     p->device = infd_backend_is_device(backend);
@@ -935,6 +1005,11 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    st = device_ready(&prep, p, path, err);
+    if (st != INFD_STATUS_OK)
+        goto fail;
+    INFD_LOG_DEBUG("%s: %s backend ready: %.1f ms from the start", path, backend->name,
+                   (double)(infd_clock_ns() - t0) / 1e6);
     uint64_t t_steps = infd_clock_ns();
     INFD_LOG_DEBUG("%s: model read and optimized: %.1f ms from the start", path,
                    (double)(t_steps - t0) / 1e6);
@@ -981,6 +1056,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     *out = p;
     return INFD_STATUS_OK;
 fail:
+    /* A device that could not be readied is the first thing wrong. */
+    if (device_ready(&prep, NULL, path, err) != INFD_STATUS_OK)
+        st = prep.st;
     infd_plan_destroy(p);
     return st;
 }

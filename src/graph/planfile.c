@@ -587,7 +587,9 @@ static infd_status map_file(const char *path, mapped *m, infd_error *err)
                             "%s: corrupt or truncated plan file: %lld bytes", path,
                             (long long)sb.st_size);
     } else {
-        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* Populated up front: the checksum reads every page, and faulting
+         * them in one by one cost about 100 ms for a 100 MB plan. */
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (p == MAP_FAILED) {
             st = infd_error_set(err, INFD_STATUS_IO, "%s: cannot map: %s", path, strerror(errno));
         } else {
@@ -894,10 +896,23 @@ infd_status infd_planfile_load(const void *data, size_t n, const char *path,
     infd_status st = data ? INFD_STATUS_OK : map_file(path, &m, err);
     if (st == INFD_STATUS_OK)
         st = infd_planfile_decode(m.data, m.n, path, false, &pf, err);
-    if (st == INFD_STATUS_OK)
-        st = check_fingerprint(&pf, path, opts ? opts->device_index : 0, err);
-    if (st == INFD_STATUS_OK) /* after the fingerprint: "built with infd X" beats "corrupt" */
-        st = check_checksum(m.data, m.n, path, err);
+    if (st == INFD_STATUS_OK) {
+        /* The device starts up (CUDA: about 100 ms) while the checksum is
+         * computed; a fingerprint mismatch ("built with infd X") is
+         * reported before a checksum mismatch ("corrupt"). */
+        infd_device_prep prep;
+        infd_error sum_err = { 0 };
+        int index = opts ? opts->device_index : 0;
+        infd_device_prep_start(&prep, (infd_device_kind)pf.device_kind, index, false);
+        infd_status sum = check_checksum(m.data, m.n, path, &sum_err);
+        infd_device_prep_join(&prep, NULL); /* its failure is the fingerprint's to report */
+        st = check_fingerprint(&pf, path, index, err);
+        if (st == INFD_STATUS_OK && sum != INFD_STATUS_OK) {
+            if (err)
+                *err = sum_err;
+            st = sum;
+        }
+    }
     if (st == INFD_STATUS_OK)
         st = choose_options(&pf, path, opts, &o, &batch, err);
     if (st == INFD_STATUS_OK)

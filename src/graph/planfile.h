@@ -10,6 +10,8 @@
 #ifndef INFD_GRAPH_PLANFILE_H
 #define INFD_GRAPH_PLANFILE_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +87,25 @@ infd_status infd_planfile_load(const void *data, size_t n, const char *path,
                                const infd_plan_options *opts, infd_plan **out, infd_error *err);
 
 /* --- plan.c --- */
+
+/* A device readied on a helper thread while the caller reads a model: the
+ * backend of `kind`'s `available`, and with `prepare` its `prepare` slot
+ * too (graph/backend.h). infd_device_prep_join waits for it and returns its
+ * status (OK for a backend with neither slot); start never fails (without
+ * a thread the work runs in start). */
+typedef struct infd_device_prep {
+    const void *backend; /* const infd_backend_ops *, or NULL: nothing to do */
+    int index;
+    bool prepare;
+    bool threaded;
+    bool failed_in_prepare; /* st comes from prepare, not available */
+    pthread_t thread;
+    infd_status st;
+    infd_error err;
+} infd_device_prep;
+
+void infd_device_prep_start(infd_device_prep *d, infd_device_kind kind, int index, bool prepare);
+infd_status infd_device_prep_join(infd_device_prep *d, infd_error *err);
 
 /* infd_plan_create_from_memory of an ONNX model, compiling step s with
  * records[s] as its tuning record (n_records must equal the plan's steps,

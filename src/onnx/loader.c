@@ -982,7 +982,7 @@ infd_status infd_onnx_load_file(const char *path, infd_ir_graph **out, infd_erro
         goto out;
     }
     map.n = (size_t)sb.st_size;
-    map.addr = mmap(NULL, map.n, PROT_READ, MAP_PRIVATE, fd, 0);
+    map.addr = mmap(NULL, map.n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map.addr == MAP_FAILED) {
         st = infd_error_set(err, INFD_STATUS_IO, "%s: cannot map: %s", path, strerror(errno));
         goto out;

@@ -97,6 +97,20 @@ static infd_status cuda_available(infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* Creates the device's context and its compile stream (cuDNN and cuBLASLt
+ * handles), which the first compile would otherwise create. */
+static infd_status cuda_prepare(int index, infd_error *err)
+{
+    char why[256] = "";
+    infd_status st = infd_cuda_set_device(index, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (!infd_cuda_compile_stream_lock(why, sizeof(why)))
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "CUDA: %s", why);
+    infd_cuda_compile_stream_unlock();
+    return INFD_STATUS_OK;
+}
+
 static void *cuda_alloc(infd_backend_mem kind, size_t bytes, infd_error *err)
 {
     char why[256] = "";
@@ -170,6 +184,7 @@ const infd_backend_ops infd_cuda_backend = {
     .capture_end = cuda_capture_end,
     .replay = infd_cuda_replay,
     .set_device = infd_cuda_set_device,
+    .prepare = cuda_prepare,
 };
 
 infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,

@@ -719,8 +719,14 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
      * 16-bit form the FP32 path starts again from what was set here. */
     conv_kernel before = *k;
     if ((a->precision == INFD_PRECISION_FP16 || a->precision == INFD_PRECISION_BF16) && wt->data &&
-        compile_fp16(a, k, &d))
+        compile_fp16(a, k, &d)) {
+        /* Every 16-bit form runs on its own converted weights; the FP32
+         * bias is read by the depthwise kernel and an unfused epilogue
+         * (conv_run). */
+        bool reads_bias = (!k->convg && k->dw_w) || (k->epilogue && !k->fused);
+        k->base.base.unread_inputs = 1u << 1 | (k->has_bias && !reads_bias ? 1u << 2 : 0);
         goto done;
+    }
     *k = before;
     if (a->input_layouts && (a->input_layouts[0] || (a->n_inputs > 3 && a->input_layouts[3]))) {
         infd_free(k);

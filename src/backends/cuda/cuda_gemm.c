@@ -195,6 +195,8 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
         return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws;
+    if (p.bias_input >= 0) /* copied into the epilogue's bias at create */
+        k->base.base.unread_inputs = 1u << p.bias_input;
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
