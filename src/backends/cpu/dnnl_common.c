@@ -697,16 +697,37 @@ void infd_dnnl_exec_fini(infd_dnnl_exec *e)
 
 /* ---- Fusion hooks ------------------------------------------------------- */
 
-static const char *const fused_acts[] = { "Relu",    "LeakyRelu",   "Clip",
-                                          "Sigmoid", "HardSigmoid", "Tanh" };
+static const char *const fused_acts[] = { "Relu",        "LeakyRelu", "Clip",     "Sigmoid",
+                                          "HardSigmoid", "Tanh",      "HardSwish" };
+
+/* Every fusion attribute this file reads; any other _fused_* is declined,
+ * so a pass that learns a new one cannot be silently ignored here. */
+static const char *const fused_attrs[] = { "_fused_activation", "_fused_alpha",
+                                           "_fused_beta",       "_fused_sum",
+                                           "_fused_post_scale", "_fused_post_shift" };
 
 bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, infd_error *why)
 {
     const char *act = NULL;
     int64_t sum = 0;
+    float scale = 1.0f, shift = 0.0f;
+    for (int32_t k = 0; k < a->node->n_attrs; k++) {
+        const char *name = a->node->attrs[k].name;
+        bool known = strncmp(name, "_fused_", 7) != 0;
+        for (size_t i = 0; i < INFD_ARRAY_SIZE(fused_attrs) && !known; i++)
+            known = strcmp(name, fused_attrs[i]) == 0;
+        if (!known) {
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "fusion attribute '%s' is not supported", name);
+            return false;
+        }
+    }
     if (infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &act, why) !=
             INFD_STATUS_OK ||
-        infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, why) != INFD_STATUS_OK)
+        infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, why) != INFD_STATUS_OK ||
+        infd_ir_attr_float(a->g, a->node, "_fused_post_scale", 1.0f, &scale, why) !=
+            INFD_STATUS_OK ||
+        infd_ir_attr_float(a->g, a->node, "_fused_post_shift", 0.0f, &shift, why) != INFD_STATUS_OK)
         return false;
     if (act) {
         bool known = false;
@@ -734,29 +755,12 @@ bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, in
     return true;
 }
 
-infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po,
-                                   const dnnl_memory_desc_t *dst_md, int *residual_po,
-                                   infd_error *err)
+/* Appends the eltwise post-op(s) of fused activation `act`. */
+static infd_status append_activation(const infd_kernel_args *a, dnnl_post_ops_t po, const char *act,
+                                     infd_error *err)
 {
-    const char *act = NULL;
-    int64_t sum = 0;
     float alpha = 0, beta = 0;
     infd_status st;
-    *residual_po = -1;
-    st = infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &act, err);
-    if (st == INFD_STATUS_OK)
-        st = infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    if (sum) {
-        st = infd_dnnl_check(a, err, dnnl_post_ops_append_binary(po, dnnl_binary_add, dst_md),
-                             "oneDNN residual post-op rejected");
-        if (st != INFD_STATUS_OK)
-            return st;
-        *residual_po = dnnl_post_ops_len(po) - 1;
-    }
-    if (!act)
-        return INFD_STATUS_OK;
     dnnl_alg_kind_t alg = dnnl_eltwise_relu;
     float dalpha = 0, dbeta = 0;
     if (strcmp(act, "LeakyRelu") == 0) {
@@ -769,6 +773,8 @@ infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po
         alg = dnnl_eltwise_logistic;
     } else if (strcmp(act, "Tanh") == 0) {
         alg = dnnl_eltwise_tanh;
+    } else if (strcmp(act, "HardSwish") == 0) {
+        alg = dnnl_eltwise_hardswish; /* x * min(max(x + 3, 0), 6) / 6; alpha, beta unused */
     } else if (strcmp(act, "HardSigmoid") == 0) {
         alg = dnnl_eltwise_linear;
         dalpha = 0.2f;
@@ -785,6 +791,41 @@ infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po
         st = infd_dnnl_check(
             a, err, dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f),
             "oneDNN activation post-op rejected");
+    return st;
+}
+
+infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po,
+                                   const dnnl_memory_desc_t *dst_md, int *residual_po,
+                                   infd_error *err)
+{
+    const char *act = NULL;
+    int64_t sum = 0;
+    float scale = 1.0f, shift = 0.0f;
+    infd_status st;
+    *residual_po = -1;
+    st = infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &act, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_ir_attr_int(a->g, a->node, "_fused_sum", 0, &sum, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_ir_attr_float(a->g, a->node, "_fused_post_scale", 1.0f, &scale, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_ir_attr_float(a->g, a->node, "_fused_post_shift", 0.0f, &shift, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (sum) {
+        st = infd_dnnl_check(a, err, dnnl_post_ops_append_binary(po, dnnl_binary_add, dst_md),
+                             "oneDNN residual post-op rejected");
+        if (st != INFD_STATUS_OK)
+            return st;
+        *residual_po = dnnl_post_ops_len(po) - 1;
+    }
+    if (act)
+        st = append_activation(a, po, act, err);
+    /* The trailing scale and shift: one more eltwise step, alpha x + beta. */
+    if (st == INFD_STATUS_OK && (scale != 1.0f || shift != 0.0f))
+        st = infd_dnnl_check(
+            a, err, dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, scale, shift),
+            "oneDNN scale-and-shift post-op rejected");
     return st;
 }
 

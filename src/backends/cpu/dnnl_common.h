@@ -310,11 +310,12 @@ void infd_dnnl_exec_fini(infd_dnnl_exec *e);
 
 /*
  * Fusion hooks (for Conv, Gemm, MatMul; attribute names documented in
- * dnnl_conv.c). infd_dnnl_fused_supported declines unknown activations.
- * infd_dnnl_fused_append appends the post-ops the attributes ask for to
- * `po`: with `_fused_sum` = 1, a binary add of the residual (dense, shaped
- * like the output `dst_md`; the caller binds it to post-op index
- * *residual_po, -1 when absent), then the activation.
+ * dnnl_conv.c). infd_dnnl_fused_supported declines unknown activations and
+ * unknown _fused_* attributes. infd_dnnl_fused_append appends the post-ops
+ * the attributes ask for to `po`: with `_fused_sum` = 1, a binary add of the
+ * residual (dense, shaped like the output `dst_md`; the caller binds it to
+ * post-op index *residual_po, -1 when absent), then the activation, then
+ * the trailing scale and shift (eltwise linear) when they are not 1 and 0.
  */
 bool infd_dnnl_fused_supported(const infd_kernel_args *a, int residual_input, infd_error *why);
 infd_status infd_dnnl_fused_append(const infd_kernel_args *a, dnnl_post_ops_t po,

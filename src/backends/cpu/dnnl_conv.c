@@ -12,7 +12,9 @@
  * read the same names):
  *
  *   _fused_activation  string  "Relu", "LeakyRelu", "Clip", "Sigmoid",
- *                              "HardSigmoid" or "Tanh", applied to the output
+ *                              "HardSigmoid", "Tanh" or "HardSwish"
+ *                              (x * min(max(x + 3, 0), 6) / 6), applied to
+ *                              the output
  *   _fused_alpha       float   Relu/LeakyRelu slope (0 / 0.01), Clip min
  *                              (-inf), HardSigmoid alpha (0.2)
  *   _fused_beta        float   Clip max (+inf), HardSigmoid beta (0.5)
@@ -20,6 +22,13 @@
  *                              an optional bias that may be omitted; Gemm:
  *                              input 3; MatMul: input 2), shaped like the
  *                              output, is added before the activation
+ *   _fused_post_scale  float   y = scale * y + shift, applied last (after
+ *   _fused_post_shift  float   the activation; defaults 1 and 0): a constant
+ *                              scalar Mul/Add that followed the activation
+ *
+ * The post-ops run in that order on the FP32 accumulator (BF16 plans too):
+ * residual sum, activation, scale and shift. A _fused_* attribute not listed
+ * here is declined (infd_dnnl_fused_supported), as is an unknown activation.
  *
  * ConvTranspose: strides, dilations, pads, output_padding, group, auto_pad
  * and output_shape through oneDNN deconvolution; the output shape comes

@@ -1,7 +1,7 @@
 /*
  * dnnl_eltwise.c - unary element-wise ops on oneDNN eltwise (FP32):
- * Relu, LeakyRelu, Sigmoid, Tanh, Exp, Abs, Sqrt, Clip, HardSigmoid, and
- * Pow with a constant scalar exponent.
+ * Relu, LeakyRelu, Sigmoid, Tanh, Exp, Abs, Sqrt, Clip, HardSigmoid,
+ * HardSwish, and Pow with a constant scalar exponent.
  *
  * An element-wise op does not care about shape, so plain tensors are
  * described as one flat dimension of numel elements (any rank, scalars
@@ -13,7 +13,9 @@
  * optional inputs 1 and 2 after; an absent bound is unbounded (+-inf). A
  * bound that is not a constant is declined.
  * HardSigmoid is max(0, min(1, alpha x + beta)): eltwise linear, then an
- * in-place clip (two primitives; see eltwise_compile).
+ * in-place clip (two primitives; see eltwise_compile). HardSwish (opset 14,
+ * no attributes; also what passes.c makes of x * clip(x + 3, 0, 6) / 6) is
+ * oneDNN's hardswish, x * min(max(x + 3, 0), 6) / 6: one primitive.
  */
 #include <math.h>
 #include <string.h>
@@ -37,6 +39,7 @@ static const unary_op unary_ops[] = {
     { "Sqrt", dnnl_eltwise_sqrt, 0.0f, 0.0f },
     { "Clip", dnnl_eltwise_clip_v2, -INFINITY, INFINITY },
     { "HardSigmoid", dnnl_eltwise_linear, 0.2f, 0.5f },
+    { "HardSwish", dnnl_eltwise_hardswish, 0.0f, 0.0f },
 };
 
 static const unary_op *find_unary(const char *op_type)

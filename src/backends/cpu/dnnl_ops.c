@@ -36,6 +36,7 @@ const infd_cpu_op infd_cpu_ops_dnnl[] = {
     OPP("Sqrt", eltwise),
     OPP("Clip", eltwise),
     OPP("HardSigmoid", eltwise),
+    OPP("HardSwish", eltwise),
     OPP("Pow", pow),
     OPL("Add", binary, infd_dnnl_produces_opaque, infd_dnnl_binary_accepts_opaque),
     OPL("Sub", binary, infd_dnnl_produces_opaque, infd_dnnl_binary_accepts_opaque),

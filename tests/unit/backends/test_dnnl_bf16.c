@@ -340,5 +340,25 @@ static void test_conv_transpose(void)
     chain_fini(&d);
 }
 
+/* PaddleOCR's blocks: Conv with HardSwish and a trailing scale and shift
+ * (post-ops on the FP32 accumulator), twice (the second reads bf16), then
+ * a standalone HardSwish (bf16 in, plain FP32 out). */
+static void test_conv_hardswish_scale_shift(void)
+{
+    SKIP_WITHOUT_BF16();
+    chain c = { 0 };
+    int64_t xd[4] = { 1, 16, 10, 10 }, yd[4] = { 1, 24, 10, 10 };
+    add_conv(&c, xd, 24, 3, 1, -1, -3, "HardSwish", 25);
+    kt_attr_float(&c.t[0], "_fused_post_scale", 2.5f);
+    kt_attr_float(&c.t[0], "_fused_post_shift", -0.5f);
+    add_conv(&c, yd, 24, 1, 1, 0, -3, "HardSwish", 27);
+    kt_attr_float(&c.t[1], "_fused_post_scale", 1.5f);
+    kt_attr_float(&c.t[1], "_fused_post_shift", 0.25f);
+    add_unary(&c, "HardSwish", yd, yd, 1);
+    check_chain(&c, xd, 24 * 100, 2);
+    chain_fini(&c);
+}
+
 TEST_MAIN(test_conv_residual_maxpool, test_stem_plain_input_gap, test_conv_plain_out,
-          test_add_batchnorm_relu, test_conv_plain_residual, test_conv_transpose)
+          test_add_batchnorm_relu, test_conv_plain_residual, test_conv_transpose,
+          test_conv_hardswish_scale_shift)

@@ -101,6 +101,8 @@ typedef struct copts {
     const char *auto_pad; /* NULL: explicit pads */
     const char *fused_act;
     bool fused_sum;
+    bool post; /* _fused_post_scale and _fused_post_shift */
+    float post_scale, post_shift;
 } copts;
 
 /* Builds a Conv node for `g`, runs it through oneDNN and compares with the
@@ -131,6 +133,12 @@ static void run_conv(const cgeom *g, const copts *o)
     if (o->fused_act && strcmp(o->fused_act, "Clip") == 0)
         for (size_t i = 0; i < ny; i++)
             want[i] = fminf(fmaxf(want[i], -0.5f), 0.25f);
+    if (o->fused_act && strcmp(o->fused_act, "HardSwish") == 0)
+        for (size_t i = 0; i < ny; i++)
+            want[i] = want[i] * fminf(fmaxf(want[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
+    if (o->post)
+        for (size_t i = 0; i < ny; i++)
+            want[i] = want[i] * o->post_scale + o->post_shift;
 
     kt t;
     kt_init(&t, "Conv", 17);
@@ -170,6 +178,10 @@ static void run_conv(const cgeom *g, const copts *o)
     }
     if (o->fused_sum)
         kt_attr_int(&t, "_fused_sum", 1);
+    if (o->post) {
+        kt_attr_float(&t, "_fused_post_scale", o->post_scale);
+        kt_attr_float(&t, "_fused_post_shift", o->post_shift);
+    }
     const void *ins[4] = { x, w, o->bias ? b : NULL, r };
     DT_RUN(&t, ins, (void *[]){ y });
     ASSERT_CLOSE(y, want, ny);
@@ -284,6 +296,41 @@ static void test_conv_fused_sum_relu_clip(void)
     run_conv(&g, &(copts){ .bias = true, .fused_act = "Clip" });
 }
 
+/* Paddle's blocks: HardSwish then a scalar scale and shift, on a dense and
+ * a depthwise Conv (values reach past both ends of hard-swish, |x| > 3);
+ * and a scale alone after a residual and Relu. */
+static void test_conv_fused_hardswish_scale_shift(void)
+{
+    cgeom g;
+    cgeom_init(&g, 2, 1, 16, 16, 1);
+    cgeom_dim(&g, 0, 7, 3, 1, 1, 1, 1);
+    cgeom_dim(&g, 1, 9, 3, 1, 1, 1, 1);
+    cgeom_finish(&g);
+    run_conv(&g, &(copts){ .bias = true,
+                           .fused_act = "HardSwish",
+                           .post = true,
+                           .post_scale = 0.5f,
+                           .post_shift = -0.25f });
+    if (test_failed_)
+        return;
+    run_conv(&g, &(copts){ .bias = true,
+                           .fused_sum = true,
+                           .fused_act = "Relu",
+                           .post = true,
+                           .post_scale = -2.0f });
+    if (test_failed_)
+        return;
+    cgeom_init(&g, 2, 2, 32, 32, 32);
+    cgeom_dim(&g, 0, 8, 5, 1, 1, 2, 2);
+    cgeom_dim(&g, 1, 8, 5, 2, 1, 2, 2);
+    cgeom_finish(&g);
+    run_conv(&g, &(copts){ .bias = true,
+                           .fused_act = "HardSwish",
+                           .post = true,
+                           .post_scale = 1.75f,
+                           .post_shift = 0.125f });
+}
+
 static void test_conv_declines(void)
 {
     kt t;
@@ -300,6 +347,15 @@ static void test_conv_declines(void)
     kt_output(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 2, 4, 4 });
     kt_attr_string(&t, "_fused_activation", "Gelu");
     DT_DECLINES(&t, "fused activation 'Gelu'");
+    kt_fini(&t);
+
+    /* A fusion hook this backend does not know is refused, not ignored. */
+    kt_init(&t, "Conv", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 2, 4, 4 }, NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 2, 2, 1, 1 }, NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, (int64_t[]){ 1, 2, 4, 4 });
+    kt_attr_float(&t, "_fused_post_gain", 2.0f);
+    DT_DECLINES(&t, "fusion attribute '_fused_post_gain' is not supported");
     kt_fini(&t);
 }
 
@@ -517,5 +573,6 @@ static void test_conv_transpose(void)
 
 TEST_MAIN(test_conv_basic_bias, test_conv_asymmetric_pads_stride2, test_conv_same_upper_lower,
           test_conv_valid, test_conv_depthwise_dilated, test_conv_grouped_1d_3d,
-          test_conv_runtime_weights, test_conv_fused_sum_relu_clip, test_conv_declines,
-          test_conv_runs_do_not_allocate, test_conv_compile_oom, test_conv_transpose)
+          test_conv_runtime_weights, test_conv_fused_sum_relu_clip,
+          test_conv_fused_hardswish_scale_shift, test_conv_declines, test_conv_runs_do_not_allocate,
+          test_conv_compile_oom, test_conv_transpose)

@@ -1,7 +1,8 @@
 /*
  * test_dnnl_eltwise.c - oneDNN unary ops against libm: Relu, LeakyRelu,
- * Sigmoid, Tanh, Exp, Abs, Sqrt, HardSigmoid, Clip (attributes before opset
- * 11, optional inputs after, one bound only), Pow with a constant scalar.
+ * Sigmoid, Tanh, Exp, Abs, Sqrt, HardSigmoid, HardSwish, Clip (attributes
+ * before opset 11, optional inputs after, one bound only), Pow with a
+ * constant scalar.
  */
 #include "dnnl_test.h"
 
@@ -43,6 +44,11 @@ static float ref_hardsigmoid(float x, float p, float q)
 {
     return fmaxf(0.0f, fminf(1.0f, p * x + q));
 }
+static float ref_hardswish(float x, float p, float q)
+{
+    (void)p, (void)q;
+    return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f)); /* ONNX's definition */
+}
 static float ref_clip(float x, float p, float q)
 {
     return fminf(fmaxf(x, p), q);
@@ -53,11 +59,13 @@ static float ref_pow(float x, float p, float q)
     return powf(x, p);
 }
 
-/* Runs `op` on a [4, 250] tensor (values in [-3, 3), |x| for Sqrt). */
-static void run_unary(kt *t, ref_fn fn, float p, float q, const void *const *extra)
+/* Runs `op` on a [4, 250] tensor (values in [-3, 3) times `range`, |x| for
+ * Sqrt). */
+static void run_unary_range(kt *t, ref_fn fn, float p, float q, const void *const *extra,
+                            float range)
 {
     float *x = malloc(sizeof(float) * N_EL), y[N_EL], want[N_EL];
-    dt_fill(x, N_EL, 41, -3.0f, 3.0f);
+    dt_fill(x, N_EL, 41, -3.0f * range, 3.0f * range);
     if (strcmp(t->node.op_type, "Sqrt") == 0)
         for (int i = 0; i < N_EL; i++)
             x[i] = fabsf(x[i]);
@@ -67,6 +75,11 @@ static void run_unary(kt *t, ref_fn fn, float p, float q, const void *const *ext
     DT_RUN(t, ins, ((void *[]){ y }));
     ASSERT_CLOSE(y, want, N_EL);
     free(x);
+}
+
+static void run_unary(kt *t, ref_fn fn, float p, float q, const void *const *extra)
+{
+    run_unary_range(t, fn, p, q, extra, 1.0f);
 }
 
 static void unary_node(kt *t, const char *op, int64_t opset)
@@ -109,6 +122,15 @@ static void test_attrs(void)
     kt_attr_float(&t, "alpha", 0.25f);
     kt_attr_float(&t, "beta", 0.4f);
     run_unary(&t, ref_hardsigmoid, 0.25f, 0.4f, NULL);
+    kt_fini(&t);
+}
+
+/* HardSwish (opset 14) over [-6, 6): both flat ends and the curve. */
+static void test_hardswish(void)
+{
+    kt t;
+    unary_node(&t, "HardSwish", 14);
+    run_unary_range(&t, ref_hardswish, 0, 0, NULL, 2.0f);
     kt_fini(&t);
 }
 
@@ -212,4 +234,4 @@ static void test_declines_fp16(void)
     kt_fini(&t);
 }
 
-TEST_MAIN(test_simple_unary, test_attrs, test_clip, test_pow, test_declines_fp16)
+TEST_MAIN(test_simple_unary, test_attrs, test_hardswish, test_clip, test_pow, test_declines_fp16)

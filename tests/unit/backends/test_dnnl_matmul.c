@@ -1,7 +1,8 @@
 /*
  * test_dnnl_matmul.c - oneDNN Gemm and MatMul against naive loops: Gemm
  * transposes, alpha/beta, C broadcast shapes, constant and run-time C;
- * MatMul with batch broadcasting, 1-D operands, constant B; fused post-ops.
+ * MatMul with batch broadcasting, 1-D operands, constant B; fused post-ops
+ * (residual + Clip; HardSwish then a scale and shift).
  */
 #include "dnnl_test.h"
 
@@ -100,9 +101,13 @@ static void test_gemm_runtime_c_beta_declined(void)
 
 /* ---- MatMul --------------------------------------------------------------- */
 
+/* Post-ops for run_matmul: none; a residual and Clip(-0.5, 0.5); HardSwish,
+ * then y * 0.5 - 0.25 (_fused_post_scale/_fused_post_shift). */
+enum { FUSE_NONE, FUSE_SUM_CLIP, FUSE_HSWISH_AFFINE };
+
 /* Runs MatMul on A [ra dims] x B [rb dims]; the reference follows numpy. */
 static void run_matmul(int ra, const int64_t *adims, int rb, const int64_t *bdims, bool b_const,
-                       bool fused)
+                       int fuse)
 {
     /* Expand to a common rank as numpy does. */
     int64_t ea[8], eb[8], ey[8], yd[8];
@@ -161,9 +166,11 @@ static void run_matmul(int ra, const int64_t *adims, int rb, const int64_t *bdim
                 for (int64_t p = 0; p < k; p++)
                     acc += (double)a[oa + i * k + p] * b[ob + p * n + j];
                 size_t at = (size_t)((bi * m + i) * n + j);
-                if (fused) {
+                if (fuse == FUSE_SUM_CLIP) {
                     acc += r[at];
                     acc = acc < -0.5 ? -0.5 : acc > 0.5 ? 0.5 : acc;
+                } else if (fuse == FUSE_HSWISH_AFFINE) {
+                    acc = acc * fmin(fmax(acc + 3.0, 0.0), 6.0) / 6.0 * 0.5 - 0.25;
                 }
                 want[at] = (float)acc;
             }
@@ -172,7 +179,12 @@ static void run_matmul(int ra, const int64_t *adims, int rb, const int64_t *bdim
     kt_init(&t, "MatMul", 13);
     kt_input(&t, INFD_DTYPE_FP32, ra, adims, NULL);
     kt_input(&t, INFD_DTYPE_FP32, rb, bdims, b_const ? b : NULL);
-    if (fused) {
+    if (fuse == FUSE_HSWISH_AFFINE) {
+        kt_attr_string(&t, "_fused_activation", "HardSwish");
+        kt_attr_float(&t, "_fused_post_scale", 0.5f);
+        kt_attr_float(&t, "_fused_post_shift", -0.25f);
+    }
+    if (fuse == FUSE_SUM_CLIP) {
         kt_input(&t, INFD_DTYPE_FP32, ny_rank, yd, NULL);
         kt_attr_int(&t, "_fused_sum", 1);
         kt_attr_string(&t, "_fused_activation", "Clip");
@@ -192,36 +204,42 @@ static void run_matmul(int ra, const int64_t *adims, int rb, const int64_t *bdim
 
 static void test_matmul_2d_and_const_b(void)
 {
-    run_matmul(2, (int64_t[]){ 7, 9 }, 2, (int64_t[]){ 9, 5 }, false, false);
+    run_matmul(2, (int64_t[]){ 7, 9 }, 2, (int64_t[]){ 9, 5 }, false, FUSE_NONE);
     if (!test_failed_)
-        run_matmul(2, (int64_t[]){ 7, 9 }, 2, (int64_t[]){ 9, 5 }, true, false);
+        run_matmul(2, (int64_t[]){ 7, 9 }, 2, (int64_t[]){ 9, 5 }, true, FUSE_NONE);
 }
 
 static void test_matmul_batched_broadcast(void)
 {
-    run_matmul(3, (int64_t[]){ 4, 3, 5 }, 3, (int64_t[]){ 4, 5, 6 }, false, false);
+    run_matmul(3, (int64_t[]){ 4, 3, 5 }, 3, (int64_t[]){ 4, 5, 6 }, false, FUSE_NONE);
     if (!test_failed_) /* B broadcast over batch, constant */
-        run_matmul(4, (int64_t[]){ 2, 3, 4, 5 }, 2, (int64_t[]){ 5, 6 }, true, false);
+        run_matmul(4, (int64_t[]){ 2, 3, 4, 5 }, 2, (int64_t[]){ 5, 6 }, true, FUSE_NONE);
     if (!test_failed_) /* both broadcast: [2,1,4,5] x [3,5,6] */
-        run_matmul(4, (int64_t[]){ 2, 1, 4, 5 }, 3, (int64_t[]){ 3, 5, 6 }, false, false);
+        run_matmul(4, (int64_t[]){ 2, 1, 4, 5 }, 3, (int64_t[]){ 3, 5, 6 }, false, FUSE_NONE);
     if (!test_failed_) /* A broadcast over B's batch */
-        run_matmul(2, (int64_t[]){ 4, 5 }, 3, (int64_t[]){ 3, 5, 6 }, false, false);
+        run_matmul(2, (int64_t[]){ 4, 5 }, 3, (int64_t[]){ 3, 5, 6 }, false, FUSE_NONE);
 }
 
 static void test_matmul_1d(void)
 {
-    run_matmul(1, (int64_t[]){ 5 }, 2, (int64_t[]){ 5, 6 }, false, false);
+    run_matmul(1, (int64_t[]){ 5 }, 2, (int64_t[]){ 5, 6 }, false, FUSE_NONE);
     if (!test_failed_)
-        run_matmul(3, (int64_t[]){ 2, 4, 5 }, 1, (int64_t[]){ 5 }, false, false);
+        run_matmul(3, (int64_t[]){ 2, 4, 5 }, 1, (int64_t[]){ 5 }, false, FUSE_NONE);
     if (!test_failed_)
-        run_matmul(1, (int64_t[]){ 5 }, 1, (int64_t[]){ 5 }, true, false);
+        run_matmul(1, (int64_t[]){ 5 }, 1, (int64_t[]){ 5 }, true, FUSE_NONE);
     if (!test_failed_)
-        run_matmul(1, (int64_t[]){ 5 }, 3, (int64_t[]){ 3, 5, 2 }, false, false);
+        run_matmul(1, (int64_t[]){ 5 }, 3, (int64_t[]){ 3, 5, 2 }, false, FUSE_NONE);
 }
 
 static void test_matmul_fused_sum_clip(void)
 {
-    run_matmul(3, (int64_t[]){ 2, 8, 16 }, 2, (int64_t[]){ 16, 8 }, true, true);
+    run_matmul(3, (int64_t[]){ 2, 8, 16 }, 2, (int64_t[]){ 16, 8 }, true, FUSE_SUM_CLIP);
+}
+
+/* Both ends of hard-swish (x < -3: 0, x > 3: x) need |x| > 3: K = 64. */
+static void test_matmul_fused_hardswish_scale_shift(void)
+{
+    run_matmul(2, (int64_t[]){ 6, 64 }, 2, (int64_t[]){ 64, 40 }, true, FUSE_HSWISH_AFFINE);
 }
 
 static void test_matmul_declines(void)
@@ -237,4 +255,4 @@ static void test_matmul_declines(void)
 
 TEST_MAIN(test_gemm_cases, test_gemm_runtime_c_beta_declined, test_matmul_2d_and_const_b,
           test_matmul_batched_broadcast, test_matmul_1d, test_matmul_fused_sum_clip,
-          test_matmul_declines)
+          test_matmul_fused_hardswish_scale_shift, test_matmul_declines)
