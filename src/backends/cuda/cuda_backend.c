@@ -224,6 +224,29 @@ bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why)
     return true;
 }
 
+/* The fusion attributes the CUDA kernels apply. The CPU backend knows more
+ * (_fused_post_scale, _fused_post_shift): a node carrying one is declined
+ * here, so the fusion pass leaves those ops unfused for CUDA plans instead
+ * of a kernel silently dropping them. */
+static const char *const cuda_fused_attrs[] = { "_fused_activation", "_fused_alpha", "_fused_beta",
+                                                "_fused_sum" };
+
+bool infd_cuda_fused_known(const infd_kernel_args *a, bool fuses, infd_error *why)
+{
+    for (int32_t k = 0; k < a->node->n_attrs; k++) {
+        const char *name = a->node->attrs[k].name;
+        bool known = strncmp(name, "_fused_", 7) != 0;
+        for (size_t i = 0; i < INFD_ARRAY_SIZE(cuda_fused_attrs) && !known && fuses; i++)
+            known = strcmp(name, cuda_fused_attrs[i]) == 0;
+        if (!known) {
+            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
+                            "fusion attribute '%s' is not supported by this CUDA kernel", name);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
                                 float *beta, infd_error *why)
 {
@@ -231,6 +254,8 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
     *act = INFD_CUDA_ACT_NONE;
     *alpha = 0.0f;
     *beta = 0.0f;
+    if (!infd_cuda_fused_known(a, true, why))
+        return false;
     if (infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &kind, why) != INFD_STATUS_OK)
         return false;
     if (!kind)

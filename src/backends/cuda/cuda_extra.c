@@ -45,11 +45,8 @@ static bool plain_unfused(const infd_kernel_args *a, infd_error *why)
             return false;
         }
     }
-    if (infd_ir_node_attr(a->node, "_fused_activation") || infd_cuda_fused_sum(a)) {
-        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                        "fused activations and sums are not supported by this CUDA kernel");
+    if (!infd_cuda_fused_known(a, false, why))
         return false;
-    }
     if (a->n_inputs < 1 || !a->inputs[0] || a->n_outputs < 1 || !a->outputs[0]) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
         return false;

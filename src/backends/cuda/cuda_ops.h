@@ -11,7 +11,9 @@
  *
  * Fusion hooks (see src/backends/cpu/dnnl_conv.c for their meaning) are
  * read by Conv, Gemm and MatMul: _fused_activation (Relu, LeakyRelu, Clip,
- * Sigmoid, HardSigmoid, Tanh), _fused_alpha, _fused_beta, _fused_sum.
+ * Sigmoid, HardSigmoid, Tanh), _fused_alpha, _fused_beta, _fused_sum. Any
+ * other (_fused_post_scale, _fused_post_shift, a HardSwish activation) is
+ * declined, and the fusion pass then keeps those ops as separate kernels.
  */
 #ifndef INFD_BACKENDS_CUDA_OPS_H
 #define INFD_BACKENDS_CUDA_OPS_H
@@ -55,8 +57,15 @@ infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
  * otherwise false with a message. */
 bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why);
 
+/* False with a message when the node carries a _fused_* attribute the
+ * kernel does not apply: `fuses` true for kernels that apply the hooks
+ * above (Conv, Gemm, MatMul), false for kernels that fuse nothing (any
+ * _fused_* attribute is then declined). */
+bool infd_cuda_fused_known(const infd_kernel_args *a, bool fuses, infd_error *why);
+
 /* The node's fused activation (INFD_CUDA_ACT_NONE without one) and its
- * parameters; false with a message for one this backend cannot apply. */
+ * parameters; false with a message for one this backend cannot apply, or
+ * for a fusion attribute it does not know (infd_cuda_fused_known). */
 bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
                                 float *beta, infd_error *why);
 
