@@ -1,9 +1,24 @@
 /*
- * passes.c - BatchNorm folding and activation fusion.
+ * passes.c - BatchNorm and constant-affine folding into Conv, hard-swish
+ * recognition, activation fusion.
  *
- * Both need "who reads this value": consumer counts over live nodes are
+ * All need "who reads this value": consumer counts over live nodes are
  * recomputed per pass (one sweep), and a value that is a graph output counts
  * as read, so it is never fused away.
+ *
+ * Paddle's ONNX exports (PaddleOCR) write each Conv of a MobileNetV3/PP-LCNet
+ * block as
+ *
+ *   Conv -> Mul(c1) -> Add(c2) -> Add(3) -> Clip(0, 6) -> Mul(x, .) -> Div(6)
+ *        -> Mul(c3) -> Add(c4) -> next op
+ *
+ * (a learnable scalar affine, hard-swish spelt out, another affine): nine
+ * passes over the activation. In plan.c's order, infd_pass_fold_conv_affine
+ * moves c1, c2 into the weights and bias, infd_pass_fuse_hardswish makes the
+ * middle one HardSwish node, and infd_pass_fuse_activations gives it and the
+ * c3, c4 affine (a trailing oneDNN eltwise_linear) to the Conv: one pass. The
+ * trailing affine is not folded into the next Conv instead: that Conv's zero
+ * padding would then pad with c4 instead of 0 at the borders.
  */
 #include "graph/passes.h"
 
@@ -39,6 +54,65 @@ static bool is_fp32_const(const infd_ir_graph *g, int32_t v, int64_t numel)
     if (v < 0 || !g->values[v].data || g->values[v].dtype != INFD_DTYPE_FP32)
         return false;
     return (int64_t)(g->values[v].nbytes / sizeof(float)) == numel;
+}
+
+static bool is_op(const infd_ir_node *n, const char *op_type)
+{
+    return strcmp(n->op_type, op_type) == 0;
+}
+
+/* The value of a constant FP32 scalar (one element, any rank). */
+static bool const_scalar(const infd_ir_graph *g, int32_t v, float *out)
+{
+    if (!is_fp32_const(g, v, 1))
+        return false;
+    *out = *(const float *)g->values[v].data;
+    return true;
+}
+
+/* Same dtype and the same known dims. */
+static bool same_shape(const infd_ir_value *a, const infd_ir_value *b)
+{
+    if (a->dtype != b->dtype || a->shape.rank != b->shape.rank || a->shape.rank < 0)
+        return false;
+    for (int32_t d = 0; d < a->shape.rank; d++) {
+        if (a->shape.dims[d].value < 0 || a->shape.dims[d].value != b->shape.dims[d].value)
+            return false;
+    }
+    return true;
+}
+
+/* Whether the node has any fusion attribute (_fused_*): a node a pass has
+ * already rewritten. */
+static bool has_fused_attr(const infd_ir_node *n)
+{
+    for (int32_t k = 0; k < n->n_attrs; k++) {
+        if (strncmp(n->attrs[k].name, "_fused_", 7) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* For a two-input, one-output node reading v once: the other input when it
+ * is constant (*v_first: v is input 0), else -1. */
+static int32_t const_operand(const infd_ir_graph *g, const infd_ir_node *n, int32_t v,
+                             bool *v_first)
+{
+    if (n->n_inputs != 2 || n->n_outputs != 1 || n->outputs[0] < 0)
+        return -1;
+    int32_t a = n->inputs[0], b = n->inputs[1];
+    *v_first = a == v;
+    int32_t c = a == v ? b : a;
+    if ((a == v) == (b == v) || c < 0 || !g->values[c].data)
+        return -1;
+    return c;
+}
+
+/* Whether the two-input node reads exactly a and b (in either order). */
+static bool reads_pair(const infd_ir_node *n, int32_t a, int32_t b)
+{
+    return n->n_inputs == 2 && n->n_outputs == 1 && n->outputs[0] >= 0 && a != b &&
+           ((n->inputs[0] == a && n->inputs[1] == b) || (n->inputs[0] == b && n->inputs[1] == a));
 }
 
 /* A new constant FP32 value with `n` elements shaped like `like`. */
@@ -164,6 +238,10 @@ static bool activation_of(const infd_ir_graph *g, const infd_ir_node *n, const c
         *kind = "Sigmoid";
         return true;
     }
+    if (strcmp(n->op_type, "HardSwish") == 0) {
+        *kind = "HardSwish";
+        return true;
+    }
     if (strcmp(n->op_type, "LeakyRelu") == 0) {
         *kind = "LeakyRelu";
         return infd_ir_attr_float(g, n, "alpha", 0.01f, alpha, NULL) == INFD_STATUS_OK;
@@ -211,45 +289,64 @@ static int32_t only_reader(const infd_ir_graph *g, const int32_t *readers, int32
     return -1;
 }
 
+/* What a fusion gives a producer: activation, residual, trailing affine. */
+typedef struct fusion {
+    const char *kind; /* activation, or NULL */
+    float alpha, beta;
+    int32_t residual; /* value added before the activation, or -1 */
+    bool post;        /* a trailing scale and shift */
+    float post_scale, post_shift;
+    int32_t out_value; /* what the fused node writes */
+} fusion;
+
 /* Builds the fused version of `prod` in `out` (arrays in g->arena). */
-static infd_status build_fused(infd_ir_graph *g, const infd_ir_node *prod, const char *kind,
-                               float alpha, float beta, int32_t residual, int32_t out_value,
+static infd_status build_fused(infd_ir_graph *g, const infd_ir_node *prod, const fusion *f,
                                infd_ir_node *out)
 {
     *out = *prod;
     /* The residual goes after the optional bias: input 3 of Conv and Gemm
      * (W and B or C before it, -1 where left out), input 2 of MatMul. */
     int32_t res_at = strcmp(prod->op_type, "MatMul") == 0 ? 2 : 3;
-    int32_t n_in = residual >= 0 ? INFD_MAX(prod->n_inputs, res_at) + 1 : prod->n_inputs;
+    int32_t n_in = f->residual >= 0 ? INFD_MAX(prod->n_inputs, res_at) + 1 : prod->n_inputs;
     int32_t *ins = infd_arena_alloc(&g->arena, (size_t)(n_in + 1) * sizeof(int32_t), 0);
     int32_t *outs = infd_arena_alloc(&g->arena, sizeof(int32_t), 0);
     infd_ir_attr *attrs =
-        infd_arena_alloc(&g->arena, (size_t)(prod->n_attrs + 4) * sizeof(infd_ir_attr), 0);
+        infd_arena_alloc(&g->arena, (size_t)(prod->n_attrs + 6) * sizeof(infd_ir_attr), 0);
     if (!ins || !outs || !attrs)
         return INFD_STATUS_OUT_OF_MEMORY;
     for (int32_t k = 0; k < n_in; k++)
         ins[k] = k < prod->n_inputs ? prod->inputs[k] : -1;
-    if (residual >= 0)
-        ins[n_in - 1] = residual;
-    outs[0] = out_value;
+    if (f->residual >= 0)
+        ins[n_in - 1] = f->residual;
+    outs[0] = f->out_value;
     memcpy(attrs, prod->attrs, (size_t)prod->n_attrs * sizeof(infd_ir_attr));
     int32_t na = prod->n_attrs;
-    if (kind) {
+    if (f->kind) {
         attrs[na++] = (infd_ir_attr){ .name = "_fused_activation",
                                       .type = INFD_IR_ATTR_STRING,
-                                      .s = kind,
-                                      .s_len = strlen(kind),
+                                      .s = f->kind,
+                                      .s_len = strlen(f->kind),
                                       .tensor = -1 };
         attrs[na++] = (infd_ir_attr){
-            .name = "_fused_alpha", .type = INFD_IR_ATTR_FLOAT, .f = alpha, .tensor = -1
+            .name = "_fused_alpha", .type = INFD_IR_ATTR_FLOAT, .f = f->alpha, .tensor = -1
         };
         attrs[na++] = (infd_ir_attr){
-            .name = "_fused_beta", .type = INFD_IR_ATTR_FLOAT, .f = beta, .tensor = -1
+            .name = "_fused_beta", .type = INFD_IR_ATTR_FLOAT, .f = f->beta, .tensor = -1
         };
     }
-    if (residual >= 0)
+    if (f->residual >= 0)
         attrs[na++] =
             (infd_ir_attr){ .name = "_fused_sum", .type = INFD_IR_ATTR_INT, .i = 1, .tensor = -1 };
+    if (f->post) {
+        attrs[na++] = (infd_ir_attr){ .name = "_fused_post_scale",
+                                      .type = INFD_IR_ATTR_FLOAT,
+                                      .f = f->post_scale,
+                                      .tensor = -1 };
+        attrs[na++] = (infd_ir_attr){ .name = "_fused_post_shift",
+                                      .type = INFD_IR_ATTR_FLOAT,
+                                      .f = f->post_shift,
+                                      .tensor = -1 };
+    }
     out->inputs = ins;
     out->n_inputs = n_in;
     out->outputs = outs;
@@ -277,6 +374,349 @@ static bool backend_accepts(const infd_ir_graph *g, const infd_ir_node *node,
                            .n_threads = n_threads,
                            .n_slots = 1 };
     return infd_backend_supports(backend, &a, NULL);
+}
+
+/* Most nodes of a constant affine chain folded or fused at once. */
+#define MAX_AFFINE 8
+
+/* The constant `c` as per-channel values for an output shaped `y` (dim 1
+ * holds the channels): one value for all (*stride 0) or one per channel
+ * along y's dim 1 after right-aligned broadcasting (*stride 1). */
+static bool channel_const(const infd_ir_graph *g, int32_t c, const infd_ir_shape *y,
+                          const float **data, int64_t *stride)
+{
+    const infd_ir_value *cv = &g->values[c];
+    if (cv->dtype != INFD_DTYPE_FP32 || !cv->data || y->rank < 2 || cv->shape.rank < 0 ||
+        cv->shape.rank > y->rank)
+        return false;
+    int64_t m = y->dims[1].value, numel = (int64_t)(cv->nbytes / sizeof(float));
+    *data = cv->data;
+    *stride = 0;
+    if (numel == 1)
+        return true;
+    int32_t off = y->rank - cv->shape.rank; /* c's dim i broadcasts against y's dim off + i */
+    if (numel != m || off > 1)
+        return false;
+    for (int32_t i = 0; i < cv->shape.rank; i++) {
+        if (cv->shape.dims[i].value != (off + i == 1 ? m : 1))
+            return false;
+    }
+    *stride = 1;
+    return true;
+}
+
+static bool all_finite(const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]))
+            return false;
+    }
+    return true;
+}
+
+/* The chain of Mul(c), Add(c), Sub(., c) nodes with per-channel constants
+ * (channel_const) that reads v = conv's output `y`, each link the single
+ * reader of the one before, each output shaped like y: the node indices,
+ * their constants and strides; returns the chain's length. */
+static int conv_affine_chain(const infd_ir_graph *g, const int32_t *readers, int32_t y,
+                             int32_t *nodes, const float **consts, int64_t *strides)
+{
+    const infd_ir_value *yv = &g->values[y];
+    int64_t m = yv->shape.dims[1].value;
+    int32_t v = y;
+    int n = 0;
+    while (n < MAX_AFFINE) {
+        int32_t r = only_reader(g, readers, v);
+        if (r < 0)
+            break;
+        const infd_ir_node *node = &g->nodes[r];
+        bool sub = is_op(node, "Sub"), v_first = false;
+        if (!sub && !is_op(node, "Mul") && !is_op(node, "Add"))
+            break;
+        int32_t c = const_operand(g, node, v, &v_first);
+        if (c < 0 || (sub && !v_first) ||
+            !channel_const(g, c, &yv->shape, &consts[n], &strides[n]) ||
+            !all_finite(consts[n], strides[n] ? m : 1) ||
+            !same_shape(&g->values[node->outputs[0]], yv))
+            break;
+        nodes[n++] = r;
+        v = node->outputs[0];
+    }
+    return n;
+}
+
+infd_status infd_pass_fold_conv_affine(infd_ir_graph *g, int *n_folded, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    float *scale = NULL, *shift = NULL;
+    int32_t *readers = count_readers(g);
+    if (!readers)
+        goto oom;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        infd_ir_node *conv = &g->nodes[i];
+        if (conv->dead || !is_op(conv, "Conv") || conv->n_inputs < 2 || conv->n_inputs > 3 ||
+            conv->n_outputs != 1 || conv->outputs[0] < 0 || conv->inputs[1] < 0 ||
+            has_fused_attr(conv))
+            continue;
+        const infd_ir_value *w = &g->values[conv->inputs[1]];
+        const infd_ir_value *y = &g->values[conv->outputs[0]];
+        if (w->shape.rank < 3 || w->dtype != INFD_DTYPE_FP32 || !w->data ||
+            y->dtype != INFD_DTYPE_FP32 || y->shape.rank != w->shape.rank)
+            continue;
+        int64_t m = w->shape.dims[0].value;
+        int64_t per = m > 0 ? (int64_t)(w->nbytes / sizeof(float)) / m : 0;
+        int32_t b = conv->n_inputs > 2 ? conv->inputs[2] : -1;
+        if (m < 1 || y->shape.dims[1].value != m || (b >= 0 && !is_fp32_const(g, b, m)))
+            continue;
+        int32_t chain[MAX_AFFINE];
+        const float *consts[MAX_AFFINE];
+        int64_t strides[MAX_AFFINE];
+        int n_chain = conv_affine_chain(g, readers, conv->outputs[0], chain, consts, strides);
+        if (n_chain == 0)
+            continue;
+
+        /* y = conv(x) * scale + shift, per output channel. */
+        infd_free(scale);
+        infd_free(shift);
+        scale = infd_malloc((size_t)m * sizeof(float));
+        shift = infd_malloc((size_t)m * sizeof(float));
+        if (!scale || !shift)
+            goto oom;
+        bool scaled = false;
+        for (int64_t o = 0; o < m; o++) {
+            scale[o] = 1.0f;
+            shift[o] = 0.0f;
+        }
+        for (int k = 0; k < n_chain; k++) {
+            const infd_ir_node *node = &g->nodes[chain[k]];
+            for (int64_t o = 0; o < m; o++) {
+                float c = consts[k][o * strides[k]];
+                if (is_op(node, "Mul")) {
+                    scale[o] *= c;
+                    shift[o] *= c;
+                } else if (is_op(node, "Add")) {
+                    shift[o] += c;
+                } else {
+                    shift[o] -= c;
+                }
+            }
+            scaled |= is_op(node, "Mul");
+        }
+
+        /* Copied: adding values below may move g->values (not the data). */
+        const float *wd = w->data, *bias = b >= 0 ? g->values[b].data : NULL;
+        infd_ir_shape wshape = w->shape;
+        infd_ir_shape bshape = { .rank = 1 };
+        bshape.dims[0].value = m;
+        bshape.dims[0].sym = -1;
+        int32_t vw = conv->inputs[1];
+        float *nw = NULL, *nb = NULL;
+        char name[600];
+        if (scaled) { /* an Add-only chain leaves the weights as they are */
+            snprintf(name, sizeof(name), "%s#affine_weight", conv->name);
+            vw = new_const(g, name, &wshape, (size_t)(m * per), &nw);
+        }
+        snprintf(name, sizeof(name), "%s#affine_bias", conv->name);
+        int32_t vb = vw >= 0 ? new_const(g, name, &bshape, (size_t)m, &nb) : -1;
+        int32_t *ins = infd_arena_alloc(&g->arena, 3 * sizeof(int32_t), 0);
+        int32_t *outs = infd_arena_alloc(&g->arena, sizeof(int32_t), 0);
+        if (vw < 0 || vb < 0 || !ins || !outs)
+            goto oom;
+        for (int64_t o = 0; o < m; o++) {
+            for (int64_t k = 0; nw && k < per; k++)
+                nw[o * per + k] = wd[o * per + k] * scale[o];
+            nb[o] = (bias ? bias[o] : 0.0f) * scale[o] + shift[o];
+        }
+        int32_t last = g->nodes[chain[n_chain - 1]].outputs[0];
+        ins[0] = conv->inputs[0];
+        ins[1] = vw;
+        ins[2] = vb;
+        outs[0] = last;
+        conv->inputs = ins;
+        conv->n_inputs = 3;
+        conv->outputs = outs;
+        g->values[last].producer = i;
+        for (int k = 0; k < n_chain; k++)
+            g->nodes[chain[k]].dead = true;
+        *n_folded += n_chain;
+    }
+    goto out;
+oom:
+    st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+out:
+    infd_free(scale);
+    infd_free(shift);
+    infd_free(readers);
+    return st;
+}
+
+/* |a - b| within FP32 rounding of a constant written in decimal (1/6 is
+ * 0.16666667 in the models we have seen, 0.1666667014 in others). */
+static bool near(float a, float b)
+{
+    return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b));
+}
+
+/* Whether node n computes v / 6 or v * (1/6) with a constant scalar. */
+static bool divides_by_6(const infd_ir_graph *g, const infd_ir_node *n, int32_t v)
+{
+    bool v_first = false;
+    float c;
+    int32_t k = const_operand(g, n, v, &v_first);
+    if (k < 0 || !const_scalar(g, k, &c))
+        return false;
+    if (is_op(n, "Div"))
+        return v_first && near(c, 6.0f);
+    return is_op(n, "Mul") && near(c, 1.0f / 6.0f);
+}
+
+/* The hard-swish chain that node `first` starts (see passes.h): its nodes
+ * in order, the last writing the result, and x; returns the count, 0 when
+ * it is not one. */
+static int match_hardswish(const infd_ir_graph *g, const int32_t *readers, int32_t first,
+                           int32_t *nodes, int32_t *x_out)
+{
+    const infd_ir_node *n = &g->nodes[first];
+    int32_t x = -1, count = 0;
+    if (n->n_outputs != 1 || n->outputs[0] < 0)
+        return 0;
+    if (is_op(n, "HardSigmoid")) {
+        float alpha, beta;
+        if (n->n_inputs != 1 || n->inputs[0] < 0 ||
+            infd_ir_attr_float(g, n, "alpha", 0.2f, &alpha, NULL) != INFD_STATUS_OK ||
+            infd_ir_attr_float(g, n, "beta", 0.5f, &beta, NULL) != INFD_STATUS_OK ||
+            !near(alpha, 1.0f / 6.0f) || !near(beta, 0.5f))
+            return 0;
+        x = n->inputs[0];
+        int32_t r = only_reader(g, readers, n->outputs[0]);
+        if (r < 0 || !is_op(&g->nodes[r], "Mul") || !reads_pair(&g->nodes[r], x, n->outputs[0]))
+            return 0;
+        nodes[count++] = first;
+        nodes[count++] = r;
+    } else if (is_op(n, "Add") && n->n_inputs == 2) {
+        float c, lo, hi;
+        for (int k = 0; k < 2 && x < 0; k++) {
+            int32_t o = n->inputs[1 - k];
+            if (const_scalar(g, n->inputs[k], &c) && near(c, 3.0f) && o >= 0 && !g->values[o].data)
+                x = o;
+        }
+        int32_t a = n->outputs[0];
+        int32_t r1 = x >= 0 ? only_reader(g, readers, a) : -1;
+        const infd_ir_node *clip = r1 >= 0 ? &g->nodes[r1] : NULL;
+        const char *kind;
+        if (!clip || !is_op(clip, "Clip") || clip->inputs[0] != a || clip->n_outputs != 1 ||
+            clip->outputs[0] < 0 || !activation_of(g, clip, &kind, &lo, &hi) || lo != 0.0f ||
+            !near(hi, 6.0f))
+            return 0;
+        int32_t cv = clip->outputs[0];
+        int32_t r2 = only_reader(g, readers, cv);
+        if (r2 < 0)
+            return 0;
+        const infd_ir_node *n2 = &g->nodes[r2];
+        int32_t r3 = -1;
+        if (is_op(n2, "Mul") && reads_pair(n2, x, cv)) { /* x * clip / 6 */
+            r3 = only_reader(g, readers, n2->outputs[0]);
+            if (r3 < 0 || !divides_by_6(g, &g->nodes[r3], n2->outputs[0]))
+                return 0;
+        } else if (divides_by_6(g, n2, cv)) { /* x * (clip / 6) */
+            r3 = only_reader(g, readers, n2->outputs[0]);
+            if (r3 < 0 || !is_op(&g->nodes[r3], "Mul") ||
+                !reads_pair(&g->nodes[r3], x, n2->outputs[0]))
+                return 0;
+        } else {
+            return 0;
+        }
+        nodes[count++] = first;
+        nodes[count++] = r1;
+        nodes[count++] = r2;
+        nodes[count++] = r3;
+    } else {
+        return 0;
+    }
+    const infd_ir_value *xv = &g->values[x];
+    if (xv->dtype != INFD_DTYPE_FP32 ||
+        !same_shape(&g->values[g->nodes[nodes[count - 1]].outputs[0]], xv))
+        return 0;
+    *x_out = x;
+    return count;
+}
+
+infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *backend,
+                                     int n_threads, int *n_fused, infd_error *err)
+{
+    int32_t *readers = count_readers(g);
+    if (!readers)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        int32_t chain[4], x = -1;
+        if (g->nodes[i].dead)
+            continue;
+        int n = match_hardswish(g, readers, i, chain, &x);
+        if (n == 0)
+            continue;
+        infd_ir_node *last = &g->nodes[chain[n - 1]];
+        int32_t *ins = infd_arena_alloc(&g->arena, sizeof(int32_t), 0);
+        if (!ins) {
+            infd_free(readers);
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        }
+        ins[0] = x;
+        /* The last node of the chain becomes the HardSwish: it comes after
+         * x's producer and before every reader of the result. */
+        infd_ir_node hs = { .name = last->name,
+                            .op_type = "HardSwish",
+                            .domain = "",
+                            .n_inputs = 1,
+                            .n_outputs = 1,
+                            .inputs = ins,
+                            .outputs = last->outputs };
+        if (!backend_accepts(g, &hs, backend, n_threads))
+            continue;
+        *last = hs;
+        for (int k = 0; k < n - 1; k++)
+            g->nodes[chain[k]].dead = true;
+        readers[x]--; /* read twice by the chain, once by the HardSwish */
+        *n_fused += n - 1;
+    }
+    infd_free(readers);
+    return INFD_STATUS_OK;
+}
+
+/* The chain of Mul(c), Add(c), Sub(., c) with constant FP32 scalars that
+ * reads v, each link the single reader of the one before and shaped like
+ * v: its nodes, the combined y = scale * v + shift and the value the chain
+ * ends in; returns its length. */
+static int scalar_affine_chain(const infd_ir_graph *g, const int32_t *readers, int32_t v,
+                               int32_t *nodes, float *scale, float *shift, int32_t *end)
+{
+    const infd_ir_value *vv = &g->values[v];
+    int n = 0;
+    *scale = 1.0f;
+    *shift = 0.0f;
+    *end = v;
+    while (n < MAX_AFFINE) {
+        int32_t r = only_reader(g, readers, *end);
+        if (r < 0)
+            break;
+        const infd_ir_node *node = &g->nodes[r];
+        bool sub = is_op(node, "Sub"), mul = is_op(node, "Mul"), v_first = false;
+        float c;
+        if (!sub && !mul && !is_op(node, "Add"))
+            break;
+        int32_t k = const_operand(g, node, *end, &v_first);
+        if (k < 0 || (sub && !v_first) || !const_scalar(g, k, &c) || !isfinite(c) ||
+            !same_shape(&g->values[node->outputs[0]], vv))
+            break;
+        if (mul) {
+            *scale *= c;
+            *shift *= c;
+        } else {
+            *shift += sub ? -c : c;
+        }
+        nodes[n++] = r;
+        *end = node->outputs[0];
+    }
+    return n;
 }
 
 infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops *backend,
@@ -307,15 +747,11 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
             int32_t other = n1->inputs[0] == v ? n1->inputs[1] : n1->inputs[0];
             if (other == v || other < 0)
                 continue;
-            const infd_ir_value *ov = &g->values[other], *av = &g->values[n1->outputs[0]];
-            bool same_shape = ov->shape.rank == av->shape.rank && ov->dtype == av->dtype;
-            for (int32_t d = 0; same_shape && d < ov->shape.rank; d++)
-                same_shape = ov->shape.dims[d].value == av->shape.dims[d].value;
             /* The fused node runs where the Conv is: the residual must be
              * ready by then. (In a ResNet block the other branch's Conv
              * usually comes later; it is fused there instead.) */
             int32_t op = g->values[other].producer;
-            if (!same_shape || (op >= 0 && op > i))
+            if (!same_shape(&g->values[other], &g->values[n1->outputs[0]]) || (op >= 0 && op > i))
                 continue;
             residual = other;
             add_node = next;
@@ -323,23 +759,39 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
             next = only_reader(g, readers, after_add);
             n1 = next >= 0 ? &g->nodes[next] : NULL;
         }
-        const char *kind = NULL;
-        float alpha = 0, beta = 0;
+        fusion f = { .residual = residual };
         bool act = n1 && n1->n_outputs == 1 && n1->outputs[0] >= 0 &&
-                   activation_of(g, n1, &kind, &alpha, &beta);
+                   activation_of(g, n1, &f.kind, &f.alpha, &f.beta);
         if (!act && residual < 0)
             continue;
+        if (!act)
+            f.kind = NULL;
         int32_t out_value = act ? n1->outputs[0] : after_add;
+        int32_t post[MAX_AFFINE];
+        int n_post = scalar_affine_chain(g, readers, out_value, post, &f.post_scale, &f.post_shift,
+                                         &f.out_value);
+        f.post = n_post > 0;
         infd_ir_node fused;
-        if (build_fused(g, prod, act ? kind : NULL, alpha, beta, residual, out_value, &fused) !=
-            INFD_STATUS_OK) {
-            infd_free(readers);
-            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        bool ok = false;
+        for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+            if (attempt == 1) { /* the backend may take the fusion without the affine */
+                if (!f.post)
+                    break;
+                f.post = false;
+                n_post = 0;
+                f.out_value = out_value;
+            }
+            if (build_fused(g, prod, &f, &fused) != INFD_STATUS_OK) {
+                infd_free(readers);
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory",
+                                      g->source);
+            }
+            ok = backend_accepts(g, &fused, backend, n_threads);
         }
-        if (!backend_accepts(g, &fused, backend, n_threads))
+        if (!ok)
             continue;
         *prod = fused;
-        g->values[out_value].producer = i;
+        g->values[f.out_value].producer = i;
         if (add_node >= 0) {
             g->nodes[add_node].dead = true;
             (*n_fused)++;
@@ -348,7 +800,10 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
             n1->dead = true;
             (*n_fused)++;
         }
-        /* Reader counts of the fused values no longer matter: both are gone. */
+        for (int k = 0; k < n_post; k++)
+            g->nodes[post[k]].dead = true;
+        *n_fused += n_post;
+        /* Reader counts of the fused values no longer matter: they are gone. */
     }
     infd_free(readers);
     return INFD_STATUS_OK;
