@@ -1001,9 +1001,14 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     st = remove_dead(g, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fold_batchnorm(g, &p->stats.n_fused, err);
-    if (st == INFD_STATUS_OK)
+    /* Constant-affine folding and hard-swish recognition (PaddleOCR's
+     * exports) run for the CPU backend only: on CUDA they broke PaddleOCR
+     * rec and det (a cuBLASLt INVALID_VALUE in FP32, wrong FP16 outputs;
+     * H200, not yet understood), which run right without them. */
+    bool cpu = p->backend == &infd_cpu_backend;
+    if (st == INFD_STATUS_OK && cpu)
         st = infd_pass_fold_conv_affine(g, &p->stats.n_fused, err);
-    if (st == INFD_STATUS_OK)
+    if (st == INFD_STATUS_OK && cpu)
         st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);

@@ -231,13 +231,18 @@ def test_cuda_plan_skips_tuning(infd_bin, repo_root, tmp_path, request, gpu, cas
             assert res["load_ms"] < 3000, "loading the plan took over 3 s"
             if build_ms >= 2000:  # tuning dominated the build: the plan must skip it
                 assert res["load_ms"] < build_ms / 2, "loading the plan was not much faster"
-    # The plan's outputs match the model's on the GPU (same records: same algorithms).
+    # The plan's outputs match the model's on the GPU. The model is tuned
+    # afresh here, and timing may pick other algorithms than the plan's
+    # records: in FP16 they round differently (2e-3 of the output's scale
+    # measured for MobileNetV2 and BlazeFace on the H200), so FP16 gets the
+    # bound 1e-2, FP32 and TF32 1e-3.
     want = outputs(infd_bin, model, tmp_path / "onnx", "--device", "cuda", "--precision",
                    precision)
     got = outputs(infd_bin, plan, tmp_path / "plan")
+    bound = 1e-2 if precision == "fp16" else 1e-3
     for k in want:
         scale = float(np.max(np.abs(want[k]))) or 1.0
-        assert float(np.max(np.abs(want[k] - got[k]))) <= 1e-3 * scale, k
+        assert float(np.max(np.abs(want[k] - got[k]))) <= bound * scale, k
 
 
 def test_cuda_plan_for_another_gpu_refused(infd_bin, repo_root, tmp_path, gpu):
