@@ -14,6 +14,12 @@
 # stops it, and runs `infd bench` on the same model with MAX_BATCH,
 # INSTANCES contexts and pinned I/O for the engine-only figure. Needs a
 # GPU; meant for the GPU machine.
+#
+# Environment: GPUS="0" puts the instances on those GPUs only (Triton's
+# instance_group gpus; default: every GPU); SERVER_CPUS and CLIENT_CPUS
+# (taskset lists, e.g. 0-15 and 16-31) pin the server and the `infd perf`
+# clients to separate cores, as a client on another machine would be;
+# QUICK=1 skips the single-client sweep.
 set -u
 INFD=${1:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
 MODEL=${2:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
@@ -28,11 +34,11 @@ ln -s "$(readlink -f "$MODEL")" "$REPO/m/1/model.onnx"
 cat >"$REPO/m/config.pbtxt" <<EOF
 name: "m"
 max_batch_size: $MAXB
-instance_group [ { kind: KIND_GPU count: $INST } ]
+instance_group [ { kind: KIND_GPU count: $INST ${GPUS:+gpus: [ $GPUS ]} } ]
 dynamic_batching { preferred_batch_size: [ $MAXB ] max_queue_delay_microseconds: 5000 }
 parameters { key: "precision" value: { string_value: "fp16" } }
 EOF
-"$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
+${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
     --metrics-port 18002 --http-threads 8 --grpc-threads 8 --raw-socket-dir "$REPO/sock" \
     >"$REPO/serve.log" 2>&1 &
 PID=$!
@@ -41,10 +47,13 @@ for _ in $(seq 1 300); do
     sleep 1
 done
 curl -sf localhost:18000/v2/models/m/ready >/dev/null || { tail "$REPO/serve.log"; exit 1; }
-perf() { timeout 60 "$INFD" perf --model m --measurement-ms 5000 "$@" 2>&1 | tail -1; }
+perf() {
+    timeout 60 ${CLIENT_CPUS:+taskset -c $CLIENT_CPUS} "$INFD" perf --model m --measurement-ms 5000 \
+        "$@" 2>&1 | tail -1
+}
 FRAMED=(--unix "$REPO/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000)
 echo "protocol concurrency requests errors infer/s avg_us p50_us p90_us p95_us p99_us"
-for c in 64 256; do
+for c in $([ "${QUICK:-0}" = 1 ] || echo 64 256); do
     echo "raw-framed $(perf "${FRAMED[@]}" --concurrency-range $c:$c:1)"
     echo "grpc $(perf --url 127.0.0.1:18001 --protocol grpc --concurrency-range $c:$c:1)"
     echo "http-binary $(perf --url 127.0.0.1:18000 --binary --concurrency-range $c:$c:1)"
@@ -72,5 +81,5 @@ s = json.load(sys.stdin)['model_stats'][0]
 print('inferences', s['inference_count'], 'executions', s['execution_count'])"
 kill $PID
 wait $PID 2>/dev/null
-"$INFD" bench "$MODEL" --device cuda --precision fp16 --batch "$MAXB" --contexts "$INST" \
-    --pinned-io --iterations 30 | grep -E "latency|throughput"
+${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" bench "$MODEL" --device cuda --precision fp16 \
+    --batch "$MAXB" --contexts "$INST" --pinned-io --iterations 30 | grep -E "latency|throughput"
