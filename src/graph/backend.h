@@ -95,7 +95,8 @@ typedef struct infd_kernel_args {
 typedef struct infd_kernel_io {
     const void *const *inputs; /* n_inputs entries; NULL for omitted ones */
     void *const *outputs;      /* n_outputs entries; NULL for unused ones */
-    void *workspace;           /* workspace_bytes of scratch, or NULL */
+    void *workspace;           /* workspace_bytes of scratch, or NULL; a device
+                                  plan's is INFD_WORKSPACE_ALIGNMENT-aligned */
     infd_pool *pool;           /* the context's threads (may be NULL: run inline) */
     int slot;                  /* the running context's slot, in [0, n_slots) */
     /* The context's stream, made by the backend's stream_create (NULL for a
@@ -117,6 +118,11 @@ typedef enum infd_backend_copy {
 } infd_backend_copy;
 
 typedef struct infd_backend_ops infd_backend_ops;
+
+/* Alignment of a device plan's kernel workspace (infd_kernel_io.workspace):
+ * cuBLASLt requires 256 bytes of its workspace pointer and answers
+ * INVALID_VALUE otherwise. */
+#define INFD_WORKSPACE_ALIGNMENT 256
 
 /* Bytes of tuning record a kernel may keep (infd_kernel.tuning). */
 #define INFD_KERNEL_TUNING_MAX 64

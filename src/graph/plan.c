@@ -585,9 +585,12 @@ static infd_status plan_memory(infd_plan *p, infd_error *err)
     size_t ws = 0;
     for (int32_t s = 0; s < p->n_steps; s++)
         ws = INFD_MAX(ws, p->steps[s].kernel->workspace_bytes);
-    p->workspace_offset = total;
+    /* A device arena starts 256-byte aligned (the backend's alloc); the
+     * workspace after the values must be too (cuBLASLt's requirement): at
+     * 64 it depended on the values' total whether a cuBLASLt kernel ran. */
+    p->workspace_offset = p->device ? infd_align_up(total, INFD_WORKSPACE_ALIGNMENT) : total;
     p->workspace_bytes = infd_align_up(ws, INFD_ALIGNMENT);
-    p->arena_bytes = total + p->workspace_bytes;
+    p->arena_bytes = p->workspace_offset + p->workspace_bytes;
 out:
     infd_free(first);
     infd_free(last);
@@ -1002,13 +1005,14 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     if (st == INFD_STATUS_OK)
         st = infd_pass_fold_batchnorm(g, &p->stats.n_fused, err);
     /* Constant-affine folding and hard-swish recognition (PaddleOCR's
-     * exports) run for the CPU backend only: on CUDA they broke PaddleOCR
-     * rec and det (a cuBLASLt INVALID_VALUE in FP32, wrong FP16 outputs;
-     * H200, not yet understood), which run right without them. */
-    bool cpu = p->backend == &infd_cpu_backend;
-    if (st == INFD_STATUS_OK && cpu)
+     * exports) are left out of 16-bit device plans: on the H200 they made
+     * PaddleOCR det and rec FP16 wrong (the folding alone breaks det), not
+     * yet understood; FP32 CUDA plans and the CPU take them. */
+    bool half =
+        p->device && (p->precision == INFD_PRECISION_FP16 || p->precision == INFD_PRECISION_BF16);
+    if (st == INFD_STATUS_OK && !half)
         st = infd_pass_fold_conv_affine(g, &p->stats.n_fused, err);
-    if (st == INFD_STATUS_OK && cpu)
+    if (st == INFD_STATUS_OK && !half)
         st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);

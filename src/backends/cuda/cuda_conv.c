@@ -641,10 +641,12 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     k->pad_bytes = 0;
     k->epilogue = k->fy != k->hf || k->post_act ||
                   (!k->fused && (k->has_bias || k->has_sum || k->act != INFD_CUDA_ACT_NONE));
-    k->xh_bytes =
-        k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2, INFD_ALIGNMENT) : 0;
-    k->yh_bytes =
-        k->fy != k->hf ? infd_align_up((size_t)infd_node_numel(y) * 2, INFD_ALIGNMENT) : 0;
+    k->xh_bytes = k->pack ? infd_align_up((size_t)(k->xd.n * k->hp * k->wp * k->cp) * 2,
+                                          INFD_WORKSPACE_ALIGNMENT)
+                          : 0;
+    k->yh_bytes = k->fy != k->hf
+                      ? infd_align_up((size_t)infd_node_numel(y) * 2, INFD_WORKSPACE_ALIGNMENT)
+                      : 0;
     k->base.base.workspace_bytes = k->xh_bytes + k->yh_bytes + ws;
     if (k->fy == k->hf) {
         k->base.base.output_layout = k->hf == INFD_CUDA_FMT_BF16_NHWC ? &infd_cuda_layout_bf16_nhwc
@@ -710,7 +712,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
         memcpy(k->pad_dims, padded, sizeof(padded));
         memcpy(k->pad_begin, begin, sizeof(begin));
         k->pad_bytes = infd_align_up((size_t)(padded[0] * padded[1] * padded[2] * padded[3]) * 4,
-                                     INFD_ALIGNMENT);
+                                     INFD_WORKSPACE_ALIGNMENT);
         d.h = (int)padded[2];
         d.w = (int)padded[3];
     }
