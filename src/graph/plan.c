@@ -869,8 +869,13 @@ static void *prep_main(void *arg)
 
 void infd_device_prep_start(infd_device_prep *d, infd_device_kind kind, int index, bool prepare)
 {
+    infd_device_prep_start_backend(d, backend_for(kind), index, prepare);
+}
+
+void infd_device_prep_start_backend(infd_device_prep *d, const infd_backend_ops *b, int index,
+                                    bool prepare)
+{
     memset(d, 0, sizeof(*d));
-    const infd_backend_ops *b = backend_for(kind);
     if (!b || (!b->available && !(prepare && b->prepare)))
         return;
     d->backend = b;

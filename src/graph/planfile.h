@@ -88,6 +88,8 @@ infd_status infd_planfile_load(const void *data, size_t n, const char *path,
 
 /* --- plan.c --- */
 
+struct infd_backend_ops;
+
 /* A device readied on a helper thread while the caller reads a model: the
  * backend of `kind`'s `available`, and with `prepare` its `prepare` slot
  * too (graph/backend.h). infd_device_prep_join waits for it and returns its
@@ -105,6 +107,10 @@ typedef struct infd_device_prep {
 } infd_device_prep;
 
 void infd_device_prep_start(infd_device_prep *d, infd_device_kind kind, int index, bool prepare);
+/* The same for a given backend (NULL: nothing to do); tests pass their
+ * own. */
+void infd_device_prep_start_backend(infd_device_prep *d, const struct infd_backend_ops *backend,
+                                    int index, bool prepare);
 infd_status infd_device_prep_join(infd_device_prep *d, infd_error *err);
 
 /* infd_plan_create_from_memory of an ONNX model, compiling step s with
