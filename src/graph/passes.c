@@ -414,35 +414,64 @@ static bool all_finite(const float *v, int64_t n)
     return true;
 }
 
-/* The chain of Mul(c), Add(c), Sub(., c) nodes with per-channel constants
- * (channel_const) that reads v = conv's output `y`, each link the single
- * reader of the one before, each output shaped like y: the node indices,
- * their constants and strides; returns the chain's length. */
-static int conv_affine_chain(const infd_ir_graph *g, const int32_t *readers, int32_t y,
-                             int32_t *nodes, const float **consts, int64_t *strides)
+/* The chain of Mul(c), Add(c), Sub(., c) nodes with constant FP32 c that
+ * reads v, each link the single reader of the one before, each output
+ * shaped like v: the node indices, their constants and strides (0: one
+ * value; 1: one per channel of v's dim 1). `per_channel` false takes
+ * scalars only (any rank of v); true also per-channel constants
+ * (channel_const). Returns the chain's length. */
+static int affine_chain(const infd_ir_graph *g, const int32_t *readers, int32_t v, bool per_channel,
+                        int32_t *nodes, const float **consts, int64_t *strides)
 {
-    const infd_ir_value *yv = &g->values[y];
-    int64_t m = yv->shape.dims[1].value;
-    int32_t v = y;
+    const infd_ir_value *vv = &g->values[v];
+    int64_t m = vv->shape.rank >= 2 ? vv->shape.dims[1].value : 1;
+    int32_t at = v;
     int n = 0;
     while (n < MAX_AFFINE) {
-        int32_t r = only_reader(g, readers, v);
+        int32_t r = only_reader(g, readers, at);
         if (r < 0)
             break;
         const infd_ir_node *node = &g->nodes[r];
         bool sub = is_op(node, "Sub"), v_first = false;
         if (!sub && !is_op(node, "Mul") && !is_op(node, "Add"))
             break;
-        int32_t c = const_operand(g, node, v, &v_first);
-        if (c < 0 || (sub && !v_first) ||
-            !channel_const(g, c, &yv->shape, &consts[n], &strides[n]) ||
-            !all_finite(consts[n], strides[n] ? m : 1) ||
-            !same_shape(&g->values[node->outputs[0]], yv))
+        int32_t c = const_operand(g, node, at, &v_first);
+        if (c < 0 || (sub && !v_first) || !same_shape(&g->values[node->outputs[0]], vv))
+            break;
+        if (per_channel) {
+            if (!channel_const(g, c, &vv->shape, &consts[n], &strides[n]))
+                break;
+        } else {
+            if (!is_fp32_const(g, c, 1))
+                break;
+            consts[n] = g->values[c].data;
+            strides[n] = 0;
+        }
+        if (!all_finite(consts[n], strides[n] ? m : 1))
             break;
         nodes[n++] = r;
-        v = node->outputs[0];
+        at = node->outputs[0];
     }
     return n;
+}
+
+/* y = scale * x + shift for channel `o` of the chain affine_chain found. */
+static void chain_scale_shift(const infd_ir_graph *g, const int32_t *nodes, int n,
+                              const float *const *consts, const int64_t *strides, int64_t o,
+                              float *scale, float *shift)
+{
+    *scale = 1.0f;
+    *shift = 0.0f;
+    for (int k = 0; k < n; k++) {
+        const infd_ir_node *node = &g->nodes[nodes[k]];
+        float c = consts[k][o * strides[k]];
+        if (is_op(node, "Mul")) {
+            *scale *= c;
+            *shift *= c;
+        } else {
+            *shift += is_op(node, "Add") ? c : -c;
+        }
+    }
 }
 
 infd_status infd_pass_fold_conv_affine(infd_ir_graph *g, int *n_folded, infd_error *err)
@@ -471,7 +500,7 @@ infd_status infd_pass_fold_conv_affine(infd_ir_graph *g, int *n_folded, infd_err
         int32_t chain[MAX_AFFINE];
         const float *consts[MAX_AFFINE];
         int64_t strides[MAX_AFFINE];
-        int n_chain = conv_affine_chain(g, readers, conv->outputs[0], chain, consts, strides);
+        int n_chain = affine_chain(g, readers, conv->outputs[0], true, chain, consts, strides);
         if (n_chain == 0)
             continue;
 
@@ -483,25 +512,10 @@ infd_status infd_pass_fold_conv_affine(infd_ir_graph *g, int *n_folded, infd_err
         if (!scale || !shift)
             goto oom;
         bool scaled = false;
-        for (int64_t o = 0; o < m; o++) {
-            scale[o] = 1.0f;
-            shift[o] = 0.0f;
-        }
-        for (int k = 0; k < n_chain; k++) {
-            const infd_ir_node *node = &g->nodes[chain[k]];
-            for (int64_t o = 0; o < m; o++) {
-                float c = consts[k][o * strides[k]];
-                if (is_op(node, "Mul")) {
-                    scale[o] *= c;
-                    shift[o] *= c;
-                } else if (is_op(node, "Add")) {
-                    shift[o] += c;
-                } else {
-                    shift[o] -= c;
-                }
-            }
-            scaled |= is_op(node, "Mul");
-        }
+        for (int64_t o = 0; o < m; o++)
+            chain_scale_shift(g, chain, n_chain, consts, strides, o, &scale[o], &shift[o]);
+        for (int k = 0; k < n_chain; k++)
+            scaled |= is_op(&g->nodes[chain[k]], "Mul");
 
         /* Copied: adding values below may move g->values (not the data). */
         const float *wd = w->data, *bias = b >= 0 ? g->values[b].data : NULL;
@@ -682,40 +696,17 @@ infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *b
     return INFD_STATUS_OK;
 }
 
-/* The chain of Mul(c), Add(c), Sub(., c) with constant FP32 scalars that
- * reads v, each link the single reader of the one before and shaped like
- * v: its nodes, the combined y = scale * v + shift and the value the chain
+/* The chain of constant scalar Mul/Add/Sub that reads v (affine_chain):
+ * its nodes, the combined y = scale * v + shift and the value the chain
  * ends in; returns its length. */
 static int scalar_affine_chain(const infd_ir_graph *g, const int32_t *readers, int32_t v,
                                int32_t *nodes, float *scale, float *shift, int32_t *end)
 {
-    const infd_ir_value *vv = &g->values[v];
-    int n = 0;
-    *scale = 1.0f;
-    *shift = 0.0f;
-    *end = v;
-    while (n < MAX_AFFINE) {
-        int32_t r = only_reader(g, readers, *end);
-        if (r < 0)
-            break;
-        const infd_ir_node *node = &g->nodes[r];
-        bool sub = is_op(node, "Sub"), mul = is_op(node, "Mul"), v_first = false;
-        float c;
-        if (!sub && !mul && !is_op(node, "Add"))
-            break;
-        int32_t k = const_operand(g, node, *end, &v_first);
-        if (k < 0 || (sub && !v_first) || !const_scalar(g, k, &c) || !isfinite(c) ||
-            !same_shape(&g->values[node->outputs[0]], vv))
-            break;
-        if (mul) {
-            *scale *= c;
-            *shift *= c;
-        } else {
-            *shift += sub ? -c : c;
-        }
-        nodes[n++] = r;
-        *end = node->outputs[0];
-    }
+    const float *consts[MAX_AFFINE];
+    int64_t strides[MAX_AFFINE];
+    int n = affine_chain(g, readers, v, false, nodes, consts, strides);
+    chain_scale_shift(g, nodes, n, consts, strides, 0, scale, shift);
+    *end = n ? g->nodes[nodes[n - 1]].outputs[0] : v;
     return n;
 }
 
