@@ -637,30 +637,19 @@ void infd_dnnl_exec_run(const infd_dnnl_exec *e, const infd_kernel_io *io)
         return;
     infd_dnnl_set_threads(e->n_threads);
     dnnl_exec_arg_t *args = &e->args[io->slot * INFD_DNNL_MAX_ARGS];
-    char *base[INFD_DNNL_MAX_ARGS] = { 0 };
-    bool bound[INFD_DNNL_MAX_ARGS] = { 0 }; /* run-time arguments */
+    char *base[INFD_DNNL_MAX_ARGS] = { 0 }; /* run-time arguments; constants keep theirs */
     for (int i = 0; i < e->n_args; i++) {
-        bound[i] = true;
-        switch (e->arg_from[i]) {
-        case INFD_DNNL_FROM_INPUT:
+        if (e->arg_from[i] == INFD_DNNL_FROM_INPUT)
             base[i] = (char *)io->inputs[e->arg_index[i]];
-            break;
-        case INFD_DNNL_FROM_OUTPUT:
+        else if (e->arg_from[i] == INFD_DNNL_FROM_OUTPUT)
             base[i] = io->outputs[e->arg_index[i]];
-            break;
-        case INFD_DNNL_FROM_WORKSPACE:
+        else if (e->arg_from[i] == INFD_DNNL_FROM_WORKSPACE)
             base[i] = (char *)io->workspace + e->arg_offset[i];
-            break;
-        default:
-            bound[i] = false;
-            break;
-        }
     }
-    int n_parts = e->n_parts > 1 ? e->n_parts : 1;
     dnnl_status_t s = dnnl_success;
-    for (int part = 0; part < n_parts; part++) {
+    for (int part = 0; part < (e->n_parts > 1 ? e->n_parts : 1); part++) {
         for (int i = 0; i < e->n_args; i++) {
-            if (bound[i])
+            if (e->arg_from[i] != INFD_DNNL_FROM_CONST)
                 dnnl_memory_set_data_handle(args[i].memory,
                                             base[i] + (size_t)part * e->part_stride[i]);
         }

@@ -200,12 +200,18 @@ static infd_status conv_pd(const infd_kernel_args *a, const conv_spec *c,
                        err);
 }
 
-static bool pd_is_slow(const_dnnl_primitive_desc_t pd)
+/* Whether pd's implementation name contains `what` (true when unknown). */
+static bool impl_has(const_dnnl_primitive_desc_t pd, const char *what)
 {
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
         return true;
-    return strstr(impl, "gemm") || strstr(impl, "ref");
+    return strstr(impl, what) != NULL;
+}
+
+static bool pd_is_slow(const_dnnl_primitive_desc_t pd)
+{
+    return impl_has(pd, "gemm") || impl_has(pd, "ref");
 }
 
 /* A dst md of `dims` and data type `dt` in the same format as `like` (one
@@ -280,10 +286,10 @@ static dnnl_status_t md_16c(dnnl_memory_desc_t *md, const int64_t *dims, int64_t
     return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_aBcd16b);
 }
 
-/* Winograd F(2x2, 3x3) over slices of the batch (see "Winograd" below):
- * INFD_STATUS_UNIMPLEMENTED when oneDNN takes the whole batch in one run
- * (the usual path does it) or no slice; on OK *out is the kernel. Needs
- * src arriving as nChw16c, no residual and an opaque output. */
+/* Winograd F(2x2, 3x3) over slices of the batch, for a conv oneDNN would
+ * not run it on whole (see "Winograd" below): INFD_STATUS_UNIMPLEMENTED
+ * when no slice takes it; on OK *out is the kernel. Needs src arriving as
+ * nChw16c, no residual and an opaque output. */
 static infd_status conv_split_compile(const infd_kernel_args *a, const conv_spec *c,
                                       const dnnl_memory_desc_t *src_in, const int64_t *ydims,
                                       infd_kernel **out, infd_error *err)
@@ -291,7 +297,7 @@ static infd_status conv_split_compile(const infd_kernel_args *a, const conv_spec
     const int64_t n = ydims[0];
     dnnl_memory_desc_t src_full, src_md, dst_md;
     dnnl_primitive_desc_t pd = NULL;
-    int64_t part = n;
+    int64_t part = n - 1;
     int residual_po = -1;
     if (md_16c(&src_full, src_in->dims, n) != dnnl_success ||
         !dnnl_memory_desc_equal(&src_full, src_in))
@@ -304,11 +310,8 @@ static infd_status conv_split_compile(const infd_kernel_args *a, const conv_spec
                         &residual_po, &pd, NULL) == INFD_STATUS_OK)
             break;
     }
-    if (!pd || part == n) {
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
+    if (!pd)
         return INFD_STATUS_UNIMPLEMENTED;
-    }
     dnnl_memory_desc_t dst_full;
     infd_dnnl_kernel *k = NULL;
     infd_status st = infd_dnnl_check(a, err, md_16c(&dst_full, ydims, n),
@@ -436,14 +439,16 @@ infd_status infd_dnnl_conv_compile(const infd_kernel_args *a, infd_kernel **out,
     if (res_opaque)
         dst_md = res_md;
     st = infd_dnnl_check(a, err, s, "oneDNN convolution descriptor rejected the shapes");
-    if (st == INFD_STATUS_OK && c.winograd && ydims[0] > 1 && src_opaque && !src_convert && !sum &&
-        a->output_opaque_ok) {
-        infd_status split = conv_split_compile(a, &c, &src_in, ydims, out, err);
-        if (split != INFD_STATUS_UNIMPLEMENTED)
-            return split;
-    }
     if (st == INFD_STATUS_OK)
         st = conv_pd(a, &c, &src_md, &dst_md, &res_md, &residual_po, &pd, err);
+    if (st == INFD_STATUS_OK && c.winograd && ydims[0] > 1 && src_opaque && !src_convert && !sum &&
+        a->output_opaque_ok && !impl_has(pd, "wino_2x3")) {
+        infd_status split = conv_split_compile(a, &c, &src_in, ydims, out, err);
+        if (split != INFD_STATUS_UNIMPLEMENTED) {
+            dnnl_primitive_desc_destroy(pd);
+            return split;
+        }
+    }
     /* Only gemm or ref take these layouts: with an opaque src, try dst in
      * the src's format (jit depthwise wants nChw16c on both sides); with a
      * plain residual, dst and the residual in the src's format (brgconv
