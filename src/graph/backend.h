@@ -299,4 +299,8 @@ extern const infd_backend_ops infd_cpu_backend;
 extern const infd_backend_ops infd_cuda_backend;
 #endif
 
+/* The backend for a device kind (graph/devices.c); NULL when this build has
+ * none (CUDA without nvcc) or the kind is unknown. */
+const infd_backend_ops *infd_backend_for(infd_device_kind kind);
+
 #endif /* INFD_GRAPH_BACKEND_H */

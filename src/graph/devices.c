@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/backend.h"
 #include "graph/planfile.h"
 #include "infd/engine.h"
 
@@ -16,19 +17,24 @@
 #include "backends/cuda/cuda_device.h"
 #endif
 
-bool infd_engine_has_backend(infd_device_kind kind)
+const infd_backend_ops *infd_backend_for(infd_device_kind kind)
 {
     switch (kind) {
     case INFD_DEVICE_CPU:
-        return true;
+        return &infd_cpu_backend;
     case INFD_DEVICE_CUDA:
 #ifdef INFD_HAVE_CUDA
-        return true;
+        return &infd_cuda_backend;
 #else
-        return false;
+        return NULL;
 #endif
     }
-    return false;
+    return NULL;
+}
+
+bool infd_engine_has_backend(infd_device_kind kind)
+{
+    return infd_backend_for(kind) != NULL;
 }
 
 int infd_engine_device_count(infd_device_kind kind, infd_error *err)

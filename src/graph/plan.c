@@ -841,18 +841,6 @@ static infd_status plan_device_memory(infd_plan *p, infd_error *err)
     return INFD_STATUS_OK;
 }
 
-/* The backend for a device kind; NULL when this build has none. */
-static const infd_backend_ops *backend_for(infd_device_kind kind)
-{
-    if (kind == INFD_DEVICE_CPU)
-        return &infd_cpu_backend;
-#ifdef INFD_HAVE_CUDA
-    if (kind == INFD_DEVICE_CUDA)
-        return &infd_cuda_backend;
-#endif
-    return NULL;
-}
-
 static void *prep_main(void *arg)
 {
     infd_device_prep *d = arg;
@@ -869,7 +857,7 @@ static void *prep_main(void *arg)
 
 void infd_device_prep_start(infd_device_prep *d, infd_device_kind kind, int index, bool prepare)
 {
-    infd_device_prep_start_backend(d, backend_for(kind), index, prepare);
+    infd_device_prep_start_backend(d, infd_backend_for(kind), index, prepare);
 }
 
 void infd_device_prep_start_backend(infd_device_prep *d, const infd_backend_ops *b, int index,
@@ -947,7 +935,7 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         infd_plan_options_init(&defaults);
         opts = &defaults;
     }
-    const infd_backend_ops *backend = backend_for(opts->device);
+    const infd_backend_ops *backend = infd_backend_for(opts->device);
     if (!backend && opts->device == INFD_DEVICE_CUDA)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
                               "%s: no usable CUDA device: this build has no CUDA backend", path);
