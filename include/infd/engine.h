@@ -200,6 +200,9 @@ typedef struct infd_plan_stats {
      * which tunes nothing. */
     int n_tuned;
     int n_from_cache;
+    /* Leading kernels that run image by image (CPU plans for a batch > 1
+     * whose first layers have large activations; see docs/ENGINE.md). */
+    int n_image_kernels;
 } infd_plan_stats;
 
 INFD_API void infd_plan_get_stats(const infd_plan *plan, infd_plan_stats *out);

@@ -310,17 +310,20 @@ int infd_cli_bench(int argc, char **argv)
                "\"precision\": \"%s\", \"iterations\": %ld, "
                "\"load_ms\": %.2f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d, "
-               "\"opaque_values\": %d, \"tuned\": %d, \"from_cache\": %d, \"contexts\": %ld, "
-               "\"pinned_io\": %s}\n",
+               "\"opaque_values\": %d, \"image_kernels\": %d, \"tuned\": %d, "
+               "\"from_cache\": %d, \"contexts\": %ld, \"pinned_io\": %s}\n",
                c.model, device, (long long)batch, threads, infd_precision_name(c.plan.precision),
                iterations, load_ms, p50, p90, p99, tput, rss_mib, stats.n_kernels, stats.n_opaque,
-               stats.n_tuned, stats.n_from_cache, n_ctx, pinned ? "true" : "false");
+               stats.n_image_kernels, stats.n_tuned, stats.n_from_cache, n_ctx,
+               pinned ? "true" : "false");
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
                "arena %.1f MiB, weights %.1f MiB\n",
                stats.n_nodes_model, stats.n_kernels, stats.n_folded, stats.n_fused, stats.n_opaque,
                (double)stats.arena_bytes / 1048576.0, (double)stats.weight_bytes / 1048576.0);
+        if (stats.n_image_kernels)
+            printf("            the first %d kernels run image by image\n", stats.n_image_kernels);
         printf("load        %.1f ms (file to ready plan and context; %d kernels tuned, %d "
                "from the plan file)\n",
                load_ms, stats.n_tuned, stats.n_from_cache);

@@ -243,6 +243,15 @@ struct infd_backend_ops {
      * while it reads and optimizes the model, and joins that thread before
      * compiling: it must not touch anything a plan being read uses. */
     infd_status (*prepare)(int index, infd_error *err);
+
+    /* Optional (NULL: a plan never runs kernels image by image). True when
+     * `layout`, a one-image opaque layout (published by a kernel compiled
+     * with dim 0 of its values 1), also describes N images when N copies
+     * of it lie output_layout_bytes apart: then a reader compiled for the
+     * whole batch gets this one-image layout in input_layouts[i] and reads
+     * the value's N images that way. The plan's per-image prefix
+     * (plan.c) depends on it. */
+    bool (*layout_stacks)(const void *layout);
 };
 
 /* True when the backend computes on its own memory (the memory slots are

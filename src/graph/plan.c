@@ -17,6 +17,20 @@
  *                              arena, by liveness (greedy, largest first),
  *                              plus one shared workspace at the end
  *
+ * Per-image prefix (CPU plans for a batch > 1): the leading kernels of a
+ * convolutional network read and write large activations (112x112 or 56x56
+ * planes) that do not fit in the caches for a whole batch, so each layer
+ * streams the batch through memory. When those kernels treat images
+ * independently (choose_image_prefix says which), they are compiled for
+ * one image and run image by image: image 0 through all of them, then
+ * image 1, ... The values they pass only among themselves are one image
+ * big and reused by every image, so a layer's input is still in the caches
+ * when it runs; the values they hand to the rest of the plan (and the
+ * graph inputs they read) hold the whole batch, image i at i times an
+ * image's bytes (image_stride). A one-image opaque layout read by a kernel
+ * compiled for the batch is the batch's layout only when the backend says
+ * so (layout_stacks); otherwise the plan is compiled without the prefix.
+ *
  * A context owns an arena of plan->arena_bytes, its slot number, helper
  * threads, and a precomputed table of data pointers for every kernel's
  * inputs and outputs; a run patches in the caller's input pointers, runs the
@@ -100,9 +114,24 @@ struct infd_plan {
     size_t staging_bytes; /* device plans: pinned bytes per context, inputs then outputs */
     size_t *stage_offset; /* device plans: per graph input, then per graph output */
 
+    /* Per-image prefix (see the top): steps [0, n_image_steps) run once per
+     * image of `images`; NULL arrays and 0 when the plan has none. */
+    int32_t n_image_steps;
+    int64_t images;
+    infd_ir_value *image_values; /* per value: as the prefix's kernels see it (dim 0 is 1) */
+    uint8_t *image_role;         /* per value: IMAGE_* */
+    size_t *image_stride;        /* per value: bytes from one image to the next in the prefix */
+
     pthread_mutex_t mu; /* guards slot_used */
     uint8_t *slot_used;
 };
+
+/* How a value takes part in the per-image prefix. */
+typedef enum image_role {
+    IMAGE_NONE = 0, /* not read or written by the prefix, or a constant */
+    IMAGE_OWN,      /* produced and consumed within the prefix: one image's bytes, reused */
+    IMAGE_STACKED,  /* graph input or prefix output read later: the batch, image after image */
+} image_role;
 
 /* Device plans: a context's runs go eager, then captured, then replayed. */
 typedef enum graph_state {
@@ -126,6 +155,12 @@ struct infd_context {
      * patch_start[i + 1]). */
     size_t *patch;
     size_t *patch_start;
+    /* Per-image prefix: per entry of in_ptrs / out_ptrs, the bytes from one
+     * image to the next, and the pointers of the image being run. */
+    size_t *in_stride;
+    size_t *out_stride;
+    const void **image_in;
+    void **image_out;
     bool profiling;
     uint64_t *step_ns; /* per step, when profiling */
     uint64_t n_profiled_runs;
@@ -259,14 +294,17 @@ static infd_status bind_inputs(infd_ir_graph *g, const infd_plan_options *o, inf
     return INFD_STATUS_OK;
 }
 
-static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **ins,
-                      const infd_ir_value **outs, int n_threads, int n_slots, infd_kernel_args *a)
+/* `vals`: the values the kernel sees (g->values, or the per-image prefix's
+ * one-image copies). */
+static void make_args_of(const infd_ir_graph *g, const infd_ir_value *vals, int32_t n,
+                         const infd_ir_value **ins, const infd_ir_value **outs, int n_threads,
+                         int n_slots, infd_kernel_args *a)
 {
     const infd_ir_node *node = &g->nodes[n];
     for (int32_t i = 0; i < node->n_inputs; i++)
-        ins[i] = node->inputs[i] >= 0 ? &g->values[node->inputs[i]] : NULL;
+        ins[i] = node->inputs[i] >= 0 ? &vals[node->inputs[i]] : NULL;
     for (int32_t i = 0; i < node->n_outputs; i++)
-        outs[i] = node->outputs[i] >= 0 ? &g->values[node->outputs[i]] : NULL;
+        outs[i] = node->outputs[i] >= 0 ? &vals[node->outputs[i]] : NULL;
     a->g = g;
     a->node = node;
     a->n_inputs = node->n_inputs;
@@ -281,6 +319,12 @@ static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **i
         INFD_PRECISION_FP32; /* folding computes in FP32; compile_steps sets the plan's */
     a->tuning = NULL;        /* tune afresh unless compile_steps has a record */
     a->tuning_bytes = 0;
+}
+
+static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **ins,
+                      const infd_ir_value **outs, int n_threads, int n_slots, infd_kernel_args *a)
+{
+    make_args_of(g, g->values, n, ins, outs, n_threads, n_slots, a);
 }
 
 /* Runs node n once now on the CPU backend and makes its outputs constants. */
@@ -538,12 +582,19 @@ static infd_status plan_memory(infd_plan *p, infd_error *err)
     for (int32_t v = 0; v < g->n_values; v++) {
         if (p->home[v] != HOME_ARENA)
             continue;
-        size_t nb = value_nbytes(&g->values[v]);
+        uint8_t role = p->image_role ? p->image_role[v] : IMAGE_NONE;
+        size_t nb = value_nbytes(role == IMAGE_OWN ? &p->image_values[v] : &g->values[v]);
         int32_t prod = g->values[v].producer;
         for (int32_t s = 0; s < p->n_steps && prod >= 0; s++) {
             const infd_kernel *k = p->steps[s].kernel;
             if (p->steps[s].node == prod && k->output_layout && g->nodes[prod].outputs[0] == v)
                 nb = INFD_MAX(nb, k->output_layout_bytes);
+        }
+        if (role == IMAGE_STACKED) {
+            /* Image 0 writes it before images 1.. run the prefix's first
+             * steps: nothing the prefix uses may share its bytes. */
+            nb = INFD_MAX(nb, (size_t)p->images * p->image_stride[v]);
+            first[v] = 0;
         }
         blocks[n_blocks].value = v;
         blocks[n_blocks].bytes = infd_align_up(nb ? nb : 1, INFD_ALIGNMENT);
@@ -696,7 +747,184 @@ static infd_status count_tuning(infd_plan *p, const infd_ir_node *node, const in
     return INFD_STATUS_OK;
 }
 
-static infd_status compile_steps(infd_plan *p, infd_error *err)
+/* Per-image prefix (see the top of the file). */
+
+/* Output planes smaller than 28x28 fit in the caches for a whole batch;
+ * the prefix ends at the last kernel writing one at least this big. */
+#define IMAGE_MIN_PLANE 784
+
+static bool same_shape(const infd_ir_value *a, const infd_ir_value *b)
+{
+    if (a->shape.rank != b->shape.rank)
+        return false;
+    for (int32_t d = 0; d < a->shape.rank; d++) {
+        if (a->shape.dims[d].value != b->shape.dims[d].value)
+            return false;
+    }
+    return true;
+}
+
+static bool in_list(const char *op, const char *const *list)
+{
+    for (int i = 0; list[i]; i++) {
+        if (strcmp(op, list[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether `node` computes each image of the batch from that image alone, so
+ * that it may be compiled for one image and run once per image: one of the
+ * ops below, with every output and every run-time input batch-major (dim 0
+ * is `images`). Constants are parameters (weights, bias, BatchNorm's
+ * statistics), broadcast operands that do not reach the batch dim, or the
+ * fused residual (shaped like the output). */
+static bool image_separable(const infd_ir_graph *g, const infd_ir_node *node, int64_t images)
+{
+    static const char *const with_params[] = {
+        "Conv",          "ConvTranspose",      "MaxPool", "AveragePool", "GlobalAveragePool",
+        "GlobalMaxPool", "BatchNormalization", NULL
+    };
+    static const char *const elementwise[] = { "Relu",        "LeakyRelu", "Clip", "Sigmoid",
+                                               "HardSigmoid", "HardSwish", "Tanh", "Add",
+                                               "Sub",         "Mul",       "Div",  "Max",
+                                               "Min",         "PRelu",     NULL };
+    bool params = in_list(node->op_type, with_params);
+    bool concat = strcmp(node->op_type, "Concat") == 0;
+    if (!params && !concat && !in_list(node->op_type, elementwise))
+        return false;
+    if (node->n_outputs < 1 || node->outputs[0] < 0)
+        return false;
+    const infd_ir_value *y = &g->values[node->outputs[0]];
+    for (int32_t i = 0; i < node->n_outputs; i++) {
+        const infd_ir_value *v = node->outputs[i] >= 0 ? &g->values[node->outputs[i]] : NULL;
+        if (v && (v->shape.rank < 1 || v->shape.dims[0].value != images))
+            return false;
+    }
+    if (concat) {
+        int64_t axis = 0;
+        if (infd_ir_attr_int(g, node, "axis", 0, &axis, NULL) != INFD_STATUS_OK)
+            return false;
+        if (axis < 0)
+            axis += y->shape.rank;
+        if (axis == 0)
+            return false;
+    }
+    for (int32_t i = 0; i < node->n_inputs; i++) {
+        if (node->inputs[i] < 0)
+            continue;
+        const infd_ir_value *v = &g->values[node->inputs[i]];
+        if (v->data) {
+            if (concat)
+                return false;
+            if (!params && v->shape.rank >= y->shape.rank && v->shape.dims[0].value != 1)
+                return false; /* a constant that varies along the batch */
+            continue;
+        }
+        if (params && i > 0 && !same_shape(v, y))
+            return false; /* a run-time weight, say */
+        if (v->shape.rank != y->shape.rank || v->shape.dims[0].value != images)
+            return false;
+    }
+    return true;
+}
+
+/* Frees the prefix's tables; the plan then has none. */
+static void image_prefix_clear(infd_plan *p)
+{
+    infd_free(p->image_values);
+    infd_free(p->image_role);
+    infd_free(p->image_stride);
+    p->image_values = NULL;
+    p->image_role = NULL;
+    p->image_stride = NULL;
+    p->n_image_steps = 0;
+    p->images = 0;
+}
+
+/* Picks the prefix: the leading live nodes up to the last one, among those
+ * that are all separable, whose output planes are IMAGE_MIN_PLANE or
+ * larger; and makes the one-image values and the roles. CPU-style backends
+ * only (a device plan's batch is parallel work, not cache traffic), for a
+ * batch > 1, and not with INFD_IMAGE_PREFIX=0. */
+static infd_status image_prefix_choose(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    const char *env = getenv("INFD_IMAGE_PREFIX");
+    if (p->device || !p->backend->layout_stacks || (env && env[0] == '0') || g->n_inputs < 1)
+        return INFD_STATUS_OK;
+    const infd_ir_value *x = &g->values[g->inputs[0]];
+    int64_t images = x->shape.rank >= 1 ? x->shape.dims[0].value : 0;
+    if (images < 2)
+        return INFD_STATUS_OK;
+    int32_t n_steps = 0, n_prefix = 0, last = -1; /* last: node index of the prefix's last */
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
+            continue;
+        if (!image_separable(g, node, images))
+            break;
+        n_steps++;
+        const infd_ir_value *y = &g->values[node->outputs[0]];
+        int64_t plane = 1;
+        for (int32_t d = 2; d < y->shape.rank; d++)
+            plane *= y->shape.dims[d].value;
+        if (y->shape.rank >= 3 && plane >= IMAGE_MIN_PLANE) {
+            n_prefix = n_steps;
+            last = n;
+        }
+    }
+    if (n_prefix == 0)
+        return INFD_STATUS_OK;
+    p->image_values = infd_malloc(sizeof(*p->image_values) * ((size_t)g->n_values + 1));
+    p->image_role = infd_calloc((size_t)g->n_values + 1, 1);
+    p->image_stride = infd_calloc((size_t)g->n_values + 1, sizeof(*p->image_stride));
+    if (!p->image_values || !p->image_role || !p->image_stride) {
+        image_prefix_clear(p);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    }
+    memcpy(p->image_values, g->values, sizeof(*p->image_values) * (size_t)g->n_values);
+    p->n_image_steps = n_prefix;
+    p->images = images;
+    /* Values the prefix touches: one image each; produced there and read
+     * only there, or stacked. */
+    for (int32_t n = 0; n <= last; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
+            continue;
+        for (int32_t i = 0; i < node->n_inputs + node->n_outputs; i++) {
+            int32_t v = i < node->n_inputs ? node->inputs[i] : node->outputs[i - node->n_inputs];
+            if (v < 0 || g->values[v].data || p->image_role[v] != IMAGE_NONE)
+                continue;
+            p->image_values[v].shape.dims[0].value = 1;
+            p->image_role[v] = i < node->n_inputs ? IMAGE_STACKED : IMAGE_OWN;
+        }
+    }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        if (p->image_role[g->outputs[i]] == IMAGE_OWN)
+            p->image_role[g->outputs[i]] = IMAGE_STACKED;
+    }
+    for (int32_t n = last + 1; n < g->n_nodes; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        for (int32_t i = 0; i < node->n_inputs && !node->dead; i++) {
+            int32_t v = node->inputs[i];
+            if (v >= 0 && p->image_role[v] == IMAGE_OWN)
+                p->image_role[v] = IMAGE_STACKED;
+        }
+    }
+    for (int32_t v = 0; v < g->n_values; v++) { /* graph inputs: plain, their bytes */
+        if (p->image_role[v] == IMAGE_STACKED && g->values[v].producer < 0)
+            p->image_stride[v] = value_nbytes(&p->image_values[v]);
+    }
+    INFD_LOG_DEBUG("%s: the first %d kernels run image by image (%lld images)", g->source,
+                   (int)n_prefix, (long long)images);
+    return INFD_STATUS_OK;
+}
+
+/* Compiles every live node; *unstackable is set (and UNAVAILABLE returned)
+ * when a stacked value of the per-image prefix got a layout the backend
+ * cannot stack. */
+static infd_status compile_kernels(infd_plan *p, bool *unstackable, infd_error *err)
 {
     infd_ir_graph *g = p->g;
     infd_status st = INFD_STATUS_OK;
@@ -723,7 +951,9 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
         if (node->dead)
             continue;
         infd_kernel_args a;
-        make_args(g, n, ins, outs, p->n_threads, p->max_contexts, &a);
+        bool per_image = p->n_steps < p->n_image_steps;
+        make_args_of(g, per_image ? p->image_values : g->values, n, ins, outs, p->n_threads,
+                     p->max_contexts, &a);
         for (int32_t i = 0; i < node->n_inputs; i++)
             in_layouts[i] = node->inputs[i] >= 0 ? layout[node->inputs[i]] : NULL;
         a.input_layouts = in_layouts;
@@ -762,6 +992,23 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
             layout[node->outputs[0]] = k->output_layout;
             p->n_opaque++;
         }
+        for (int32_t i = 0; per_image && i < node->n_outputs; i++) {
+            int32_t v = node->outputs[i];
+            if (v < 0 || p->image_role[v] != IMAGE_STACKED)
+                continue;
+            if (i == 0 && k->output_layout) {
+                if (!p->backend->layout_stacks(k->output_layout)) {
+                    *unstackable = true;
+                    st = infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                                        "%s: node '%s' (%s): its one-image layout does not stack",
+                                        g->source, node->name, node->op_type);
+                    goto out;
+                }
+                p->image_stride[v] = k->output_layout_bytes;
+            } else {
+                p->image_stride[v] = value_nbytes(&p->image_values[v]);
+            }
+        }
     }
     if (p->records && p->n_steps != p->n_records)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -775,6 +1022,29 @@ out:
     infd_free(layout);
     infd_free(opaque_ok);
     return st;
+}
+
+static infd_status compile_steps(infd_plan *p, infd_error *err)
+{
+    infd_status st = image_prefix_choose(p, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    bool unstackable = false;
+    st = compile_kernels(p, &unstackable, err);
+    if (!unstackable)
+        return st;
+    INFD_LOG_DEBUG("%s: compiling without the per-image prefix: %s", p->g->source,
+                   err ? err->msg : "a layout does not stack");
+    infd_error_clear(err);
+    for (int32_t s = 0; s < p->n_steps; s++)
+        infd_kernel_destroy(p->steps[s].kernel);
+    infd_free(p->steps);
+    p->steps = NULL;
+    p->n_steps = 0;
+    p->n_opaque = 0;
+    p->stats.n_tuned = p->stats.n_from_cache = 0;
+    image_prefix_clear(p);
+    return compile_kernels(p, &unstackable, err);
 }
 
 /* Device plans: uploads the constants the kernels read into one device
@@ -1052,6 +1322,7 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
 
     p->stats.n_kernels = p->n_steps;
     p->stats.n_opaque = p->n_opaque;
+    p->stats.n_image_kernels = p->n_image_steps;
     p->stats.arena_bytes = p->arena_bytes;
     if (!p->device)
         p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
@@ -1142,6 +1413,7 @@ void infd_plan_destroy(infd_plan *p)
     infd_free(p->inputs);
     infd_free(p->outputs);
     infd_free(p->slot_used);
+    image_prefix_clear(p);
     infd_ir_graph_destroy(p->g);
     pthread_mutex_destroy(&p->mu);
     infd_free(p);
@@ -1267,8 +1539,13 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
     c->patch = infd_calloc(n_in + 1, sizeof(size_t));
     c->patch_start = infd_calloc((size_t)g->n_inputs + 1, sizeof(size_t));
     c->step_ns = infd_calloc((size_t)p->n_steps + 1, sizeof(uint64_t));
+    c->in_stride = infd_calloc(n_in + 1, sizeof(*c->in_stride));
+    c->out_stride = infd_calloc(n_out + 1, sizeof(*c->out_stride));
+    c->image_in = infd_calloc(n_in + 1, sizeof(*c->image_in));
+    c->image_out = infd_calloc(n_out + 1, sizeof(*c->image_out));
     if ((p->arena_bytes && !c->arena) || !c->in_ptrs || !c->out_ptrs || !c->in_start ||
-        !c->out_start || !c->patch || !c->patch_start || !c->step_ns) {
+        !c->out_start || !c->patch || !c->patch_start || !c->step_ns || !c->in_stride ||
+        !c->out_stride || !c->image_in || !c->image_out) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
                             "out of memory creating a context (%zu-byte arena)", p->arena_bytes);
         goto fail;
@@ -1278,10 +1555,18 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
         c->in_start[s] = ii;
         c->out_start[s] = oo;
-        for (int32_t i = 0; i < node->n_inputs; i++)
-            c->in_ptrs[ii++] = value_ptr(c, node->inputs[i]);
-        for (int32_t i = 0; i < node->n_outputs; i++)
-            c->out_ptrs[oo++] = value_ptr(c, node->outputs[i]);
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            int32_t v = node->inputs[i];
+            if (s < p->n_image_steps && v >= 0)
+                c->in_stride[ii] = p->image_stride[v];
+            c->in_ptrs[ii++] = value_ptr(c, v);
+        }
+        for (int32_t i = 0; i < node->n_outputs; i++) {
+            int32_t v = node->outputs[i];
+            if (s < p->n_image_steps && v >= 0)
+                c->out_stride[oo] = p->image_stride[v];
+            c->out_ptrs[oo++] = value_ptr(c, v);
+        }
     }
     /* Patch positions of graph inputs, grouped by input. */
     size_t np = 0;
@@ -1338,6 +1623,10 @@ void infd_context_destroy(infd_context *c)
     infd_free(c->patch);
     infd_free(c->patch_start);
     infd_free(c->step_ns);
+    infd_free(c->in_stride);
+    infd_free(c->out_stride);
+    infd_free(c->image_in);
+    infd_free(c->image_out);
     infd_free(c);
 }
 
@@ -1481,6 +1770,41 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
     return INFD_STATUS_OK;
 }
 
+static void run_step(const infd_plan *p, infd_context *c, const infd_kernel_io *io, int32_t s)
+{
+    if (INFD_UNLIKELY(c->profiling)) {
+        uint64_t t0 = infd_clock_ns();
+        infd_kernel_run(p->steps[s].kernel, io);
+        c->step_ns[s] += infd_clock_ns() - t0;
+    } else {
+        infd_kernel_run(p->steps[s].kernel, io);
+    }
+}
+
+/* The per-image prefix for image `img`: every pointer moved on by its
+ * value's stride (0 for the values each image reuses). */
+static void run_image(const infd_plan *p, infd_context *c, infd_kernel_io *io, int64_t img)
+{
+    const infd_ir_graph *g = p->g;
+    for (int32_t s = 0; s < p->n_image_steps; s++) {
+        const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        size_t i0 = c->in_start[s], o0 = c->out_start[s];
+        for (int32_t i = 0; i < node->n_inputs; i++) {
+            const uint8_t *ptr = c->in_ptrs[i0 + (size_t)i];
+            c->image_in[i0 + (size_t)i] =
+                ptr ? ptr + (size_t)img * c->in_stride[i0 + (size_t)i] : NULL;
+        }
+        for (int32_t i = 0; i < node->n_outputs; i++) {
+            uint8_t *ptr = c->out_ptrs[o0 + (size_t)i];
+            c->image_out[o0 + (size_t)i] =
+                ptr ? ptr + (size_t)img * c->out_stride[o0 + (size_t)i] : NULL;
+        }
+        io->inputs = c->image_in + i0;
+        io->outputs = c->image_out + o0;
+        run_step(p, c, io, s);
+    }
+}
+
 infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
                           int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err)
 {
@@ -1534,16 +1858,12 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
     }
     infd_kernel_io io = { .pool = c->pool, .slot = c->slot };
     io.workspace = p->workspace_bytes ? c->arena + p->workspace_offset : NULL;
-    for (int32_t s = 0; s < p->n_steps; s++) {
+    for (int64_t img = 0; img < p->images; img++)
+        run_image(p, c, &io, img);
+    for (int32_t s = p->n_image_steps; s < p->n_steps; s++) {
         io.inputs = c->in_ptrs + c->in_start[s];
         io.outputs = c->out_ptrs + c->out_start[s];
-        if (INFD_UNLIKELY(c->profiling)) {
-            uint64_t t0 = infd_clock_ns();
-            infd_kernel_run(p->steps[s].kernel, &io);
-            c->step_ns[s] += infd_clock_ns() - t0;
-        } else {
-            infd_kernel_run(p->steps[s].kernel, &io);
-        }
+        run_step(p, c, &io, s);
     }
     c->n_profiled_runs += c->profiling;
     for (int i = 0; i < n_outputs; i++) {

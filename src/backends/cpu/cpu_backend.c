@@ -93,6 +93,7 @@ const infd_backend_ops infd_cpu_backend = {
     .destroy_kernel = cpu_destroy_kernel,
     .produces_opaque = cpu_produces_opaque,
     .accepts_opaque = cpu_accepts_opaque,
+    .layout_stacks = infd_dnnl_layout_stacks,
 };
 
 infd_cpu_kernel *infd_cpu_kernel_new(size_t size, const char *name,

@@ -46,6 +46,10 @@ typedef struct infd_cpu_op {
 } infd_cpu_op;
 
 extern const infd_cpu_op infd_cpu_ops_dnnl[];
+
+/* backend.h's layout_stacks for the oneDNN layouts (dnnl_common.c): the
+ * plain blocked ones with dim 0 outermost. */
+bool infd_dnnl_layout_stacks(const void *layout);
 extern const infd_cpu_op infd_cpu_ops_ref[];
 
 /* A zeroed kernel of `size` bytes (>= sizeof(infd_cpu_kernel)) with base.ops

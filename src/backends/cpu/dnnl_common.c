@@ -121,10 +121,35 @@ bool infd_dnnl_input_is_opaque(const infd_kernel_args *a, int i)
     return a->input_layouts && i < a->n_inputs && a->input_layouts[i];
 }
 
+bool infd_dnnl_layout_stacks(const void *layout)
+{
+    const dnnl_memory_desc_t *md = layout;
+    if (md->ndims < 1 || md->format_kind != dnnl_blocked || md->dims[0] != 1 ||
+        md->padded_dims[0] != 1 || md->padded_offsets[0] != 0 || md->offset0 != 0 ||
+        md->extra.flags != dnnl_memory_extra_flag_none)
+        return false;
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    for (int i = 0; i < b->inner_nblks; i++) {
+        if (b->inner_idxs[i] == 0)
+            return false;
+    }
+    /* Dim 0 outermost: one image's stride is the whole layout. */
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    return bytes > 0 && (size_t)b->strides[0] * dnnl_data_type_size(md->data_type) == bytes;
+}
+
 bool infd_dnnl_input_md(const infd_kernel_args *a, int i, dnnl_memory_desc_t *md)
 {
     if (infd_dnnl_input_is_opaque(a, i)) {
         *md = *(const dnnl_memory_desc_t *)a->input_layouts[i];
+        /* A one-image layout of the plan's per-image prefix, read by a
+         * kernel compiled for the batch (infd_dnnl_layout_stacks said the
+         * images follow each other): the same layout with N images. */
+        int64_t n = a->inputs[i]->shape.rank >= 1 ? a->inputs[i]->shape.dims[0].value : 1;
+        if (md->ndims >= 1 && md->dims[0] == 1 && n > 1) {
+            md->dims[0] = n;
+            md->padded_dims[0] = n;
+        }
         return true;
     }
     infd_dnnl_md_value(md, a->inputs[i]);

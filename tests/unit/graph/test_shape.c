@@ -1122,21 +1122,11 @@ static const real_model real_models[] = {
       { "[1,1,640,640]" } },
 };
 
-/* The model cache: $INFD_CACHE, else .cache at the repository root, found
- * from this file's path. */
+/* The model cache: $INFD_CACHE, else .cache at the repository root. */
 static void cache_dir(char *buf, size_t n)
 {
     const char *env = getenv("INFD_CACHE");
-    if (env && *env) {
-        snprintf(buf, n, "%s", env);
-        return;
-    }
-    const char *file = __FILE__;
-    const char *slash = strrchr(file, '/');
-    if (!slash)
-        snprintf(buf, n, "../../../.cache");
-    else
-        snprintf(buf, n, "%.*s/../../../.cache", (int)(slash - file), file);
+    snprintf(buf, n, "%s", env && *env ? env : INFD_SOURCE_DIR "/.cache");
 }
 
 /* Binds input 0 to `rm`'s dims, infers every node and checks the outputs;
