@@ -3,9 +3,13 @@
 
 For each model, batch and thread count: `infd bench --json` and ONNX Runtime
 (tools/ort_ref.js --bench-iterations, graph optimizations "all", the same
-intra-op thread count) on inputs of the same shape, one after the other.
-Prints a Markdown table with latency, throughput (samples/s), the ratio
-infd/ORT of throughputs and each process's peak RSS (from wait4).
+intra-op thread count) on inputs of the same shape, one after the other,
+`--rounds` times in turn (infd, ORT, infd, ORT, ...). Each measurement runs
+about `--seconds` of iterations (from a 5-iteration probe of infd), so that
+a 2 ms model is not judged on 0.2 s of a shared machine. Prints a Markdown
+table with the median over the rounds of each side's p50 latency and
+throughput (samples/s), the ratio infd/ORT of those throughputs, the range
+of the per-round ratios, and each process's peak RSS (from wait4).
 
   /usr/bin/python3 bench/engine_vs_ort.py                  # the issue's table
   /usr/bin/python3 bench/engine_vs_ort.py --models resnet50 --batches 1 --threads 1
@@ -17,6 +21,7 @@ import argparse
 import json
 import os
 import pathlib
+import statistics
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -66,7 +71,10 @@ def main():
                     help=f"comma-separated, of: {', '.join(MODELS)}")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--iterations", type=int, default=0, help="0: adapt to the model")
+    ap.add_argument("--iterations", type=int, default=0,
+                    help="per measurement; 0: about --seconds' worth")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating infd/ORT measurements")
     ap.add_argument("--infd", default=str(REPO / "build/release/infd"))
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                     help="infd's precision (ONNX Runtime always runs FP32)")
@@ -74,8 +82,8 @@ def main():
 
     print(f"infd precision {args.precision}, ONNX Runtime FP32\n")
     print("| model | batch | threads | infd p50 ms | ORT p50 ms | infd samples/s | "
-          "ORT samples/s | infd/ORT | infd RSS MiB | ORT RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "ORT samples/s | infd/ORT | per round | infd RSS MiB | ORT RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         path, input_name, shape, batchable = MODELS[name]
         if not path.exists():
@@ -85,12 +93,10 @@ def main():
             if batch > 1 and not batchable:
                 continue
             for threads in [int(t) for t in args.threads.split(",")]:
-                iters = args.iterations or max(5, min(100, int(200 / batch)))
                 ours = [args.infd, "bench", path, "--batch", batch, "--threads", threads,
-                        "--iterations", iters, "--warmup", 3, "--json", "--precision",
-                        args.precision]
+                        "--warmup", 3, "--json", "--precision", args.precision]
                 ref = ["node", REPO / "tools/ort_ref.js", path, "--threads", threads, "--opt",
-                       "all", "--bench-iterations", iters, "--warmup", 3]
+                       "all", "--warmup", 3]
                 if shape:
                     dims = (batch,) + tuple(shape[1:])
                     ours += ["--shape", f"{input_name}={','.join(map(str, dims))}"]
@@ -98,16 +104,32 @@ def main():
                 elif batch > 1:
                     ref += ["--dim", f"batch={batch}"]
                 try:
-                    a, rss_a = measure(ours)
-                    b, rss_b = measure(ref)
+                    iters = args.iterations
+                    if not iters:
+                        probe, _ = measure(ours + ["--iterations", 5])
+                        iters = max(5, min(5000, round(args.seconds * 1e3 / probe["p50_ms"])))
+                    rounds = []
+                    for _ in range(args.rounds):
+                        a, rss_a = measure(ours + ["--iterations", iters])
+                        b, rss_b = measure(ref + ["--bench-iterations", iters])
+                        b["throughput_per_s"] *= batch  # ort_ref.js counts runs
+                        rounds.append((a, b, rss_a, rss_b))
                 except RuntimeError as e:
                     print(f"| {name} | {batch} | {threads} | error: "
-                          f"{str(e).splitlines()[0][:80]} | | | | | | |")
+                          f"{str(e).splitlines()[0][:80]} | | | | | | | |")
                     continue
-                tput_b = b["throughput_per_s"] * batch
-                print(f"| {name} | {batch} | {threads} | {a['p50_ms']:.2f} | {b['p50_ms']:.2f} "
-                      f"| {a['throughput_per_s']:.1f} | {tput_b:.1f} | "
-                      f"{a['throughput_per_s'] / tput_b:.2f} | {rss_a:.0f} | {rss_b:.0f} |")
+
+                def median(key, side):
+                    return statistics.median(r[side][key] for r in rounds)
+
+                tput_a, tput_b = median("throughput_per_s", 0), median("throughput_per_s", 1)
+                ratios = [r[0]["throughput_per_s"] / r[1]["throughput_per_s"] for r in rounds]
+                rss_a = max(r[2] for r in rounds)
+                rss_b = max(r[3] for r in rounds)
+                print(f"| {name} | {batch} | {threads} | {median('p50_ms', 0):.2f} | "
+                      f"{median('p50_ms', 1):.2f} | {tput_a:.1f} | {tput_b:.1f} | "
+                      f"{tput_a / tput_b:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | "
+                      f"{rss_a:.0f} | {rss_b:.0f} |")
                 sys.stdout.flush()
 
 
