@@ -1267,15 +1267,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     st = remove_dead(g, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fold_batchnorm(g, &p->stats.n_fused, err);
-    /* Constant-affine folding and hard-swish recognition (PaddleOCR's
-     * exports) are left out of 16-bit device plans: on the H200 they made
-     * PaddleOCR det and rec FP16 wrong (the folding alone breaks det), not
-     * yet understood; FP32 CUDA plans and the CPU take them. */
-    bool half =
-        p->device && (p->precision == INFD_PRECISION_FP16 || p->precision == INFD_PRECISION_BF16);
-    if (st == INFD_STATUS_OK && !half)
+    if (st == INFD_STATUS_OK)
         st = infd_pass_fold_conv_affine(g, &p->stats.n_fused, err);
-    if (st == INFD_STATUS_OK && !half)
+    if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);

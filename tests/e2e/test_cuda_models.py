@@ -19,10 +19,18 @@ is compared:
   on the H100, MobileNetV2 reaches 3.7e-2 of its output scale, ResNet-50
   4e-4. An element-wise bound is no measure there (outputs near zero get
   the full absolute error), so the FP16 bound is relative to the output's
-  scale; the element-wise figure is printed too. PaddleOCR det gets 1e-1:
-  its output is a sigmoid probability map (max 1) after a dozen upsampling
-  and ConvTranspose stages, and measured 6.0e-2 on the H100; a map
-  thresholded at 0.3 as PaddleOCR does keeps its text boxes.
+  scale; the element-wise figure is printed too.
+- PaddleOCR det in FP16 is judged as PaddleOCR uses its output, a sigmoid
+  probability map thresholded at 0.3 into text regions: at most 2% of the
+  CPU's text pixels flip across the threshold, and the mean |cuda - cpu|
+  stays under 1e-3. Its largest single-pixel error is no measure: a pixel
+  on a text edge sits on the sigmoid's steep part, and where the plan keeps
+  FP16 (the hard-swish activations stay FP16 NHWC between convolutions
+  since the PaddleOCR passes) such a pixel moved 0.04 to 0.21 on the H200
+  depending on which convolution forms won the timing, with a mean error
+  of 1.2e-5 to 8e-5 and 7 to 32 of 2321 text pixels flipped. A broken
+  kernel is far past that: before the depthwise padding fix, PaddleOCR
+  det FP16 with these passes was off by up to 1, the whole range.
 
 The worst error per output is printed either way (run with -s to see it);
 docs/ENGINE.md's CUDA section keeps the measured numbers. Without a usable
@@ -40,7 +48,7 @@ from test_parity import CASES, sanitize
 
 ATOL, RTOL = 1e-4, 1e-3  # FP32, element-wise
 FP16_REL = 5e-2  # FP16, max |cuda - cpu| / max |cpu| per output
-FP16_REL_MODEL = {"ocr_det": 1e-1}  # exceptions, with the reason in the docstring
+DET_THRESHOLD, DET_FLIPS, DET_MEAN = 0.3, 0.02, 1e-3  # PaddleOCR det in FP16 (see above)
 
 PARAMS = [pytest.param(c, b, p, id=f"{c[0]}-b{b}-{p}") for c in CASES for b in c[5]
           for p in ("fp32", "fp16")]
@@ -91,7 +99,16 @@ def test_cuda_model_matches_cpu(case, batch, precision, infd_bin, repo_root, tmp
         elif precision == "fp32" and not np.all(err <= bound):
             failures.append(f"{out}: {int(np.sum(err > bound))} of {err.size} elements off, "
                             f"max |cuda-cpu| {err.max():.3g}")
-        elif precision == "fp16" and not rel <= FP16_REL_MODEL.get(name, FP16_REL):
-            failures.append(f"{out}: max |cuda-cpu| / max |cpu| = {rel:.3g} > "
-                            f"{FP16_REL_MODEL.get(name, FP16_REL)}")
+        elif precision == "fp16" and name == "ocr_det":
+            on = int(np.sum(b64 > DET_THRESHOLD))
+            flips = int(np.sum((a64 > DET_THRESHOLD) != (b64 > DET_THRESHOLD)))
+            mean = float(np.mean(err))
+            print(f"{name} b{batch} fp16 {out}: {flips} of {on} text pixels flipped at "
+                  f"{DET_THRESHOLD}, mean |cuda-cpu| {mean:.3g}")
+            if flips > DET_FLIPS * max(on, 1) or not mean <= DET_MEAN:
+                failures.append(f"{out}: {flips} of {on} text pixels flipped (at most "
+                                f"{DET_FLIPS:.0%}), mean |cuda-cpu| {mean:.3g} (at most "
+                                f"{DET_MEAN})")
+        elif precision == "fp16" and not rel <= FP16_REL:
+            failures.append(f"{out}: max |cuda-cpu| / max |cpu| = {rel:.3g} > {FP16_REL}")
     assert not failures, "; ".join(failures)

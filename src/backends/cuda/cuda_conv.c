@@ -22,8 +22,9 @@
  * GEMM for 1x1 stride-1 convolutions (bias, residual and ReLU in its
  * epilogue), our depthwise kernel (cuda_nhwc.h) for groups == channels, and
  * cuDNN's graph API with everything fused (cuda_convg.h; FP16 only, and not
- * for a packed stem: see try_convg). INFD_CONV_DISABLE=gemm,dw,convg turns
- * forms off for debugging.
+ * for a packed stem: see try_convg). INFD_CONV_DISABLE=gemm,dw,convg,cudnn
+ * turns forms off for debugging and tests (cuDNN's legacy call stays the
+ * last resort when no other form applies).
  *
  * TF32 plans (INFD_PRECISION_TF32): the FP32 path above with TF32 tensor
  * cores allowed (cuda_conv.h, tf32); plain FP32 plans never use them.
@@ -331,7 +332,8 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
 }
 
 /* INFD_CONV_DISABLE (a debugging knob): a list naming forms FP16
- * convolutions must not use: "gemm", "dw", "convg" (e.g. "dw,gemm"). */
+ * convolutions must not use: "gemm", "dw", "convg", "cudnn" (e.g.
+ * "dw,gemm"); "cudnn" is still the fallback when nothing else applies. */
 static bool form_disabled(const char *form)
 {
     const char *e = getenv("INFD_CONV_DISABLE");
@@ -380,12 +382,13 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
     const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
     bool from_record = recorded_convg(a);
     char why[256] = "";
-    /* Not for a packed input (the network's stem: converted, channels
-     * padded, spatial padding in the buffer): there the engine cuDNN times
-     * fastest on the H100 gives wrong results in whole networks (ResNet-50
-     * FP16 1.6e-2 of the logits' range instead of 5e-4, MobileNetV2's
-     * outputs meaningless), found by turning the form off per kind of
-     * convolution; the cause inside cuDNN's graph path is not known. */
+    /* Not for a packed input (the network's stem). It once gave wrong
+     * results there (ResNet-50 FP16 1.6e-2 of the logits' range instead of
+     * 5e-4), then blamed on cuDNN's graph path; the cause was ours: the
+     * descriptor below dropped the spatial padding of a pack that only
+     * converts (see try_dw). Fixed, but not yet timed against the legacy
+     * call at the stem, where a runtime-compiled engine would also add
+     * 35-50 ms to a plan's load. */
     if ((have_record(a) && !from_record) || form_disabled("convg") || k->pack ||
         k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
@@ -394,15 +397,15 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
         return;
     infd_cuda_convg_desc g = { .n = d->n,
                                .c = (int)k->cp,
-                               .h = k->pack ? (int)k->hp : d->h,
-                               .w = k->pack ? (int)k->wp : d->w,
+                               .h = d->h,
+                               .w = d->w,
                                .k = d->k,
                                .oh = d->oh,
                                .ow = d->ow,
                                .r = d->r,
                                .s = d->s,
-                               .pad_h = k->pack ? 0 : d->pad_h,
-                               .pad_w = k->pack ? 0 : d->pad_w,
+                               .pad_h = d->pad_h,
+                               .pad_w = d->pad_w,
                                .stride_h = d->stride_h,
                                .stride_w = d->stride_w,
                                .dil_h = d->dil_h,
@@ -451,7 +454,11 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
 
 /* A depthwise FP16 convolution (groups == c == k) between FP16 NHWC values
  * (x packed when it needs padding or converting): our kernel with bias,
- * residual and activation fused, replacing cuDNN when it times faster. */
+ * residual and activation fused, replacing cuDNN when it times faster.
+ * The pack pads only when k->prepad, and then d already has the padded
+ * sizes and no padding; a pack that only converts keeps d's padding. (It
+ * was taken as 0 for every pack: PaddleOCR rec and det FP16, whose
+ * depthwise convs read plain values, came out shifted by a pixel.) */
 static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d,
                    size_t *ws)
 {
@@ -461,16 +468,16 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
         return;
     infd_cuda_dw_desc dw = { .n = d->n,
                              .c = d->c,
-                             .h = k->pack ? k->hp : d->h,
-                             .w = k->pack ? k->wp : d->w,
+                             .h = d->h,
+                             .w = d->w,
                              .oh = d->oh,
                              .ow = d->ow,
                              .r = d->r,
                              .s = d->s,
                              .sh = d->stride_h,
                              .sw = d->stride_w,
-                             .ph = k->pack ? 0 : d->pad_h,
-                             .pw = k->pack ? 0 : d->pad_w,
+                             .ph = d->pad_h,
+                             .pw = d->pad_w,
                              .dh = d->dil_h,
                              .dw = d->dil_w };
     bool from_record = recorded_form(a, 4);
@@ -618,14 +625,16 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
                    (!k->has_sum || k->fr == k->hf);
     k->conv = NULL;
     k->fused = false;
-    if (fusable && !recorded_unfused(a, record_precision(&h)) && !recorded_not_cudnn(a)) {
+    bool cudnn_off = form_disabled("cudnn"); /* tests: force the other forms */
+    if (fusable && !cudnn_off && !recorded_unfused(a, record_precision(&h)) &&
+        !recorded_not_cudnn(a)) {
         infd_cuda_conv_desc f = h;
         f.fused = k->act == INFD_CUDA_ACT_RELU ? 1 : 2;
         f.has_res = k->has_sum;
         k->conv = create_conv(a, k, &f, wt, b->data, &ws, why, sizeof(why));
         k->fused = k->conv != NULL;
     }
-    if (!k->conv && !recorded_not_cudnn(a))
+    if (!k->conv && !cudnn_off && !recorded_not_cudnn(a))
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     k->chosen_ms = k->conv ? infd_cuda_conv_ms(k->conv) : 0.0f;
     try_gemm(a, k, d, &ws);

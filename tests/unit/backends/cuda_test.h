@@ -15,7 +15,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda/cuda_nhwc.h"
 #include "kernel_test.h"
+
+/* When set, ct_run lets the kernel write output 0 in its opaque layout (as
+ * a plan does when every reader takes it: FP16/BF16 NHWC) and converts it
+ * back to FP32 NCHW on the host. */
+static bool ct_opaque_output = false;
+
+/* An IEEE half (binary16) or bfloat16 as a float. */
+static inline float ct_half(uint16_t h, bool bf16)
+{
+    uint32_t bits;
+    if (bf16) {
+        bits = (uint32_t)h << 16;
+    } else {
+        uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+        if (exp == 0 && man == 0) {
+            bits = sign;
+        } else if (exp == 0) { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+        } else if (exp == 31) {
+            bits = sign | 0x7f800000u | man << 13;
+        } else {
+            bits = sign | (exp + 127 - 15) << 23 | man << 13;
+        }
+    }
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* out (FP32 [n, c, h, w]) = the 16-bit NHWC tensor at `in`. */
+static inline void ct_from_nhwc(const uint16_t *in, bool bf16, const int64_t *dims, float *out)
+{
+    int64_t n = dims[0], c = dims[1], h = dims[2], w = dims[3];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                for (int64_t k = 0; k < c; k++)
+                    out[((i * c + k) * h + y) * w + x] =
+                        ct_half(in[((i * h + y) * w + x) * c + k], bf16);
+}
 
 /* Bytes of value v of the case's graph. */
 static inline size_t ct_value_bytes(kt *t, int32_t v)
@@ -45,6 +91,7 @@ static inline infd_status ct_run(kt *t, infd_precision precision, bool poison,
     kt_args(t, &a, ins, outs);
     a.n_slots = 1;
     a.precision = precision;
+    a.output_opaque_ok = ct_opaque_output;
     infd_status st = infd_backend_compile(cuda, &a, &k, err);
     if (st != INFD_STATUS_OK)
         return st;
@@ -87,8 +134,20 @@ static inline infd_status ct_run(kt *t, infd_precision precision, bool poison,
     }
     for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {
         size_t nb = ct_value_bytes(t, t->outs[i]);
-        if (nb && outputs[i])
+        const infd_ir_value *y = &t->g->values[t->outs[i]];
+        if (i == 0 && k->output_layout && nb && outputs[0] && y->shape.rank == 4) {
+            const infd_cuda_layout *l = k->output_layout;
+            uint16_t *h16 = malloc(nb / 2);
+            int64_t dims[4];
+            for (int d = 0; d < 4; d++)
+                dims[d] = y->shape.dims[d].value;
+            cuda->copy(h16, dout[0], nb / 2, INFD_BACKEND_COPY_D2H, NULL);
+            st = cuda->sync(NULL, err);
+            ct_from_nhwc(h16, l->fmt == INFD_CUDA_FMT_BF16_NHWC, dims, outputs[0]);
+            free(h16);
+        } else if (nb && outputs[i]) {
             cuda->copy(outputs[i], dout[i], nb, INFD_BACKEND_COPY_D2H, NULL);
+        }
     }
     if (st == INFD_STATUS_OK)
         st = cuda->sync(NULL, err);

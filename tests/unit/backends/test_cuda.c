@@ -164,6 +164,36 @@ static void test_conv_fp16(void)
     ASSERT_TRUE(fp16);
 }
 
+/* FP16 depthwise convolutions with the output in the FP16 NHWC layout (as
+ * a plan keeps it for a reader that takes it) and the input plain, so the
+ * kernel packs (converts) it first: every form, and our depthwise kernel
+ * forced (cuDNN off). That kernel once lost a symmetric padding on a pack
+ * that only converts (PaddleOCR rec and det FP16). PaddleOCR det's shapes:
+ * 3x3 at strides 1 and 2, 5x5 at strides 1 and 2, and an asymmetric pad. */
+static void test_conv_fp16_depthwise_opaque(void)
+{
+    static const char *const forms[] = { "", "cudnn,gemm,convg" };
+    cuda_precision = INFD_PRECISION_FP16;
+    tolerance = 2e-2;
+    ct_opaque_output = true;
+    bool dw_ran = false;
+    for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+        setenv("INFD_CONV_DISABLE", forms[f], 1);
+        conv_case(1, 32, 20, 20, 32, 32, 3, 1, F4(1, 1, 1, 1), 20, 20, "Relu", 0, 0, true, false);
+        dw_ran |= strstr(last_kernel, "dwconv") != NULL;
+        conv_case(2, 48, 20, 20, 48, 48, 3, 2, F4(1, 1, 1, 1), 10, 10, NULL, 0, 0, true, false);
+        conv_case(1, 192, 12, 12, 192, 192, 5, 1, F4(2, 2, 2, 2), 12, 12, NULL, 0, 0, true, false);
+        conv_case(1, 192, 12, 12, 192, 192, 5, 2, F4(2, 2, 2, 2), 6, 6, "Clip", 0, 6, true, false);
+        conv_case(1, 24, 16, 16, 24, 24, 3, 2, F4(0, 0, 1, 1), 8, 8, "Clip", 0, 6, true, false);
+        conv_case(1, 16, 320, 320, 16, 16, 3, 1, F4(1, 1, 1, 1), 320, 320, NULL, 0, 0, true, false);
+    }
+    unsetenv("INFD_CONV_DISABLE");
+    ct_opaque_output = false;
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
+    ASSERT_TRUE(dw_ran);
+}
+
 static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias, const char *act,
                       bool residual)
 {
@@ -525,6 +555,7 @@ int main(int argc, char **argv)
         { "test_conv_residual_relu", test_conv_residual_relu },
         { "test_conv_depthwise_clip_asymmetric", test_conv_depthwise_clip_asymmetric },
         { "test_conv_fp16", test_conv_fp16 },
+        { "test_conv_fp16_depthwise_opaque", test_conv_fp16_depthwise_opaque },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
         { "test_fp32_strict_tf32_opt_in", test_fp32_strict_tf32_opt_in },
