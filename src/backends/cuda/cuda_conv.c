@@ -386,9 +386,12 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
      * results there (ResNet-50 FP16 1.6e-2 of the logits' range instead of
      * 5e-4), then blamed on cuDNN's graph path; the cause was ours: the
      * descriptor below dropped the spatial padding of a pack that only
-     * converts (see try_dw). Fixed, but not yet timed against the legacy
-     * call at the stem, where a runtime-compiled engine would also add
-     * 35-50 ms to a plan's load. */
+     * converts (see try_dw). Fixed: allowed at the stem on the H200 it gave
+     * ResNet-50 FP16 5.9e-4 (legacy call: 6.6e-4). It stays off there:
+     * its runtime-compiled engine took 172 ms to compile against the
+     * legacy call's 59 ms (plan load matters, issue #6); batch-32
+     * throughput was 9.85k against 9.38k img/s, one run each: to be
+     * repeated before it is turned on. */
     if ((have_record(a) && !from_record) || form_disabled("convg") || k->pack ||
         k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
