@@ -21,7 +21,7 @@
  * convolutional network read and write large activations (112x112 or 56x56
  * planes) that do not fit in the caches for a whole batch, so each layer
  * streams the batch through memory. When those kernels treat images
- * independently (choose_image_prefix says which), they are compiled for
+ * independently (image_prefix_choose says which), they are compiled for
  * one image and run image by image: image 0 through all of them, then
  * image 1, ... The values they pass only among themselves are one image
  * big and reused by every image, so a layer's input is still in the caches
@@ -775,7 +775,7 @@ static bool in_list(const char *op, const char *const *list)
 
 /* Whether `node` computes each image of the batch from that image alone, so
  * that it may be compiled for one image and run once per image: one of the
- * ops below, with every output and every run-time input batch-major (dim 0
+ * ops below, with its one output and every run-time input batch-major (dim 0
  * is `images`). Constants are parameters (weights, bias, BatchNorm's
  * statistics), broadcast operands that do not reach the batch dim, or the
  * fused residual (shaped like the output). */
@@ -793,14 +793,16 @@ static bool image_separable(const infd_ir_graph *g, const infd_ir_node *node, in
     bool concat = strcmp(node->op_type, "Concat") == 0;
     if (!params && !concat && !in_list(node->op_type, elementwise))
         return false;
+    /* One output: MaxPool's Indices count across the whole batch. */
     if (node->n_outputs < 1 || node->outputs[0] < 0)
         return false;
-    const infd_ir_value *y = &g->values[node->outputs[0]];
-    for (int32_t i = 0; i < node->n_outputs; i++) {
-        const infd_ir_value *v = node->outputs[i] >= 0 ? &g->values[node->outputs[i]] : NULL;
-        if (v && (v->shape.rank < 1 || v->shape.dims[0].value != images))
+    for (int32_t i = 1; i < node->n_outputs; i++) {
+        if (node->outputs[i] >= 0)
             return false;
     }
+    const infd_ir_value *y = &g->values[node->outputs[0]];
+    if (y->shape.rank < 1 || y->shape.dims[0].value != images)
+        return false;
     if (concat) {
         int64_t axis = 0;
         if (infd_ir_attr_int(g, node, "axis", 0, &axis, NULL) != INFD_STATUS_OK)
