@@ -1117,13 +1117,17 @@ static void *prep_main(void *arg)
 {
     infd_device_prep *d = arg;
     const infd_backend_ops *b = d->backend;
+    uint64_t t0 = infd_clock_ns();
     d->st = INFD_STATUS_OK;
     if (b->available)
         d->st = b->available(&d->err);
+    uint64_t t1 = infd_clock_ns();
     if (d->st == INFD_STATUS_OK && d->prepare && b->prepare) {
         d->st = b->prepare(d->index, &d->err);
         d->failed_in_prepare = d->st != INFD_STATUS_OK;
     }
+    INFD_LOG_DEBUG("%s backend: available in %.1f ms, prepared in %.1f ms more (helper thread)",
+                   b->name, (double)(t1 - t0) / 1e6, (double)(infd_clock_ns() - t1) / 1e6);
     return NULL;
 }
 
@@ -1505,9 +1509,12 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         n_out += (size_t)g->nodes[p->steps[s].node].n_outputs;
     }
     if (p->device) {
+        uint64_t t0 = infd_clock_ns();
         st = p->backend->stream_create(&c->stream, err);
         if (st != INFD_STATUS_OK)
             goto fail;
+        INFD_LOG_DEBUG("%s: context %d: stream and its library handles in %.1f ms", g->source,
+                       slot, (double)(infd_clock_ns() - t0) / 1e6);
         const char *graphs = getenv("INFD_GRAPHS");
         if (p->backend->capture_begin && !(graphs && graphs[0] == '0'))
             c->graph = GRAPH_FIRST;

@@ -333,7 +333,9 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
 
 /* INFD_CONV_DISABLE (a debugging knob): a list naming forms FP16
  * convolutions must not use: "gemm", "dw", "convg", "cudnn" (e.g.
- * "dw,gemm"); "cudnn" is still the fallback when nothing else applies. */
+ * "dw,gemm"); "cudnn" is still the fallback when nothing else applies.
+ * "share" keeps graph-API convolutions of one description from sharing a
+ * plan (cuda_convg.cu). */
 static bool form_disabled(const char *form)
 {
     const char *e = getenv("INFD_CONV_DISABLE");

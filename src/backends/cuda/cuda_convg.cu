@@ -20,7 +20,18 @@
  * The record: "cg", version, knob count, FNV-1a hash of the description,
  * engine global index (int16) and per knob its type (uint8) and value
  * (int32, little-endian): at most 10 + 9 * 5 = 55 bytes.
+ *
+ * Shared plans: convolutions of one description on one GPU (ResNet-50's
+ * repeated blocks) share the operation graph and execution plan of the
+ * first one alive, which owns them (the registry below): a later one takes
+ * the owner's configuration instead of timing candidates again (or, given a
+ * record, when the record names the owner's configuration), so a
+ * runtime-compiled engine, 20-50 ms to finalize, is compiled once per
+ * description rather than per convolution. Each convolution keeps its own
+ * weights; a plan runs on any device pointers. The owner's graph and plan
+ * live until the last convolution sharing them is destroyed.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +55,13 @@
 /* Tensor unique ids. */
 enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_B = 4, UID_Z = 5, UID_V0 = 100 };
 
+/* One engine configuration, as a record holds it. */
+typedef struct cfg_key {
+    int64_t engine;
+    int n_knobs;
+    int64_t knob_type[MAX_KNOBS], knob_value[MAX_KNOBS];
+} cfg_key;
+
 struct infd_cuda_convg {
     infd_cuda_convg_desc d;
     cudnnBackendDescriptor_t keep[MAX_KEEP]; /* tensors, ops, graph (freed last) */
@@ -54,14 +72,26 @@ struct infd_cuda_convg {
     size_t ws_bytes;
     float ms; /* the chosen plan's time per run (0: taken from a record) */
     char name[96];
+    /* Shared plans (see the top). An owner (owner == NULL, in the registry)
+     * holds graph and plan for itself and its borrowers; refs counts them
+     * all, itself while it is alive (released: destroyed but still lent). */
+    infd_cuda_convg *owner; /* a borrower's owner, whose graph and plan it runs */
+    int refs;
+    bool released;
+    int device;
+    cfg_key key;           /* the configuration chosen */
+    infd_cuda_convg *next; /* registry link */
 };
 
-/* One engine configuration, as a record holds it. */
-typedef struct cfg_key {
-    int64_t engine;
-    int n_knobs;
-    int64_t knob_type[MAX_KNOBS], knob_value[MAX_KNOBS];
-} cfg_key;
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static infd_cuda_convg *registry; /* owners, guarded by registry_mu */
+
+/* INFD_CONV_DISABLE=share (cuda_conv.c's debugging knob): no sharing. */
+static bool share_disabled(void)
+{
+    const char *e = getenv("INFD_CONV_DISABLE");
+    return e && strstr(e, "share") != NULL;
+}
 
 /* "what: STATUS (cuDNN's last error message)" into why. */
 static void set_why(char *why, size_t why_n, const char *what, cudnnStatus_t s)
@@ -618,19 +648,63 @@ static bool upload(void **dst, const float *src, size_t n, int half, char *why, 
     return true;
 }
 
-extern "C" void infd_cuda_convg_destroy(infd_cuda_convg *c)
+/* Frees an owner's graph and plan and the struct (refs reached 0). */
+static void free_owner(infd_cuda_convg *c)
 {
-    if (!c)
-        return;
     if (c->plan)
         cudnnBackendDestroyDescriptor(c->plan);
     for (int i = c->n_keep - 1; i >= 0; i--)
         cudnnBackendDestroyDescriptor(c->keep[i]);
+    free(c);
+}
+
+/* Drops one reference to owner o (registry_mu held); frees it at 0. */
+static void unref_owner(infd_cuda_convg *o)
+{
+    if (--o->refs > 0)
+        return;
+    for (infd_cuda_convg **p = &registry; *p; p = &(*p)->next) {
+        if (*p == o) {
+            *p = o->next;
+            break;
+        }
+    }
+    free_owner(o);
+}
+
+extern "C" void infd_cuda_convg_destroy(infd_cuda_convg *c)
+{
+    if (!c)
+        return;
     if (c->w)
         cudaFree(c->w);
     if (c->b)
         cudaFree(c->b);
-    free(c);
+    c->w = c->b = NULL;
+    if (!c->owner && c->refs == 0) { /* never shared: a failed create */
+        free_owner(c);
+        return;
+    }
+    pthread_mutex_lock(&registry_mu);
+    if (c->owner) {
+        unref_owner(c->owner);
+        free(c);
+    } else {
+        c->released = true;
+        unref_owner(c);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static bool same_desc(const infd_cuda_convg_desc *a, const infd_cuda_convg_desc *b)
+{
+    return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
+           a->oh == b->oh && a->ow == b->ow && a->r == b->r && a->s == b->s &&
+           a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->stride_h == b->stride_h &&
+           a->stride_w == b->stride_w && a->dil_h == b->dil_h && a->dil_w == b->dil_w &&
+           a->groups == b->groups && a->fp16 == b->fp16 && a->has_bias == b->has_bias &&
+           a->has_res == b->has_res && a->act == b->act && a->act_lo == b->act_lo &&
+           a->act_hi == b->act_hi;
 }
 
 /* Timing buffers on the compile stream. */
@@ -812,6 +886,28 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
             goto fail;
     }
 
+    /* An owner of this description on this GPU: its configuration, when no
+     * record names another (see "Shared plans" at the top). */
+    cudaGetDevice(&c->device);
+    have_rec = record_read(d, record, record_n, &rec_key);
+    pthread_mutex_lock(&registry_mu);
+    for (infd_cuda_convg *o = share_disabled() ? NULL : registry; o; o = o->next) {
+        if (o->device == c->device && same_desc(&o->d, d) &&
+            (!have_rec || same_key(&o->key, &rec_key))) {
+            o->refs++;
+            c->owner = o;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_mu);
+    if (c->owner) {
+        c->ws_bytes = c->owner->ws_bytes;
+        c->ms = have_rec ? 0.0f : c->owner->ms;
+        best_key = c->key = c->owner->key;
+        found = true;
+        goto chosen;
+    }
+
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
     if (!st)
         goto fail;
@@ -828,7 +924,6 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
     infd_cuda_fill_random(st, b.z, yn, d->fp16 ? 1 : 0, 2);
 
     /* A record: its configuration after one checked run, no timing. */
-    have_rec = record_read(d, record, record_n, &rec_key);
     if (have_rec) {
         cudnnBackendDescriptor_t cfg = NULL, plan = NULL;
         size_t need = 0;
@@ -941,6 +1036,13 @@ unlock:
     infd_cuda_compile_stream_unlock();
     if (!found)
         goto fail;
+    c->key = best_key;
+    c->refs = 1;
+    pthread_mutex_lock(&registry_mu);
+    c->next = registry;
+    registry = c;
+    pthread_mutex_unlock(&registry_mu);
+chosen:
     (void)n_failed;
     snprintf(c->name, sizeof(c->name), "cudnng:conv%s%s%s%s:eng%lld", d->fp16 ? "_fp16" : "",
              d->has_bias ? "_bias" : "", d->has_res ? "_res" : "",
@@ -964,7 +1066,7 @@ extern "C" void infd_cuda_convg_run(const infd_cuda_convg *c, void *stream, cons
                                     const void *z, void *y, void *workspace)
 {
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
-    cudnnStatus_t s = execute(c, c->plan, st->dnn, x, z, y, workspace);
+    cudnnStatus_t s = execute(c, c->owner ? c->owner->plan : c->plan, st->dnn, x, z, y, workspace);
     if (s != CUDNN_STATUS_SUCCESS) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof(last));

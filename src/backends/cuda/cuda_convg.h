@@ -71,6 +71,11 @@ typedef struct infd_cuda_convg infd_cuda_convg;
  * no longer accepts (a new cuDNN, another GPU) is ignored and the candidates
  * are timed.
  *
+ * While another convolution of the same description is alive on this GPU
+ * (and the record, if any, names its configuration), this one shares its
+ * operation graph and execution plan instead of timing and compiling
+ * again (cuda_convg.cu, "Shared plans"); destroy() in any order.
+ *
  * On success fills *workspace_bytes (what run() needs), the record (out_record
  * gets at most *out_record_n bytes, INFD_CUDA_CONVG_RECORD_MAX is enough;
  * *out_record_n becomes the length written, 0 when the configuration has too

@@ -8,8 +8,9 @@
  *
  * Each shape prints the chosen engine, its time and the legacy FP16
  * convolution's time on the same shape (events, 3 warm-up + 20 timed runs).
- * Also: the tuning record round trip, bogus records ignored, CUDA graph
- * capture of run(), two threads running one module on two streams.
+ * Also: the tuning record round trip, bogus records ignored, plans shared
+ * between convolutions of one description, CUDA graph capture of run(),
+ * two threads running one module on two streams.
  *
  * Without a GPU, or in a build without CUDA, it prints why and exits 77.
  * `./backends_cuda_convg test_shapes` runs one test.
@@ -102,7 +103,8 @@ static float round_h(float f)
 }
 
 static uint32_t rng_state = 12345;
-static float urand(void) /* [-1, 1) */
+static uint32_t data_seed; /* added to make_data's seed: other data of one shape */
+static float urand(void)   /* [-1, 1) */
 {
     rng_state = rng_state * 1664525u + 1013904223u;
     return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
@@ -248,7 +250,7 @@ static bool make_data(const shape *sh, int n, int c_eff, int fusion, data *t)
     t->ref = calloc(yn, 4);
     if (!t->x || !t->wt || !t->b || !t->z || !t->ref)
         return false;
-    rng_state = 777u + (unsigned)sh->c * 31u + (unsigned)n;
+    rng_state = 777u + (unsigned)sh->c * 31u + (unsigned)n + data_seed;
     for (size_t i = 0; i < xn; i++) {
         int ch = (int)((i / ((size_t)t->h * t->w)) % c_eff);
         t->x[i] = ch < sh->c ? round_h(urand()) : 0.0f;
@@ -638,6 +640,61 @@ static void test_record_round_trip(void)
     data_free(&t);
 }
 
+/* Two convolutions of one description with different weights share the
+ * first one's execution plan (cuda_convg.cu, "Shared plans"): the second
+ * takes its configuration without timing (the same time per run, to the
+ * bit, and the same record), each computes with its own weights, and the
+ * second still runs after the first is destroyed. */
+static void test_shared_plan(void)
+{
+    data t1, t2;
+    case_result a, b, c;
+    dev_case d1, d2;
+    char why[512] = "";
+    double err;
+    void *st = infd_cuda_stream_create(why, sizeof(why));
+    ASSERT_TRUE(st != NULL);
+    ASSERT_TRUE(shared_case(&t1));
+    data_seed = 1; /* other weights and inputs, one description */
+    bool made = shared_case(&t2);
+    data_seed = 0;
+    ASSERT_TRUE(made);
+    ASSERT_TRUE(memcmp(t1.wt, t2.wt, sizeof(float) * 16) != 0);
+    ASSERT_TRUE(create_for(&t1, F_BIAS_RES_RELU, NULL, 0, &a) != NULL);
+    ASSERT_TRUE(create_for(&t2, F_BIAS_RES_RELU, NULL, 0, &b) != NULL);
+    printf("  first: %s in %.1f ms; second, shared: %s in %.1f ms\n", a.name, a.create_ms, b.name,
+           b.create_ms);
+    ASSERT_STR_EQ(a.name, b.name);
+    ASSERT_TRUE(infd_cuda_convg_ms(a.g) == infd_cuda_convg_ms(b.g));
+    ASSERT_EQ_U64(a.record_n, b.record_n);
+    ASSERT_TRUE(memcmp(a.record, b.record, a.record_n) == 0);
+    ASSERT_TRUE(dev_case_make(&t1, a.ws_bytes, &d1));
+    ASSERT_TRUE(dev_case_make(&t2, b.ws_bytes, &d2));
+    infd_cuda_convg_run(a.g, st, d1.x, d1.z, d1.y, d1.ws);
+    infd_cuda_convg_run(b.g, st, d2.x, d2.z, d2.y, d2.ws);
+    ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
+    ASSERT_EQ_U64(compare(&t1, d1.y, &err), 0);
+    ASSERT_EQ_U64(compare(&t2, d2.y, &err), 0);
+    infd_cuda_convg_destroy(a.g);
+    cudaMemset(d2.y, 0, d2.yn * 2);
+    infd_cuda_convg_run(b.g, st, d2.x, d2.z, d2.y, d2.ws);
+    ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
+    ASSERT_EQ_U64(compare(&t2, d2.y, &err), 0);
+    /* A third, given the record while the second still lends the plan. */
+    ASSERT_TRUE(create_for(&t1, F_BIAS_RES_RELU, a.record, a.record_n, &c) != NULL);
+    printf("  third, from the record while shared: %s in %.1f ms\n", c.name, c.create_ms);
+    infd_cuda_convg_run(c.g, st, d1.x, d1.z, d1.y, d1.ws);
+    ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
+    ASSERT_EQ_U64(compare(&t1, d1.y, &err), 0);
+    infd_cuda_convg_destroy(b.g);
+    infd_cuda_convg_destroy(c.g);
+    dev_case_free(&d1);
+    dev_case_free(&d2);
+    infd_cuda_stream_destroy(st);
+    data_free(&t1);
+    data_free(&t2);
+}
+
 static void test_bogus_record(void)
 {
     data t;
@@ -672,7 +729,7 @@ static void test_bogus_record(void)
             n = a.record_n - 1;
         }
         ASSERT_TRUE(create_for(&t, F_BIAS_RES_RELU, bogus, n, &b) != NULL);
-        printf("  %s: ignored, timed again: %s (%.1f ms)\n", what, b.name, b.create_ms);
+        printf("  %s: ignored: %s (%.1f ms)\n", what, b.name, b.create_ms);
         ASSERT_TRUE(b.record_n > 0);
         ASSERT_TRUE(b.ws_bytes <= (256u << 20));
         infd_cuda_convg_run(b.g, st, dc.x, dc.z, dc.y, dc.ws);
@@ -685,7 +742,7 @@ static void test_bogus_record(void)
         data t2;
         ASSERT_TRUE(make_data(&shapes[1], 1, shapes[1].c, F_BIAS_RELU, &t2));
         ASSERT_TRUE(create_for(&t2, F_BIAS_RELU, a.record, a.record_n, &b) != NULL);
-        printf("  another fusion's record: ignored, timed again: %s\n", b.name);
+        printf("  another fusion's record: ignored: %s\n", b.name);
         infd_cuda_convg_run(b.g, st, dc.x, dc.z, dc.y, dc.ws);
         ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
         ASSERT_EQ_U64(compare(&t2, dc.y, &err), 0);
@@ -904,6 +961,7 @@ int main(int argc, char **argv)
     }
     static const test_case_ cases[] = {
         { "test_record_round_trip", test_record_round_trip },
+        { "test_shared_plan", test_shared_plan },
         { "test_bogus_record", test_bogus_record },
         { "test_graph_capture", test_graph_capture },
         { "test_two_streams", test_two_streams },
