@@ -245,6 +245,16 @@ static bool cached_model(const char *name, char *path, size_t n)
     return false;
 }
 
+/* A plan of `path` at `batch` on 2 threads. */
+static infd_status plan_at(const char *path, int64_t batch, infd_plan **plan, infd_error *err)
+{
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.n_threads = 2;
+    o.batch = batch;
+    return infd_plan_create(path, &o, plan, err);
+}
+
 /* Steady-state runs of real models allocate nothing, anywhere in the
  * process (see the top of this file). MobileNetV2 at batch 2 runs its first
  * kernels image by image (test_image_prefix). */
@@ -263,11 +273,7 @@ static void test_run_allocates_nothing(void)
         infd_plan *plan = NULL;
         infd_context *ctx = NULL;
         infd_error err = { 0 };
-        infd_plan_options o;
-        infd_plan_options_init(&o);
-        o.n_threads = 2;
-        o.batch = batches[m];
-        if (infd_plan_create(path, &o, &plan, &err) != INFD_STATUS_OK)
+        if (plan_at(path, batches[m], &plan, &err) != INFD_STATUS_OK)
             TEST_FAIL_("%s: %s", models[m], err.msg);
         ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
         infd_tensor_info in, out;
@@ -309,11 +315,7 @@ static void run_batch(const char *path, int64_t batch, const float *x, float *y,
     infd_plan *plan = NULL;
     infd_context *ctx = NULL;
     infd_error err = { 0 };
-    infd_plan_options o;
-    infd_plan_options_init(&o);
-    o.n_threads = 2;
-    o.batch = batch;
-    if (infd_plan_create(path, &o, &plan, &err) != INFD_STATUS_OK)
+    if (plan_at(path, batch, &plan, &err) != INFD_STATUS_OK)
         TEST_FAIL_("%s: %s", path, err.msg);
     infd_plan_stats stats;
     infd_plan_get_stats(plan, &stats);
