@@ -74,10 +74,9 @@ struct infd_cuda_convg {
     char name[96];
     /* Shared plans (see the top). An owner (owner == NULL, in the registry)
      * holds graph and plan for itself and its borrowers; refs counts them
-     * all, itself while it is alive (released: destroyed but still lent). */
+     * all, itself until it is destroyed (its plan lives on while lent). */
     infd_cuda_convg *owner; /* a borrower's owner, whose graph and plan it runs */
     int refs;
-    bool released;
     int device;
     cfg_key key;           /* the configuration chosen */
     infd_cuda_convg *next; /* registry link */
@@ -690,7 +689,6 @@ extern "C" void infd_cuda_convg_destroy(infd_cuda_convg *c)
         unref_owner(c->owner);
         free(c);
     } else {
-        c->released = true;
         unref_owner(c);
     }
     pthread_mutex_unlock(&registry_mu);
@@ -886,14 +884,15 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
             goto fail;
     }
 
-    /* An owner of this description on this GPU: its configuration, when no
-     * record names another (see "Shared plans" at the top). */
+    /* An owner of this description on this GPU: its configuration, when the
+     * record names it, or without a record when the owner was timed (see
+     * "Shared plans" at the top). */
     cudaGetDevice(&c->device);
     have_rec = record_read(d, record, record_n, &rec_key);
     pthread_mutex_lock(&registry_mu);
     for (infd_cuda_convg *o = share_disabled() ? NULL : registry; o; o = o->next) {
         if (o->device == c->device && same_desc(&o->d, d) &&
-            (!have_rec || same_key(&o->key, &rec_key))) {
+            (have_rec ? same_key(&o->key, &rec_key) : o->ms > 0.0f)) {
             o->refs++;
             c->owner = o;
             break;
