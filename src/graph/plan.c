@@ -1513,8 +1513,8 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
         st = p->backend->stream_create(&c->stream, err);
         if (st != INFD_STATUS_OK)
             goto fail;
-        INFD_LOG_DEBUG("%s: context %d: stream and its library handles in %.1f ms", g->source,
-                       slot, (double)(infd_clock_ns() - t0) / 1e6);
+        INFD_LOG_DEBUG("%s: context %d: stream and its library handles in %.1f ms", g->source, slot,
+                       (double)(infd_clock_ns() - t0) / 1e6);
         const char *graphs = getenv("INFD_GRAPHS");
         if (p->backend->capture_begin && !(graphs && graphs[0] == '0'))
             c->graph = GRAPH_FIRST;
