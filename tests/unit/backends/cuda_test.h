@@ -23,34 +23,6 @@
  * back to FP32 NCHW on the host. */
 static bool ct_opaque_output = false;
 
-/* An IEEE half (binary16) or bfloat16 as a float. */
-static inline float ct_half(uint16_t h, bool bf16)
-{
-    uint32_t bits;
-    if (bf16) {
-        bits = (uint32_t)h << 16;
-    } else {
-        uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-        if (exp == 0 && man == 0) {
-            bits = sign;
-        } else if (exp == 0) { /* subnormal: normalise */
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400));
-            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-        } else if (exp == 31) {
-            bits = sign | 0x7f800000u | man << 13;
-        } else {
-            bits = sign | (exp + 127 - 15) << 23 | man << 13;
-        }
-    }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
 /* out (FP32 [n, c, h, w]) = the 16-bit NHWC tensor at `in`. */
 static inline void ct_from_nhwc(const uint16_t *in, bool bf16, const int64_t *dims, float *out)
 {
@@ -60,7 +32,8 @@ static inline void ct_from_nhwc(const uint16_t *in, bool bf16, const int64_t *di
             for (int64_t x = 0; x < w; x++)
                 for (int64_t k = 0; k < c; k++)
                     out[((i * c + k) * h + y) * w + x] =
-                        ct_half(in[((i * h + y) * w + x) * c + k], bf16);
+                        bf16 ? infd_bf16_to_fp32(in[((i * h + y) * w + x) * c + k])
+                             : infd_fp16_to_fp32(in[((i * h + y) * w + x) * c + k]);
 }
 
 /* Bytes of value v of the case's graph. */

@@ -43,63 +43,11 @@ static cudaStream_t raw_stream(void *st)
     return *(cudaStream_t *)st;
 }
 
-/* ---- FP16 on the host ---------------------------------------------------- */
-
-static uint16_t f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    int32_t e = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-    uint32_t m = x & 0x7fffffu;
-    if (((x >> 23) & 0xff) == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0));
-    if (e >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10)
-            return (uint16_t)sign;
-        m |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (hm & 1)))
-            hm++;
-        return (uint16_t)(sign | hm);
-    }
-    uint32_t hm = m >> 13, rem = m & 0x1fffu;
-    uint32_t h = sign | ((uint32_t)e << 10) | hm;
-    if (rem > 0x1000u || (rem == 0x1000u && (hm & 1)))
-        h++;
-    return (uint16_t)h;
-}
-
-static float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
-    if (e == 0) {
-        if (!m) {
-            x = sign;
-        } else {
-            e = 127 - 15 + 1;
-            while (!(m & 0x400u)) {
-                m <<= 1;
-                e--;
-            }
-            x = sign | (e << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else if (e == 31) {
-        x = sign | 0x7f800000u | (m << 13);
-    } else {
-        x = sign | ((e + 127 - 15) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
+/* ---- FP16 on the host (infd.h's conversions) ---------------------------- */
 
 static float round_h(float f)
 {
-    return h2f(f2h(f));
+    return infd_fp16_to_fp32(infd_fp16_from_fp32(f));
 }
 
 static uint32_t rng_state = 12345;
@@ -147,7 +95,7 @@ static uint16_t *to_nhwc_half(const float *src, int n, int c, int h, int w)
             for (int y = 0; y < h; y++)
                 for (int x = 0; x < w; x++)
                     d[(((size_t)b * h + y) * w + x) * c + ch] =
-                        f2h(src[(((size_t)b * c + ch) * h + y) * w + x]);
+                        infd_fp16_from_fp32(src[(((size_t)b * c + ch) * h + y) * w + x]);
     return d;
 }
 
@@ -372,7 +320,8 @@ static size_t compare(const data *t, const void *dy, double *max_err)
         for (int k = 0; k < t->k; k++)
             for (int y = 0; y < t->oh; y++)
                 for (int x = 0; x < t->ow; x++) {
-                    float got = h2f(y16[(((size_t)b * t->oh + y) * t->ow + x) * t->k + k]);
+                    float got =
+                        infd_fp16_to_fp32(y16[(((size_t)b * t->oh + y) * t->ow + x) * t->k + k]);
                     float want = t->ref[(((size_t)b * t->k + k) * t->oh + y) * t->ow + x];
                     double err = fabs((double)got - want);
                     if (!(err <= 2e-2 * (1.0 + fabs(want)))) {
