@@ -331,17 +331,6 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
     return c;
 }
 
-/* INFD_CONV_DISABLE (a debugging knob): a list naming forms FP16
- * convolutions must not use: "gemm", "dw", "convg", "cudnn" (e.g.
- * "dw,gemm"); "cudnn" is still the fallback when nothing else applies.
- * "share" keeps graph-API convolutions of one description from sharing a
- * plan (cuda_convg.cu). */
-static bool form_disabled(const char *form)
-{
-    const char *e = getenv("INFD_CONV_DISABLE");
-    return e && strstr(e, form) != NULL;
-}
-
 /* Whether a tuning record chose a form other than cuDNN: the GEMM
  * (conv_record.fused == 3) or our depthwise kernel (4). */
 static bool recorded_form(const infd_kernel_args *a, int form)
@@ -394,7 +383,7 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
      * legacy call's 59 ms (plan load matters, issue #6); batch-32
      * throughput was 9.85k against 9.38k img/s, one run each: to be
      * repeated before it is turned on. */
-    if ((have_record(a) && !from_record) || form_disabled("convg") || k->pack ||
+    if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("convg") || k->pack ||
         k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
         (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU &&
@@ -487,7 +476,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
                              .dw = d->dil_w };
     bool from_record = recorded_form(a, 4);
     float ms = 0.0f;
-    if ((have_record(a) && !from_record) || form_disabled("dw"))
+    if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("dw"))
         return;
     if (!from_record) {
         ms = infd_cuda_nhwc_dwconv_time(&dw, k->hf, k->has_sum, (int)k->act);
@@ -535,7 +524,7 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
         return;
     bool from_record = recorded_form(a, 3);
     conv_record rec;
-    if ((have_record(a) && !from_record) || form_disabled("gemm"))
+    if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("gemm"))
         return;
     if (from_record)
         memcpy(&rec, a->tuning, sizeof(rec));
@@ -630,7 +619,7 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
                    (!k->has_sum || k->fr == k->hf);
     k->conv = NULL;
     k->fused = false;
-    bool cudnn_off = form_disabled("cudnn"); /* tests: force the other forms */
+    bool cudnn_off = infd_cuda_conv_disabled("cudnn"); /* tests: force the other forms */
     if (fusable && !cudnn_off && !recorded_unfused(a, record_precision(&h)) &&
         !recorded_not_cudnn(a)) {
         infd_cuda_conv_desc f = h;

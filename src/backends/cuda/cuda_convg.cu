@@ -85,13 +85,6 @@ struct infd_cuda_convg {
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static infd_cuda_convg *registry; /* owners, guarded by registry_mu */
 
-/* INFD_CONV_DISABLE=share (cuda_conv.c's debugging knob): no sharing. */
-static bool share_disabled(void)
-{
-    const char *e = getenv("INFD_CONV_DISABLE");
-    return e && strstr(e, "share") != NULL;
-}
-
 /* "what: STATUS (cuDNN's last error message)" into why. */
 static void set_why(char *why, size_t why_n, const char *what, cudnnStatus_t s)
 {
@@ -890,7 +883,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
     cudaGetDevice(&c->device);
     have_rec = record_read(d, record, record_n, &rec_key);
     pthread_mutex_lock(&registry_mu);
-    for (infd_cuda_convg *o = share_disabled() ? NULL : registry; o; o = o->next) {
+    for (infd_cuda_convg *o = infd_cuda_conv_disabled("share") ? NULL : registry; o; o = o->next) {
         if (o->device == c->device && same_desc(&o->d, d) &&
             (have_rec ? same_key(&o->key, &rec_key) : o->ms > 0.0f)) {
             o->refs++;

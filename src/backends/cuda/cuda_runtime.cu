@@ -315,6 +315,12 @@ __global__ void fill_random_kernel(void *p, size_t n, int kind, unsigned seed)
     }
 }
 
+extern "C" bool infd_cuda_conv_disabled(const char *what)
+{
+    const char *e = getenv("INFD_CONV_DISABLE");
+    return e && strstr(e, what) != NULL;
+}
+
 extern "C" void infd_cuda_fill_random(void *stream, void *p, size_t n, int kind, unsigned seed)
 {
     unsigned blocks = infd_cuda_blocks((long long)n);
