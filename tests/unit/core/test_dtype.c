@@ -14,6 +14,13 @@ static uint64_t rng_next(void)
     return z ^ (z >> 31);
 }
 
+static uint32_t f32_bits_of(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof(bits));
+    return bits;
+}
+
 static float f32(uint32_t bits)
 {
     float f;
@@ -166,5 +173,39 @@ static void test_array_forms(void)
         ASSERT_TRUE(back[i] == src[i]);
 }
 
+/* The FP16 array forms (F16C on CPUs that have it) give the scalar forms'
+ * bits: FP32 -> FP16 over a sweep of every FP32 bit pattern (a stride
+ * prime to the mantissa's steps, so ties, subnormals, overflow, Inf and
+ * NaN are all visited) with lengths that leave a scalar tail, and
+ * FP16 -> FP32 over all 65536 halves. */
+static void test_array_forms_match_scalar(void)
+{
+    enum { N = 4096 + 5 };
+    static float f[N];
+    static uint16_t h[N];
+    uint32_t bits = 0;
+    for (int round = 0; round < 256; round++) {
+        for (int i = 0; i < N; i++, bits += 4093u)
+            f[i] = f32(bits);
+        /* A NaN's payload is kept only in its top bits: compare bits. */
+        infd_fp32_to_fp16_n(h, f, N - (size_t)(round % 8));
+        for (int i = 0; i < N - round % 8; i++) {
+            if (h[i] != infd_fp16_from_fp32(f[i]))
+                ASSERT_EQ_U64(h[i], infd_fp16_from_fp32(f[i]));
+        }
+    }
+    static uint16_t all[65536];
+    static float out[65536];
+    for (uint32_t i = 0; i < 65536; i++)
+        all[i] = (uint16_t)i;
+    infd_fp16_to_fp32_n(out, all, 65536);
+    for (uint32_t i = 0; i < 65536; i++) {
+        float want = infd_fp16_to_fp32((uint16_t)i);
+        if (memcmp(&out[i], &want, 4) != 0)
+            ASSERT_EQ_U64(f32_bits_of(out[i]), f32_bits_of(want));
+    }
+}
+
 TEST_MAIN(test_sizes_and_names, test_onnx_codes, test_fp16_roundtrip_exhaustive,
-          test_fp16_rounding_cases, test_fp16_matches_compiler, test_bf16, test_array_forms)
+          test_fp16_rounding_cases, test_fp16_matches_compiler, test_bf16, test_array_forms,
+          test_array_forms_match_scalar)
