@@ -124,8 +124,9 @@ typedef struct infd_backend_ops infd_backend_ops;
  * INVALID_VALUE otherwise. */
 #define INFD_WORKSPACE_ALIGNMENT 256
 
-/* Bytes of tuning record a kernel may keep (infd_kernel.tuning). */
-#define INFD_KERNEL_TUNING_MAX 64
+/* Bytes of tuning record a kernel may keep (infd_kernel.tuning): room for
+ * a serialized runtime-compiled cuDNN execution plan (50-65 KB). */
+#define INFD_KERNEL_TUNING_MAX (1u << 20)
 
 /* A compiled node. Backends allocate a larger struct that starts with this
  * one and free it in destroy_kernel. */
@@ -138,10 +139,12 @@ typedef struct infd_kernel {
      * readers as input_layouts[i]) and the bytes it occupies. NULL: plain. */
     const void *output_layout;
     size_t output_layout_bytes;
-    /* What compile chose by tuning (an algorithm id, say), as bytes the
-     * same backend's compile reads back from infd_kernel_args.tuning on a
-     * later build of the same node and shapes; 0 bytes: nothing to keep. */
-    uint8_t tuning[INFD_KERNEL_TUNING_MAX];
+    /* What compile chose by tuning (an algorithm id, a compiled engine),
+     * as tuning_bytes bytes at tuning (owned by the kernel, freed with it)
+     * that the same backend's compile reads back from
+     * infd_kernel_args.tuning on a later build of the same node and
+     * shapes; NULL and 0 bytes: nothing to keep. */
+    const uint8_t *tuning;
     size_t tuning_bytes;
     /* Bit i (i < 32): input i is a constant that compile copied (converted
      * weights in device memory, say) and run never reads through

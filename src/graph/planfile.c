@@ -5,12 +5,17 @@
  * the model again (loading, folding, fusing and compiling are fast and
  * deterministic) but hands every kernel the record it wrote last time
  * (backend.h, infd_kernel_args.tuning), which is where the time goes on a
- * GPU: each cuDNN convolution times its candidate algorithms. Keeping the
- * compiled kernels themselves would tie the file to library internals for
- * no gain. One file holds every batch size a server compiles, so it is one
- * self-contained artifact, like TensorRT's model.plan.
+ * GPU: each cuDNN convolution times its candidate algorithms. A record is
+ * whatever its backend needs to skip that work: an algorithm id, cuBLASLt's
+ * algorithm, or, for a cuDNN engine that compiles at run time, cuDNN's
+ * serialized execution plan (compiled code, about 60 KB: restoring it takes
+ * 1 ms, compiling it again 20-65). The fingerprint below pins the file to
+ * the GPU and library versions such records are valid for. One file holds
+ * every batch size a server compiles, so it is one self-contained artifact,
+ * like TensorRT's model.plan, and like it is trusted: load plan files you
+ * built.
  *
- * Format 1, little-endian; "str" is a u32 length, the bytes, then a NUL:
+ * Format 2, little-endian; "str" is a u32 length, the bytes, then a NUL:
  *
  *   0   "INFDPLAN"         magic
  *   8   u32 format         INFD_PLANFILE_FORMAT; another is refused by name
@@ -26,6 +31,7 @@
  *       zeros up to model_offset (64-aligned), the ONNX model
  *       u32 n_batches  { i64 batch, u32 n_records
  *                        { str node, str op_type, u32 n_bytes, bytes } }
+ *                      (n_bytes <= INFD_KERNEL_TUNING_MAX, 1 MiB)
  *   file_bytes - 8: u64 checksum of every byte before it
  *
  * Reading trusts nothing: every count is checked against the bytes left
@@ -413,7 +419,8 @@ static infd_status rd_batches(reader *r, infd_planfile *pf)
             if (st != INFD_STATUS_OK)
                 return st;
             if (rec->n_bytes > INFD_KERNEL_TUNING_MAX)
-                return bad(r, at, "%s is larger than 64 bytes", "a tuning record");
+                return bad(r, at, "%s is larger than %u bytes", "a tuning record",
+                           (unsigned)INFD_KERNEL_TUNING_MAX);
             st = need(r, rec->n_bytes, "a tuning record");
             if (st != INFD_STATUS_OK)
                 return st;

@@ -19,7 +19,7 @@
 #include "infd/engine.h"
 
 #define INFD_PLANFILE_MAGIC    "INFDPLAN"
-#define INFD_PLANFILE_FORMAT   1u
+#define INFD_PLANFILE_FORMAT   2u
 #define INFD_PLANFILE_MAX_STR  4096u /* longest string field, in bytes */
 #define INFD_PLANFILE_LIBS_MAX 256   /* bytes of a library version list, NUL included */
 

@@ -86,6 +86,7 @@ static void cuda_destroy_kernel(infd_kernel *k)
     infd_cuda_kernel *ck = (infd_cuda_kernel *)k;
     if (ck->fini)
         ck->fini(ck);
+    infd_free((void *)ck->base.tuning);
     infd_free(ck);
 }
 
@@ -289,4 +290,24 @@ bool infd_cuda_fused_sum(const infd_kernel_args *a)
 {
     const infd_ir_attr *at = infd_ir_node_attr(a->node, "_fused_sum");
     return at && at->type == INFD_IR_ATTR_INT && at->i != 0;
+}
+
+bool infd_cuda_kernel_keep_tuning(infd_cuda_kernel *k, const void *head, size_t head_n,
+                                  const void *tail, size_t tail_n)
+{
+    infd_free((void *)k->base.tuning);
+    k->base.tuning = NULL;
+    k->base.tuning_bytes = 0;
+    if (head_n + tail_n == 0)
+        return true;
+    uint8_t *p = infd_malloc(head_n + tail_n);
+    if (!p)
+        return false;
+    if (head_n)
+        memcpy(p, head, head_n);
+    if (tail_n)
+        memcpy(p + head_n, tail, tail_n);
+    k->base.tuning = p;
+    k->base.tuning_bytes = head_n + tail_n;
+    return true;
 }

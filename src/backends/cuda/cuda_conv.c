@@ -96,7 +96,9 @@ typedef struct conv_kernel {
  * precision the algorithm was timed in: 0 FP32, 1 FP16, 2 BF16, 3 TF32 (a
  * TF32 record is never taken by a strict FP32 convolution, nor the other
  * way round: the same algorithm id runs other kernels under the two math
- * modes). */
+ * modes). fused: 0 plain, 1 and 2 cuDNN's fused forms, 3 the GEMM (then
+ * followed by cuBLASLt's algorithm, INFD_CUDA_GEMM_ALGO_BYTES), 4 our
+ * depthwise kernel; a graph-API record is "cng1" and cuda_convg's. */
 typedef struct conv_record {
     char tag[4]; /* "cnv1" */
     int32_t fp16, fused, algo;
@@ -287,14 +289,32 @@ static void conv_fini(infd_cuda_kernel *base)
     free_forms((conv_kernel *)base);
 }
 
+/* The conv record a->tuning holds, in *r; false when it holds none. The
+ * GEMM form's (fused == 3) is followed by cuBLASLt's algorithm, in *algo
+ * (may be NULL; NULL when absent). */
+static bool read_record(const infd_kernel_args *a, conv_record *r, const void **algo)
+{
+    if (algo)
+        *algo = NULL;
+    if (!a->tuning || a->tuning_bytes < sizeof(*r))
+        return false;
+    memcpy(r, a->tuning, sizeof(*r));
+    if (memcmp(r->tag, "cnv1", 4) != 0)
+        return false;
+    if (a->tuning_bytes == sizeof(*r))
+        return true;
+    if (r->fused != 3 || a->tuning_bytes != sizeof(*r) + INFD_CUDA_GEMM_ALGO_BYTES)
+        return false;
+    if (algo)
+        *algo = a->tuning + sizeof(*r);
+    return true;
+}
+
 /* The algorithm a tuning record names for this variant, or -1. */
 static int recorded_algo(const infd_kernel_args *a, int fp16, int fused)
 {
     conv_record r;
-    if (!a->tuning || a->tuning_bytes != sizeof(r))
-        return -1;
-    memcpy(&r, a->tuning, sizeof(r));
-    if (memcmp(r.tag, "cnv1", 4) != 0 || r.fp16 != fp16 || r.fused != fused || r.algo < 0)
+    if (!read_record(a, &r, NULL) || r.fp16 != fp16 || r.fused != fused || r.algo < 0)
         return -1;
     return r.algo;
 }
@@ -304,10 +324,7 @@ static int recorded_algo(const infd_kernel_args *a, int fp16, int fused)
 static bool recorded_unfused(const infd_kernel_args *a, int fp16)
 {
     conv_record r;
-    if (!a->tuning || a->tuning_bytes != sizeof(r))
-        return false;
-    memcpy(&r, a->tuning, sizeof(r));
-    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 == fp16 && r.fused == 0;
+    return read_record(a, &r, NULL) && r.fp16 == fp16 && r.fused == 0;
 }
 
 /* Creates the cuDNN convolution for `d`, from the record when it has one
@@ -325,8 +342,7 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
         c = infd_cuda_conv_create(d, w, b, -1, ws, &chosen, k->name, sizeof(k->name), why, why_n);
     if (c) {
         conv_record r = { { 'c', 'n', 'v', '1' }, prec, d->fused, chosen };
-        memcpy(k->base.base.tuning, &r, sizeof(r));
-        k->base.base.tuning_bytes = sizeof(r);
+        infd_cuda_kernel_keep_tuning(&k->base, &r, sizeof(r), NULL, 0);
     }
     return c;
 }
@@ -336,10 +352,7 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
 static bool recorded_form(const infd_kernel_args *a, int form)
 {
     conv_record r;
-    if (!a->tuning || a->tuning_bytes != sizeof(r))
-        return false;
-    memcpy(&r, a->tuning, sizeof(r));
-    return memcmp(r.tag, "cnv1", 4) == 0 && r.fp16 >= 1 && r.fused == form;
+    return read_record(a, &r, NULL) && r.fp16 >= 1 && r.fused == form;
 }
 
 /* A graph-API record: "cng1", its length, then cuda_convg's own bytes. */
@@ -359,8 +372,8 @@ static bool recorded_not_cudnn(const infd_kernel_args *a)
  * does not name are not timed (a plan file loads without tuning). */
 static bool have_record(const infd_kernel_args *a)
 {
-    return recorded_convg(a) || (a->tuning && a->tuning_bytes == sizeof(conv_record) &&
-                                 memcmp(a->tuning, "cnv1", 4) == 0);
+    conv_record r;
+    return recorded_convg(a) || read_record(a, &r, NULL);
 }
 
 /* The convolution through cuDNN's graph API with everything fused
@@ -413,14 +426,12 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
                                                                      : INFD_CUDA_CONVG_ACT_NONE,
                                .act_lo = k->alpha,
                                .act_hi = k->beta };
-    uint8_t rec[INFD_CUDA_CONVG_RECORD_MAX];
-    size_t rec_n = sizeof(rec), gws = 0;
+    size_t gws = 0;
     char name[96];
     const uint8_t *in = a->tuning;
-    infd_cuda_convg *c =
-        infd_cuda_convg_create(&g, wt, b ? b->data : NULL, from_record ? in + 8 : NULL,
-                               from_record ? a->tuning_bytes - 8 : 0, &gws, rec, &rec_n, name,
-                               sizeof(name), why, sizeof(why));
+    infd_cuda_convg *c = infd_cuda_convg_create(
+        &g, wt, b ? b->data : NULL, from_record ? in + 8 : NULL,
+        from_record ? a->tuning_bytes - 8 : 0, &gws, name, sizeof(name), why, sizeof(why));
     if (!c)
         return;
     float ms = infd_cuda_convg_ms(c);
@@ -436,13 +447,15 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
     k->chosen_ms = ms;
     *ws = gws;
     snprintf(k->name, sizeof(k->name), "%s", name);
-    k->base.base.tuning_bytes = 0;
+    size_t rec_n = 0;
+    const void *rec = infd_cuda_convg_record(c, &rec_n);
+    infd_cuda_kernel_keep_tuning(&k->base, NULL, 0, NULL, 0);
     if (rec_n > 0 && rec_n + 8 <= INFD_KERNEL_TUNING_MAX) {
+        uint8_t head[8];
         uint32_t n32 = (uint32_t)rec_n;
-        memcpy(k->base.base.tuning, CONVG_TAG, 4);
-        memcpy(k->base.base.tuning + 4, &n32, 4);
-        memcpy(k->base.base.tuning + 8, rec, rec_n);
-        k->base.base.tuning_bytes = rec_n + 8;
+        memcpy(head, CONVG_TAG, 4);
+        memcpy(head + 4, &n32, 4);
+        infd_cuda_kernel_keep_tuning(&k->base, head, sizeof(head), rec, rec_n);
     }
 }
 
@@ -492,7 +505,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     for (int c = 0; c < d->c; c++)
         for (size_t j = 0; j < rs; j++)
             rsc[j * (size_t)d->c + (size_t)c] = w[(size_t)c * rs + j];
-    void *w16 = infd_cuda_upload_16(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
+    void *w16 = infd_cuda_upload(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
     infd_free(rsc);
     if (!w16)
         return;
@@ -504,8 +517,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     k->fused = true; /* bias, residual and activation are in the kernel */
     snprintf(k->name, sizeof(k->name), "cuda:dwconv_fp16");
     conv_record r = { { 'c', 'n', 'v', '1' }, 1, 4, 0 };
-    memcpy(k->base.base.tuning, &r, sizeof(r));
-    k->base.base.tuning_bytes = sizeof(r);
+    infd_cuda_kernel_keep_tuning(&k->base, &r, sizeof(r), NULL, 0);
 }
 
 /* A 1x1, stride-1, unpadded, ungrouped FP16 convolution between FP16 NHWC
@@ -523,11 +535,12 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
         (k->has_sum && k->fr != k->hf) || (b && !b->data))
         return;
     bool from_record = recorded_form(a, 3);
-    conv_record rec;
+    conv_record rec = { { 0 }, 0, 0, 0 };
+    const void *algo = NULL;
     if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("gemm"))
         return;
     if (from_record)
-        memcpy(&rec, a->tuning, sizeof(rec));
+        read_record(a, &rec, &algo);
     infd_cuda_gemm_desc g = { .m = (int64_t)d->n * d->oh * d->ow,
                               .n = d->k,
                               .k = d->c,
@@ -540,7 +553,8 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
                               .bf16 = k->hf == INFD_CUDA_FMT_BF16_NHWC,
                               .host_b = a->inputs[1]->data,
                               .tune = !from_record,
-                              .pick = from_record ? rec.algo : 0 };
+                              .pick = from_record ? rec.algo : 0,
+                              .algo = algo };
     size_t gws = 0;
     float ms = 0.0f;
     infd_cuda_gemm *gm = infd_cuda_gemm_create(&g, &gws, &ms, why, sizeof(why));
@@ -558,8 +572,8 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     *ws = gws;
     snprintf(k->name, sizeof(k->name), "cublaslt:conv1x1_fp16%s", b ? "_bias" : "");
     conv_record r = { { 'c', 'n', 'v', '1' }, 1, 3, infd_cuda_gemm_pick(gm) };
-    memcpy(k->base.base.tuning, &r, sizeof(r));
-    k->base.base.tuning_bytes = sizeof(r);
+    infd_cuda_kernel_keep_tuning(&k->base, &r, sizeof(r), infd_cuda_gemm_algo(gm),
+                                 INFD_CUDA_GEMM_ALGO_BYTES);
 }
 
 /* A packed input with fewer channels than this (the image at a network's

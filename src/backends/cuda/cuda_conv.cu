@@ -141,24 +141,12 @@ extern "C" infd_cuda_conv *infd_cuda_conv_create(const infd_cuda_conv_desc *d, c
     }
     if (d->fp16) {
         /* KCRS FP32 -> KRSC, once. */
-        int cg = d->c / d->groups;
-        float *krsc = (float *)malloc(wn * sizeof(float));
-        if (!krsc) {
-            snprintf(why, why_n, "out of memory");
-            goto fail;
-        }
-        for (int k = 0; k < d->k; k++)
-            for (int ci = 0; ci < cg; ci++)
-                for (int r = 0; r < d->r; r++)
-                    for (int q = 0; q < d->s; q++)
-                        krsc[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
-                            host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q];
         infd_cuda_fmt f16 = d->bf16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
-        c->w16 = infd_cuda_upload_16(krsc, wn, f16, why, why_n);
+        c->w16 = infd_cuda_upload_krsc(host_w, d->k, d->c / d->groups, (int64_t)d->r * d->s, f16,
+                                       why, why_n);
         bool ok = c->w16 != NULL;
-        free(krsc);
         if (ok && d->fused)
-            ok = (c->b16 = infd_cuda_upload_16(host_b, (size_t)d->k, f16, why, why_n)) != NULL;
+            ok = (c->b16 = infd_cuda_upload(host_b, (size_t)d->k, f16, why, why_n)) != NULL;
         if (!ok)
             goto fail;
     }

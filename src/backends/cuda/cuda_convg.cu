@@ -19,7 +19,20 @@
  *
  * The record: "cg", version, knob count, FNV-1a hash of the description,
  * engine global index (int16) and per knob its type (uint8) and value
- * (int32, little-endian): at most 10 + 9 * 5 = 55 bytes.
+ * (int32, little-endian), then the length and FNV-1a hash of the compiled
+ * plan (uint32 each) and the plan: cuDNN's serialized execution plan
+ * (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION) for a runtime-compiled
+ * engine, none (length 0) for the others. All little-endian; 18 + 5 per
+ * knob bytes, plus the plan's.
+ *
+ * Restoring a runtime-compiled engine from its serialized plan takes about
+ * 1 ms; finalizing it again compiles it with NVRTC, 20-65 ms each on the
+ * H200 (issue #6's "warm start in well under a second": five such engines
+ * in ResNet-50 FP16 were a third of its plan load). A serialized plan is
+ * compiled GPU code: the plan file that carries it is as trusted as a
+ * TensorRT engine, and is refused on another GPU or cuDNN (planfile.c).
+ * When cuDNN does not take it back, the configuration is finalized again
+ * from the key, and failing that the candidates are timed.
  *
  * Shared plans: convolutions of one description on one GPU (ResNet-50's
  * repeated blocks) share the operation graph and execution plan of the
@@ -40,6 +53,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_convg.h"
+#include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
 
 #define MAX_WORKSPACE  ((size_t)256 << 20)
@@ -49,7 +63,8 @@
 #define MAX_RTC        3  /* of them needing runtime compilation (0.3-5 s each) */
 #define MAX_KNOBS      16 /* knob choices read per configuration */
 #define MAX_REC_KNOBS  9  /* knobs a record holds */
-#define REC_VERSION    1
+#define REC_VERSION    2
+#define REC_HEAD       18 /* bytes of a record without knobs and plan */
 #define MAX_KEEP       24 /* graph descriptors kept alive with the plan */
 
 /* Tensor unique ids. */
@@ -80,6 +95,8 @@ struct infd_cuda_convg {
     int device;
     cfg_key key;           /* the configuration chosen */
     infd_cuda_convg *next; /* registry link */
+    unsigned char *rec;    /* the tuning record (owned; NULL: none) */
+    size_t rec_n;
 };
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -429,13 +446,18 @@ static bool same_key(const cfg_key *a, const cfg_key *b)
     return true;
 }
 
+static uint32_t bytes_hash(const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
 static uint32_t desc_hash(const infd_cuda_convg_desc *d)
 {
-    const unsigned char *p = (const unsigned char *)d;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof(*d); i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h;
+    return bytes_hash(d, sizeof(*d));
 }
 
 static void put32(unsigned char *p, uint32_t v)
@@ -451,38 +473,59 @@ static uint32_t get32(const unsigned char *p)
     return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Serializes key; the length, 0 when it does not fit. */
-static size_t record_write(const infd_cuda_convg_desc *d, const cfg_key *k, unsigned char *out,
-                           size_t cap)
+/* The record of key and the serialized plan (plan_n bytes, 0: none) in a
+ * new buffer (*out, malloc'd; *out_n bytes); false when the key does not
+ * fit a record or out of memory. */
+static bool record_write(const infd_cuda_convg_desc *d, const cfg_key *k, const char *plan,
+                         size_t plan_n, unsigned char **out, size_t *out_n)
 {
-    size_t n = 10 + 5 * (size_t)k->n_knobs;
-    if (k->n_knobs > MAX_REC_KNOBS || n > cap || n > INFD_CUDA_CONVG_RECORD_MAX || k->engine < 0 ||
-        k->engine > 32767)
-        return 0;
+    size_t head = REC_HEAD + 5 * (size_t)k->n_knobs;
+    *out = NULL;
+    *out_n = 0;
+    if (k->n_knobs > MAX_REC_KNOBS || k->engine < 0 || k->engine > 32767 ||
+        plan_n > INFD_CUDA_CONVG_PLAN_MAX)
+        return false;
     for (int i = 0; i < k->n_knobs; i++)
         if (k->knob_type[i] < 0 || k->knob_type[i] > 255 || k->knob_value[i] < INT32_MIN ||
             k->knob_value[i] > INT32_MAX)
-            return 0;
-    out[0] = 'c';
-    out[1] = 'g';
-    out[2] = REC_VERSION;
-    out[3] = (unsigned char)k->n_knobs;
-    put32(out + 4, desc_hash(d));
-    out[8] = (unsigned char)k->engine;
-    out[9] = (unsigned char)(k->engine >> 8);
+            return false;
+    unsigned char *p = (unsigned char *)malloc(head + plan_n);
+    if (!p)
+        return false;
+    p[0] = 'c';
+    p[1] = 'g';
+    p[2] = REC_VERSION;
+    p[3] = (unsigned char)k->n_knobs;
+    put32(p + 4, desc_hash(d));
+    p[8] = (unsigned char)k->engine;
+    p[9] = (unsigned char)(k->engine >> 8);
     for (int i = 0; i < k->n_knobs; i++) {
-        out[10 + 5 * i] = (unsigned char)k->knob_type[i];
-        put32(out + 11 + 5 * i, (uint32_t)(int32_t)k->knob_value[i]);
+        p[10 + 5 * i] = (unsigned char)k->knob_type[i];
+        put32(p + 11 + 5 * i, (uint32_t)(int32_t)k->knob_value[i]);
     }
-    return n;
+    put32(p + head - 8, (uint32_t)plan_n);
+    put32(p + head - 4, bytes_hash(plan, plan_n));
+    if (plan_n)
+        memcpy(p + head, plan, plan_n);
+    *out = p;
+    *out_n = head + plan_n;
+    return true;
 }
 
-/* Parses a record for d; false when it is not one. */
-static bool record_read(const infd_cuda_convg_desc *d, const void *rec, size_t n, cfg_key *k)
+/* Parses a record for d: its key, and its serialized plan (*plan, *plan_n;
+ * NULL, 0 when it has none); false when it is not one. */
+static bool record_read(const infd_cuda_convg_desc *d, const void *rec, size_t n, cfg_key *k,
+                        const char **plan, size_t *plan_n)
 {
     const unsigned char *p = (const unsigned char *)rec;
-    if (!rec || n < 10 || p[0] != 'c' || p[1] != 'g' || p[2] != REC_VERSION ||
-        p[3] > MAX_REC_KNOBS || n != 10 + 5 * (size_t)p[3] || get32(p + 4) != desc_hash(d))
+    *plan = NULL;
+    *plan_n = 0;
+    if (!rec || n < REC_HEAD || p[0] != 'c' || p[1] != 'g' || p[2] != REC_VERSION ||
+        p[3] > MAX_REC_KNOBS || get32(p + 4) != desc_hash(d))
+        return false;
+    size_t head = REC_HEAD + 5 * (size_t)p[3];
+    if (n < head || n - head != get32(p + head - 8) ||
+        bytes_hash(p + head, n - head) != get32(p + head - 4))
         return false;
     memset(k, 0, sizeof(*k));
     k->n_knobs = p[3];
@@ -490,6 +533,10 @@ static bool record_read(const infd_cuda_convg_desc *d, const void *rec, size_t n
     for (int i = 0; i < k->n_knobs; i++) {
         k->knob_type[i] = p[10 + 5 * i];
         k->knob_value[i] = (int32_t)get32(p + 11 + 5 * i);
+    }
+    if (n > head) {
+        *plan = (const char *)p + head;
+        *plan_n = n - head;
     }
     return true;
 }
@@ -571,6 +618,89 @@ static cudnnStatus_t make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg,
     return s;
 }
 
+/* The execution plan cuDNN serialized as `json` (json_n bytes), restored
+ * without compiling, and its workspace size. */
+static cudnnStatus_t restore_plan(cudnnHandle_t h, const char *json, size_t json_n,
+                                  cudnnBackendDescriptor_t *out, size_t *ws)
+{
+    cudnnBackendDescriptor_t plan = NULL;
+    int64_t n = 0, bytes = 0;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                     CUDNN_TYPE_CHAR, (int64_t)json_n, json);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(plan, ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendFinalize(plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &bytes);
+    if (s != CUDNN_STATUS_SUCCESS && plan) {
+        cudnnBackendDestroyDescriptor(plan);
+        plan = NULL;
+    }
+    *out = plan;
+    *ws = bytes > 0 ? (size_t)bytes : 0;
+    return s;
+}
+
+/* Whether a finalized plan runs the configuration `want` (a restored
+ * plan must be the one its record names: the key is what plans are shared
+ * by): the same engine, and each of want's knob choices among the plan's
+ * (a restored plan also lists the knobs left at their defaults, as -1). */
+static bool plan_has_key(const infd_cuda_convg *c, cudnnBackendDescriptor_t plan,
+                         const cfg_key *want)
+{
+    cudnnBackendDescriptor_t cfg = NULL;
+    int64_t n = 0;
+    cfg_key key;
+    bool skip = false, rtc = false, same = false;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg) !=
+        CUDNN_STATUS_SUCCESS)
+        return false;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                 &cfg) == CUDNN_STATUS_SUCCESS &&
+        n == 1 && describe_cfg(c, cfg, &key, &skip, &rtc) == CUDNN_STATUS_SUCCESS) {
+        same = key.engine == want->engine;
+        for (int i = 0; i < want->n_knobs && same; i++) {
+            bool seen = false;
+            for (int j = 0; j < key.n_knobs && !seen; j++)
+                seen = key.knob_type[j] == want->knob_type[i] &&
+                       key.knob_value[j] == want->knob_value[i];
+            same = seen;
+        }
+    }
+    cudnnBackendDestroyDescriptor(cfg);
+    return same;
+}
+
+/* cuDNN's serialization of a finalized plan (malloc'd into *json, *json_n
+ * bytes); false, with nothing kept, when it has none. */
+static bool serialize_plan(cudnnBackendDescriptor_t plan, char **json, size_t *json_n)
+{
+    int64_t n = 0;
+    *json = NULL;
+    *json_n = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                 CUDNN_TYPE_CHAR, 0, &n, NULL) != CUDNN_STATUS_SUCCESS ||
+        n <= 0 || (uint64_t)n > INFD_CUDA_CONVG_PLAN_MAX)
+        return false;
+    char *p = (char *)malloc((size_t)n);
+    int64_t got = 0;
+    if (!p ||
+        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                 CUDNN_TYPE_CHAR, n, &got, p) != CUDNN_STATUS_SUCCESS ||
+        got <= 0 || got > n) {
+        free(p);
+        return false;
+    }
+    *json = p;
+    *json_n = (size_t)got;
+    return true;
+}
+
 /* Executes `plan` with a variant pack built for this call (cuDNN's
  * per-execution argument list; nothing shared is written). */
 static cudnnStatus_t execute(const infd_cuda_convg *c, cudnnBackendDescriptor_t plan,
@@ -613,33 +743,6 @@ static cudnnStatus_t execute(const infd_cuda_convg *c, cudnnBackendDescriptor_t 
     return s;
 }
 
-/* Uploads n floats as FP16 or FP32 into *dst (device); false with the
- * reason. */
-static bool upload(void **dst, const float *src, size_t n, int half, char *why, size_t why_n)
-{
-    size_t es = half ? 2 : 4;
-    void *host = malloc(n * es);
-    if (!host) {
-        snprintf(why, why_n, "out of memory");
-        return false;
-    }
-    if (half)
-        for (size_t i = 0; i < n; i++)
-            ((__half *)host)[i] = __float2half_rn(src[i]);
-    else
-        memcpy(host, src, n * es);
-    cudaError_t rc = cudaMalloc(dst, n * es);
-    if (rc == cudaSuccess)
-        rc = cudaMemcpy(*dst, host, n * es, cudaMemcpyHostToDevice);
-    free(host);
-    if (rc != cudaSuccess) {
-        snprintf(why, why_n, "uploading constants: %s", cudaGetErrorString(rc));
-        cudaGetLastError();
-        return false;
-    }
-    return true;
-}
-
 /* Frees an owner's graph and plan and the struct (refs reached 0). */
 static void free_owner(infd_cuda_convg *c)
 {
@@ -647,6 +750,7 @@ static void free_owner(infd_cuda_convg *c)
         cudnnBackendDestroyDescriptor(c->plan);
     for (int i = c->n_keep - 1; i >= 0; i--)
         cudnnBackendDestroyDescriptor(c->keep[i]);
+    free(c->rec);
     free(c);
 }
 
@@ -680,6 +784,7 @@ extern "C" void infd_cuda_convg_destroy(infd_cuda_convg *c)
     pthread_mutex_lock(&registry_mu);
     if (c->owner) {
         unref_owner(c->owner);
+        free(c->rec);
         free(c);
     } else {
         unref_owner(c);
@@ -815,9 +920,8 @@ static int heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mod
 extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d,
                                                    const float *host_w, const float *host_b,
                                                    const void *record, size_t record_n,
-                                                   size_t *workspace_bytes, void *out_record,
-                                                   size_t *out_record_n, char *name, size_t name_n,
-                                                   char *why, size_t why_n)
+                                                   size_t *workspace_bytes, char *name,
+                                                   size_t name_n, char *why, size_t why_n)
 {
     infd_cuda_convg *c = (infd_cuda_convg *)calloc(1, sizeof(*c));
     infd_cuda_stream *st = NULL;
@@ -829,10 +933,11 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
     size_t wn = d->groups > 0 ? (size_t)d->k * (d->c / d->groups) * d->r * d->s : 0;
     char first_err[320] = "";
     int n_tried = 0, n_failed = 0;
+    const char *rec_plan = NULL; /* the record's serialized plan */
+    size_t rec_plan_n = 0;
+    bool best_rtc = false; /* the chosen engine compiles at run time */
     memset(&b, 0, sizeof(b));
     memset(&best_key, 0, sizeof(best_key));
-    if (out_record_n && !out_record)
-        *out_record_n = 0;
     if (!c) {
         snprintf(why, why_n, "out of memory");
         return NULL;
@@ -855,25 +960,12 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
     }
     {
         /* KCRS -> KRSC for FP16 (channels-last), as is for FP32. */
-        int cg = d->c / d->groups;
-        float *wt = (float *)malloc(wn * sizeof(float));
-        if (!wt) {
-            snprintf(why, why_n, "out of memory");
-            goto fail;
-        }
-        if (d->fp16) {
-            for (int k = 0; k < d->k; k++)
-                for (int ci = 0; ci < cg; ci++)
-                    for (int r = 0; r < d->r; r++)
-                        for (int q = 0; q < d->s; q++)
-                            wt[(((size_t)k * d->r + r) * d->s + q) * cg + ci] =
-                                host_w[(((size_t)k * cg + ci) * d->r + r) * d->s + q];
-        } else {
-            memcpy(wt, host_w, wn * sizeof(float));
-        }
-        bool ok = upload(&c->w, wt, wn, d->fp16, why, why_n);
-        free(wt);
-        if (!ok || (d->has_bias && !upload(&c->b, host_b, (size_t)d->k, d->fp16, why, why_n)))
+        infd_cuda_fmt f = d->fp16 ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
+        c->w = d->fp16 ? infd_cuda_upload_krsc(host_w, d->k, d->c / d->groups, (int64_t)d->r * d->s,
+                                               f, why, why_n)
+                       : infd_cuda_upload(host_w, wn, f, why, why_n);
+        if (!c->w ||
+            (d->has_bias && !(c->b = infd_cuda_upload(host_b, (size_t)d->k, f, why, why_n))))
             goto fail;
     }
 
@@ -881,7 +973,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
      * record names it, or without a record when the owner was timed (see
      * "Shared plans" at the top). */
     cudaGetDevice(&c->device);
-    have_rec = record_read(d, record, record_n, &rec_key);
+    have_rec = record_read(d, record, record_n, &rec_key, &rec_plan, &rec_plan_n);
     pthread_mutex_lock(&registry_mu);
     for (infd_cuda_convg *o = infd_cuda_conv_disabled("share") ? NULL : registry; o; o = o->next) {
         if (o->device == c->device && same_desc(&o->d, d) &&
@@ -897,14 +989,19 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
         c->ms = have_rec ? 0.0f : c->owner->ms;
         best_key = c->key = c->owner->key;
         found = true;
+        /* The record it was given, or the owner's: the same key either way. */
+        c->rec_n = have_rec ? record_n : c->owner->rec_n;
+        c->rec = c->rec_n ? (unsigned char *)malloc(c->rec_n) : NULL;
+        if (c->rec)
+            memcpy(c->rec, have_rec ? record : c->owner->rec, c->rec_n);
+        else
+            c->rec_n = 0;
         goto chosen;
     }
 
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
     if (!st)
         goto fail;
-    if (!build_graph(c, st->dnn, why, why_n))
-        goto unlock;
     if (cudaMalloc(&b.x, xn * es) != cudaSuccess || cudaMalloc(&b.y, yn * es) != cudaSuccess ||
         cudaMalloc(&b.z, yn * es) != cudaSuccess || cudaEventCreate(&b.e0) != cudaSuccess ||
         cudaEventCreate(&b.e1) != cudaSuccess) {
@@ -915,11 +1012,40 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
     infd_cuda_fill_random(st, b.x, xn, d->fp16 ? 1 : 0, 1);
     infd_cuda_fill_random(st, b.z, yn, d->fp16 ? 1 : 0, 2);
 
+    /* A record with a serialized plan: restored, not compiled, then one
+     * checked run; it needs no operation graph. */
+    if (have_rec && rec_plan_n) {
+        cudnnBackendDescriptor_t plan = NULL;
+        size_t need = 0;
+        cudnnStatus_t s = restore_plan(st->dnn, rec_plan, rec_plan_n, &plan, &need);
+        if (s == CUDNN_STATUS_SUCCESS && need <= MAX_WORKSPACE && plan_has_key(c, plan, &rec_key) &&
+            try_plan(c, st, &b, plan, need, 0, first_err, sizeof(first_err)) >= 0.0f) {
+            c->plan = plan;
+            c->ws_bytes = need;
+            best_key = rec_key;
+            found = true;
+            c->rec = (unsigned char *)malloc(record_n);
+            if (c->rec) {
+                memcpy(c->rec, record, record_n);
+                c->rec_n = record_n;
+            }
+        } else if (plan) {
+            cudnnBackendDestroyDescriptor(plan);
+        }
+        first_err[0] = '\0';
+    }
+    if (!found && !build_graph(c, st->dnn, why, why_n))
+        goto unlock;
+
     /* A record: its configuration after one checked run, no timing. */
-    if (have_rec) {
+    if (have_rec && !found) {
         cudnnBackendDescriptor_t cfg = NULL, plan = NULL;
         size_t need = 0;
+        cfg_key key;
+        bool skip = false;
         cudnnStatus_t s = cfg_from_key(c->graph, &rec_key, &cfg);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = describe_cfg(c, cfg, &key, &skip, &best_rtc);
         if (s == CUDNN_STATUS_SUCCESS)
             s = make_plan(st->dnn, cfg, &plan, &need);
         if (cfg)
@@ -991,6 +1117,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
                 c->plan = plan;
                 c->ws_bytes = need;
                 best_key = key;
+                best_rtc = rtc;
                 best_ms = ms;
                 c->ms = ms;
                 found = true;
@@ -1028,6 +1155,16 @@ unlock:
     infd_cuda_compile_stream_unlock();
     if (!found)
         goto fail;
+    /* A plan made now is recorded, serialized when its engine compiles at
+     * run time (restoring it is what skips the compile). */
+    if (!c->rec) {
+        char *json = NULL;
+        size_t json_n = 0;
+        if (best_rtc) /* when cuDNN cannot, the record goes without: compiled at load */
+            serialize_plan(c->plan, &json, &json_n);
+        record_write(d, &best_key, json, json_n, &c->rec, &c->rec_n);
+        free(json);
+    }
     c->key = best_key;
     c->refs = 1;
     pthread_mutex_lock(&registry_mu);
@@ -1046,8 +1183,6 @@ chosen:
         snprintf(name, name_n, "%s", c->name);
     if (workspace_bytes)
         *workspace_bytes = c->ws_bytes;
-    if (out_record && out_record_n)
-        *out_record_n = record_write(d, &best_key, (unsigned char *)out_record, *out_record_n);
     return c;
 fail:
     infd_cuda_convg_destroy(c);
@@ -1070,4 +1205,10 @@ extern "C" void infd_cuda_convg_run(const infd_cuda_convg *c, void *stream, cons
 extern "C" float infd_cuda_convg_ms(const infd_cuda_convg *c)
 {
     return c->ms;
+}
+
+extern "C" const void *infd_cuda_convg_record(const infd_cuda_convg *c, size_t *n)
+{
+    *n = c->rec_n;
+    return c->rec;
 }

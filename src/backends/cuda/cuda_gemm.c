@@ -149,6 +149,22 @@ static void gemm_fini(infd_cuda_kernel *base)
     infd_cuda_gemm_destroy(((gemm_kernel *)base)->gemm);
 }
 
+/* The tuning record a Gemm/MatMul keeps: "gmm1", whether TF32 (int32),
+ * then cuBLASLt's algorithm (INFD_CUDA_GEMM_ALGO_BYTES), which a plan file
+ * hands back so that loading skips cuBLASLt's heuristic. */
+#define GEMM_TAG          "gmm1"
+#define GEMM_RECORD_BYTES (8 + INFD_CUDA_GEMM_ALGO_BYTES)
+
+/* The algorithm a record of this precision keeps, or NULL. */
+static const void *recorded_algo(const infd_kernel_args *a, int32_t tf32)
+{
+    int32_t t;
+    if (!a->tuning || a->tuning_bytes != GEMM_RECORD_BYTES || memcmp(a->tuning, GEMM_TAG, 4) != 0)
+        return NULL;
+    memcpy(&t, a->tuning + 4, sizeof(t));
+    return t == tf32 ? a->tuning + 8 : NULL;
+}
+
 static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
     gemm_plan p;
@@ -185,6 +201,7 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
                               .relu = p.act == INFD_CUDA_ACT_RELU,
                               .has_res = p.res_input >= 0,
                               .tf32 = a->precision == INFD_PRECISION_TF32 };
+    d.algo = recorded_algo(a, d.tf32);
     size_t ws = 0;
     if (d.tf32)
         k->base.base.name = "cublasLt:matmul_tf32";
@@ -195,6 +212,12 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
         return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
     k->base.base.workspace_bytes = ws;
+    uint8_t head[8];
+    int32_t tf32 = d.tf32;
+    memcpy(head, GEMM_TAG, 4);
+    memcpy(head + 4, &tf32, 4);
+    infd_cuda_kernel_keep_tuning(&k->base, head, sizeof(head), infd_cuda_gemm_algo(k->gemm),
+                                 INFD_CUDA_GEMM_ALGO_BYTES);
     if (p.bias_input >= 0) /* copied into the epilogue's bias at create */
         k->base.base.unread_inputs = 1u << p.bias_input;
     *out = &k->base.base;

@@ -10,11 +10,13 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_gemm.h"
+#include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
 
 #define MAX_WORKSPACE ((size_t)32 << 20)
@@ -34,21 +36,13 @@ struct infd_cuda_gemm {
  * on failure. */
 static bool upload(void **dst, const float *src, size_t n, int kind)
 {
-    size_t es = kind ? 2 : 4;
-    void *tmp = kind ? malloc(n * es) : (void *)src;
-    if (!tmp)
-        return false;
-    for (size_t i = 0; kind == 1 && i < n; i++)
-        ((__half *)tmp)[i] = __float2half_rn(src[i]);
-    for (size_t i = 0; kind == 2 && i < n; i++)
-        ((__nv_bfloat16 *)tmp)[i] = __float2bfloat16_rn(src[i]);
-    bool ok = cudaMalloc(dst, n * es) == cudaSuccess &&
-              cudaMemcpy(*dst, tmp, n * es, cudaMemcpyHostToDevice) == cudaSuccess;
-    if (kind)
-        free(tmp);
-    if (!ok)
-        cudaGetLastError();
-    return ok;
+    char why[128];
+    *dst = infd_cuda_upload(src, n,
+                            kind == 0   ? INFD_CUDA_FMT_F32_NCHW
+                            : kind == 1 ? INFD_CUDA_FMT_F16_NHWC
+                                        : INFD_CUDA_FMT_BF16_NHWC,
+                            why, sizeof(why));
+    return *dst != NULL;
 }
 
 extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
@@ -238,6 +232,23 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, why_n);
     if (!st)
         goto fail;
+    if (d->algo) { /* a record's algorithm, when cuBLASLt still takes it here */
+        cublasLtMatmulAlgo_t algo;
+        cublasLtMatmulHeuristicResult_t r;
+        memcpy(&algo, d->algo, sizeof(algo));
+        memset(&r, 0, sizeof(r));
+        if (cublasLtMatmulAlgoCheck(st->lt, g->op, g->la, g->lb, g->lc, g->lc, &algo, &r) ==
+                CUBLAS_STATUS_SUCCESS &&
+            r.workspaceSize <= max_ws) {
+            infd_cuda_compile_stream_unlock();
+            g->pick = d->pick;
+            g->algo = algo;
+            g->ws_bytes = r.workspaceSize;
+            cublasLtMatmulPreferenceDestroy(pref);
+            *workspace_bytes = g->ws_bytes;
+            return g;
+        }
+    }
     {
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->la, g->lb, g->lc, g->lc,
                                                           pref, 8, res, &n_res);
@@ -274,6 +285,14 @@ fail:
 extern "C" int infd_cuda_gemm_pick(const infd_cuda_gemm *g)
 {
     return g->pick;
+}
+
+static_assert(sizeof(cublasLtMatmulAlgo_t) == INFD_CUDA_GEMM_ALGO_BYTES,
+              "INFD_CUDA_GEMM_ALGO_BYTES is cublasLtMatmulAlgo_t's size");
+
+extern "C" const void *infd_cuda_gemm_algo(const infd_cuda_gemm *g)
+{
+    return &g->algo;
 }
 
 extern "C" void infd_cuda_gemm_run(const infd_cuda_gemm *g, void *stream, const void *a,

@@ -36,6 +36,11 @@ typedef struct infd_cuda_gemm_desc {
      * candidate `pick` (a tuning record; the last one when fewer). */
     int tune;
     int pick;
+    /* The algorithm a tuning record kept (INFD_CUDA_GEMM_ALGO_BYTES from
+     * infd_cuda_gemm_algo), or NULL. Taken, without asking the heuristic,
+     * when cuBLASLt's check accepts it for this description: the first
+     * heuristic query of a process costs 70-110 ms (plan load, issue #6). */
+    const void *algo;
     /* Strided batches (FP32, run-time B, no bias; batch 0 or 1: one
      * product): `batch` products, A_i at a + i * stride_a elements, B_i at
      * b + i * stride_b, Y_i at y + i * stride_y. Not timed (tune is
@@ -62,6 +67,14 @@ void infd_cuda_gemm_destroy(infd_cuda_gemm *g);
 
 /* The heuristic candidate the gemm runs (for a tuning record). */
 int infd_cuda_gemm_pick(const infd_cuda_gemm *g);
+
+/* Bytes of a cuBLASLt algorithm (cublasLtMatmulAlgo_t: opaque, valid for
+ * the same cuBLASLt and GPU, which a plan file's fingerprint pins). */
+#define INFD_CUDA_GEMM_ALGO_BYTES 64
+
+/* The algorithm the gemm runs, INFD_CUDA_GEMM_ALGO_BYTES bytes owned by g
+ * (for a tuning record; given back as infd_cuda_gemm_desc.algo). */
+const void *infd_cuda_gemm_algo(const infd_cuda_gemm *g);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "infd/infd.h"
+
 #include "cuda_act.cuh"
 #include "cuda_nhwc.h"
 #include "cuda_pool.h"
@@ -464,34 +466,75 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cud
     return ms;
 }
 
-extern "C" void *infd_cuda_upload_16(const float *src, size_t n, infd_cuda_fmt fmt, char *why,
-                                     size_t why_n)
+/* src's n floats in fmt's element type at dst (host memory). */
+static void to_format(void *dst, const float *src, size_t n, infd_cuda_fmt fmt)
 {
-    uint16_t *h = (uint16_t *)malloc(n * sizeof(uint16_t));
+    if (fmt == INFD_CUDA_FMT_BF16_NHWC)
+        infd_fp32_to_bf16_n((uint16_t *)dst, src, n);
+    else if (fmt == INFD_CUDA_FMT_F16_NHWC)
+        infd_fp32_to_fp16_n((uint16_t *)dst, src, n); /* F16C where the CPU has it */
+    else
+        memcpy(dst, src, n * sizeof(float));
+}
+
+/* A device copy of the n elements (es bytes each) at host; NULL (why)
+ * on failure. */
+static void *copy_up(const void *host, size_t n, size_t es, char *why, size_t why_n)
+{
     void *d = NULL;
-    if (!h) {
-        snprintf(why, why_n, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (fmt == INFD_CUDA_FMT_BF16_NHWC) {
-            __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
-            memcpy(&h[i], &v, 2);
-        } else {
-            __half v = __float2half_rn(src[i]);
-            memcpy(&h[i], &v, 2);
-        }
-    }
-    cudaError_t rc = cudaMalloc(&d, n * sizeof(uint16_t));
+    cudaError_t rc = cudaMalloc(&d, n * es);
     if (rc == cudaSuccess)
-        rc = cudaMemcpy(d, h, n * sizeof(uint16_t), cudaMemcpyHostToDevice);
-    free(h);
+        rc = cudaMemcpy(d, host, n * es, cudaMemcpyHostToDevice);
     if (rc != cudaSuccess) {
-        snprintf(why, why_n, "16-bit constants: %s", cudaGetErrorString(rc));
+        snprintf(why, why_n, "uploading constants: %s", cudaGetErrorString(rc));
         cudaGetLastError();
         if (d)
             cudaFree(d);
         return NULL;
     }
+    return d;
+}
+
+extern "C" void *infd_cuda_upload(const float *src, size_t n, infd_cuda_fmt fmt, char *why,
+                                  size_t why_n)
+{
+    if (fmt == INFD_CUDA_FMT_F32_NCHW)
+        return copy_up(src, n, sizeof(float), why, why_n);
+    uint16_t *h = (uint16_t *)malloc(n * sizeof(uint16_t) + 1);
+    if (!h) {
+        snprintf(why, why_n, "out of memory");
+        return NULL;
+    }
+    to_format(h, src, n, fmt);
+    void *d = copy_up(h, n, sizeof(uint16_t), why, why_n);
+    free(h);
+    return d;
+}
+
+extern "C" void *infd_cuda_upload_krsc(const float *w, int64_t k, int64_t cg, int64_t rs,
+                                       infd_cuda_fmt fmt, char *why, size_t why_n)
+{
+    size_t n = (size_t)(k * cg * rs), es = fmt == INFD_CUDA_FMT_F32_NCHW ? 4 : 2;
+    if (rs == 1) /* [k, cg, 1, 1] is [k, 1, 1, cg] */
+        return infd_cuda_upload(w, n, fmt, why, why_n);
+    /* Convert in KCRS order (contiguous, vectorized), then move elements. */
+    unsigned char *conv = (unsigned char *)malloc(n * es + 1);
+    unsigned char *krsc = (unsigned char *)malloc(n * es + 1);
+    void *d = NULL;
+    if (!conv || !krsc) {
+        snprintf(why, why_n, "out of memory");
+    } else {
+        to_format(conv, w, n, fmt);
+        for (int64_t o = 0; o < k; o++) {
+            const unsigned char *src = conv + (size_t)(o * cg * rs) * es;
+            unsigned char *dst = krsc + (size_t)(o * cg * rs) * es;
+            for (int64_t c = 0; c < cg; c++)
+                for (int64_t p = 0; p < rs; p++)
+                    memcpy(dst + (size_t)(p * cg + c) * es, src + (size_t)(c * rs + p) * es, es);
+        }
+        d = copy_up(krsc, n, es, why, why_n);
+    }
+    free(conv);
+    free(krsc);
     return d;
 }

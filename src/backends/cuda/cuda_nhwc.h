@@ -104,9 +104,18 @@ void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, infd_cuda_f
 float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt, int has_res,
                                  int act);
 
-/* A device copy of n floats in 16-bit format fmt (FP16 or BF16; freed with
- * infd_cuda_free(0, p)), or NULL with the reason in `why`. */
-void *infd_cuda_upload_16(const float *src, size_t n, infd_cuda_fmt fmt, char *why, size_t why_n);
+/* A device copy of n floats in fmt's element type (FP32 for
+ * INFD_CUDA_FMT_F32_NCHW, else FP16 or BF16; freed with cudaFree or
+ * infd_cuda_free(0, p)), or NULL with the reason in `why`. Converts on
+ * the host through infd_fp32_to_fp16_n/bf16_n (F16C where the CPU has it):
+ * the one way weights reach the device, and a part of plan load. */
+void *infd_cuda_upload(const float *src, size_t n, infd_cuda_fmt fmt, char *why, size_t why_n);
+
+/* Convolution weights w (FP32 KCRS: k x cg x rs, rs = kernel height x
+ * width) as a device copy in KRSC order (channels last), in fmt's element
+ * type as infd_cuda_upload. */
+void *infd_cuda_upload_krsc(const float *w, int64_t k, int64_t cg, int64_t rs, infd_cuda_fmt fmt,
+                            char *why, size_t why_n);
 
 #ifdef __cplusplus
 }

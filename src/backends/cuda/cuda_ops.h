@@ -53,6 +53,13 @@ infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,
                                                    const infd_kernel_io *),
                                        void (*fini)(infd_cuda_kernel *));
 
+/* Keeps head_n bytes at head, then tail_n at tail, as k's tuning record
+ * (infd_kernel.tuning; freed with the kernel), replacing any it had;
+ * false when out of memory (the kernel then keeps none: a plan file loses
+ * the choice, not its correctness). */
+bool infd_cuda_kernel_keep_tuning(infd_cuda_kernel *k, const void *head, size_t head_n,
+                                  const void *tail, size_t tail_n);
+
 /* True when inputs [0, n_in) that are present and every output are FP32;
  * otherwise false with a message. */
 bool infd_cuda_fp32_only(const infd_kernel_args *a, int n_in, infd_error *why);

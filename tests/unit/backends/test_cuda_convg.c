@@ -428,7 +428,7 @@ static double legacy_us(const data *t, int fusion, dev_case *dc, void *st, char 
 typedef struct case_result {
     infd_cuda_convg *g;
     size_t ws_bytes;
-    unsigned char record[INFD_CUDA_CONVG_RECORD_MAX];
+    unsigned char record[INFD_CUDA_CONVG_PLAN_MAX + 256]; /* a copy: outlives g */
     size_t record_n;
     char name[96];
     double create_ms;
@@ -443,12 +443,19 @@ static infd_cuda_convg *create_for(const data *t, int fusion, const void *record
     char why[1024] = "";
     struct timespec a, b;
     memset(r, 0, sizeof(*r));
-    r->record_n = sizeof(r->record);
     clock_gettime(CLOCK_MONOTONIC, &a);
-    r->g = infd_cuda_convg_create(&d, t->wt, t->b, record, record_n, &r->ws_bytes, r->record,
-                                  &r->record_n, r->name, sizeof(r->name), why, sizeof(why));
+    r->g = infd_cuda_convg_create(&d, t->wt, t->b, record, record_n, &r->ws_bytes, r->name,
+                                  sizeof(r->name), why, sizeof(why));
     clock_gettime(CLOCK_MONOTONIC, &b);
     r->create_ms = elapsed_ms(a, b);
+    if (r->g) {
+        const void *rec = infd_cuda_convg_record(r->g, &r->record_n);
+        if (r->record_n > sizeof(r->record)) {
+            fprintf(stderr, "    a %zu-byte record: larger than the test keeps\n", r->record_n);
+            r->record_n = 0;
+        }
+        memcpy(r->record, rec, r->record_n);
+    }
     if (!r->g)
         fprintf(stderr, "    infd_cuda_convg_create (C=%d, %s): %s\n", t->c, fusion_names[fusion],
                 why);
@@ -555,6 +562,10 @@ static bool same_bits(const void *a, const void *b, size_t n)
     return same;
 }
 
+/* A record gives back the same configuration without timing: with the
+ * first convolution gone (nothing to share), from the serialized plan when
+ * its engine is runtime-compiled, restored rather than compiled again. The
+ * two compute the same bits and write the same record. */
 static void test_record_round_trip(void)
 {
     data t;
@@ -566,24 +577,28 @@ static void test_record_round_trip(void)
     ASSERT_TRUE(st != NULL);
     ASSERT_TRUE(shared_case(&t));
     ASSERT_TRUE(create_for(&t, F_BIAS_RES_RELU, NULL, 0, &a) != NULL);
-    printf("  first create: %s, %.1f ms, record %zu bytes\n", a.name, a.create_ms, a.record_n);
-    ASSERT_TRUE(a.record_n > 0 && a.record_n <= INFD_CUDA_CONVG_RECORD_MAX);
+    size_t plan_n = a.record_n - (18 + 5 * (size_t)a.record[3]);
+    printf("  first create: %s, %.1f ms, record %zu bytes (serialized plan: %zu)\n", a.name,
+           a.create_ms, a.record_n, plan_n);
+    ASSERT_TRUE(a.record_n > 0);
+    ASSERT_TRUE(dev_case_make(&t, a.ws_bytes, &da));
+    infd_cuda_convg_run(a.g, st, da.x, da.z, da.y, da.ws);
+    ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
+    ASSERT_EQ_U64(compare(&t, da.y, &err), 0);
+    infd_cuda_convg_destroy(a.g);
     ASSERT_TRUE(create_for(&t, F_BIAS_RES_RELU, a.record, a.record_n, &b) != NULL);
-    printf("  from the record: %s, %.1f ms, record %zu bytes\n", b.name, b.create_ms, b.record_n);
+    printf("  from the record, alone: %s, %.1f ms, record %zu bytes\n", b.name, b.create_ms,
+           b.record_n);
     ASSERT_STR_EQ(a.name, b.name);
     ASSERT_EQ_U64(a.record_n, b.record_n);
     ASSERT_TRUE(memcmp(a.record, b.record, a.record_n) == 0);
     ASSERT_EQ_U64(a.ws_bytes, b.ws_bytes);
-    ASSERT_TRUE(dev_case_make(&t, a.ws_bytes, &da));
     ASSERT_TRUE(dev_case_make(&t, b.ws_bytes, &db));
-    infd_cuda_convg_run(a.g, st, da.x, da.z, da.y, da.ws);
     infd_cuda_convg_run(b.g, st, db.x, db.z, db.y, db.ws);
     ASSERT_EQ_INT(infd_cuda_sync(st, why, sizeof(why)), 0);
-    ASSERT_EQ_U64(compare(&t, da.y, &err), 0);
     ASSERT_TRUE(same_bits(da.y, db.y, da.yn));
     dev_case_free(&da);
     dev_case_free(&db);
-    infd_cuda_convg_destroy(a.g);
     infd_cuda_convg_destroy(b.g);
     infd_cuda_stream_destroy(st);
     data_free(&t);
@@ -651,21 +666,39 @@ static void test_bogus_record(void)
     dev_case dc;
     char why[512] = "";
     double err;
-    unsigned char bogus[INFD_CUDA_CONVG_RECORD_MAX];
+    static unsigned char bogus[sizeof(a.record)];
     void *st = infd_cuda_stream_create(why, sizeof(why));
     ASSERT_TRUE(st != NULL);
     ASSERT_TRUE(shared_case(&t));
     ASSERT_TRUE(create_for(&t, F_BIAS_RES_RELU, NULL, 0, &a) != NULL);
     ASSERT_TRUE(dev_case_make(&t, 256u << 20, &dc));
-    for (int kind = 0; kind < 4; kind++) {
+    /* The record's serialized plan (cuda_convg.cu, "The record"). */
+    size_t head = 18 + 5 * (size_t)a.record[3];
+    ASSERT_TRUE(a.record_n >= head);
+    size_t plan_n = a.record_n - head;
+    printf("  record: %zu bytes, %zu of them a serialized plan\n", a.record_n, plan_n);
+    for (int kind = 0; kind < 5; kind++) {
         const char *what;
         size_t n = a.record_n;
         memcpy(bogus, a.record, a.record_n);
         if (kind == 0) {
             what = "random bytes";
-            for (size_t i = 0; i < sizeof(bogus); i++)
+            n = 4096;
+            for (size_t i = 0; i < n; i++)
                 bogus[i] = (unsigned char)(urand() * 127 + 128);
-            n = sizeof(bogus);
+        } else if (kind == 4) {
+            /* A plan whose bytes pass the record's checks but not cuDNN's:
+             * the configuration is finalized again from the key. */
+            if (!plan_n) {
+                printf("  (its engine is not runtime-compiled: no serialized plan to spoil)\n");
+                continue;
+            }
+            what = "a serialized plan cuDNN does not take";
+            memset(bogus + head, '#', plan_n < 64 ? plan_n : 64);
+            uint32_t h = 2166136261u;
+            for (size_t i = head; i < n; i++)
+                h = (h ^ bogus[i]) * 16777619u;
+            memcpy(bogus + head - 4, &h, 4); /* little-endian hosts */
         } else if (kind == 1) {
             what = "an engine index cuDNN does not have";
             bogus[8] = 0x30;
@@ -677,7 +710,11 @@ static void test_bogus_record(void)
             what = "a truncated record";
             n = a.record_n - 1;
         }
+        if (kind == 4) /* a lives: with sharing, b would borrow its plan */
+            setenv("INFD_CONV_DISABLE", "share", 1);
         ASSERT_TRUE(create_for(&t, F_BIAS_RES_RELU, bogus, n, &b) != NULL);
+        if (kind == 4)
+            unsetenv("INFD_CONV_DISABLE");
         printf("  %s: ignored: %s (%.1f ms)\n", what, b.name, b.create_ms);
         ASSERT_TRUE(b.record_n > 0);
         ASSERT_TRUE(b.ws_bytes <= (256u << 20));
@@ -846,7 +883,7 @@ static bool fp32_case(int fusion, void *st)
     }
     infd_cuda_convg_desc d = desc_of(&t, fusion);
     d.fp16 = 0;
-    infd_cuda_convg *g = infd_cuda_convg_create(&d, t.wt, t.b, NULL, 0, &ws_bytes, NULL, NULL, name,
+    infd_cuda_convg *g = infd_cuda_convg_create(&d, t.wt, t.b, NULL, 0, &ws_bytes, name,
                                                 sizeof(name), why, sizeof(why));
     if (!g) {
         printf("  FP32 %s: not available: %s\n", fusion_names[fusion], why);

@@ -271,7 +271,7 @@ static void test_other_version_refused(void)
     ASSERT_STR_HAS(err.msg, other);
     ASSERT_STR_HAS(err.msg, "rebuild it with infd build");
     /* Another format version. */
-    ASSERT_STATUS(load_patched("INFDPLAN\x01", "INFDPLAN\x07", &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(load_patched("INFDPLAN\x02", "INFDPLAN\x07", &err), INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "plan file format 7");
     /* A damaged model byte: the checksum. */
     ASSERT_STATUS(load_patched("addsub", "addsuB", &err), INFD_STATUS_INVALID_ARGUMENT);
