@@ -247,6 +247,15 @@ struct infd_backend_ops {
      * compiling: it must not touch anything a plan being read uses. */
     infd_status (*prepare)(int index, infd_error *err);
 
+    /* Optional (NULL: prepare leaves nothing running). Waits for what
+     * `prepare` started in the background on device `index` (CUDA: the
+     * libraries' one-time initialization, on threads of their own, which
+     * the compile uses and which must not still be inside a library when
+     * the process exits and the libraries are torn down). The plan calls it
+     * once its kernels are compiled, or when it gives up before; it returns
+     * at once when nothing runs. */
+    void (*settle)(int index);
+
     /* Optional (NULL: a plan never runs kernels image by image). True when
      * `layout`, a one-image opaque layout (published by a kernel compiled
      * with dim 0 of its values 1), also describes N images when N copies

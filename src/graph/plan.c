@@ -1290,6 +1290,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     INFD_LOG_DEBUG("%s: model read and optimized: %.1f ms from the start", path,
                    (double)(t_steps - t0) / 1e6);
     st = compile_steps(p, err);
+    if (backend->settle) /* what prepare started is done with once the kernels are */
+        backend->settle(p->device_index);
     if (st == INFD_STATUS_OK)
         INFD_LOG_DEBUG("%s: %d kernels compiled: %.1f ms", path, p->n_steps,
                        (double)(infd_clock_ns() - t_steps) / 1e6);
@@ -1336,6 +1338,8 @@ fail:
     /* A device that could not be readied is the first thing wrong. */
     if (device_ready(&prep, NULL, path, err) != INFD_STATUS_OK)
         st = prep.st;
+    if (backend->settle)
+        backend->settle(opts->device_index);
     infd_plan_destroy(p);
     return st;
 }

@@ -99,13 +99,15 @@ static infd_status cuda_available(infd_error *err)
 }
 
 /* Creates the device's context and its compile stream (cuDNN and cuBLASLt
- * handles), which the first compile would otherwise create. */
+ * handles), which the first compile would otherwise create, and starts the
+ * libraries' one-time initialization beside it (infd_cuda_warm_start). */
 static infd_status cuda_prepare(int index, infd_error *err)
 {
     char why[256] = "";
     infd_status st = infd_cuda_set_device(index, err);
     if (st != INFD_STATUS_OK)
         return st;
+    infd_cuda_warm_start(index);
     if (!infd_cuda_compile_stream_lock(why, sizeof(why)))
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "CUDA: %s", why);
     infd_cuda_compile_stream_unlock();
@@ -186,6 +188,7 @@ const infd_backend_ops infd_cuda_backend = {
     .replay = infd_cuda_replay,
     .set_device = infd_cuda_set_device,
     .prepare = cuda_prepare,
+    .settle = infd_cuda_warm_join,
 };
 
 infd_cuda_kernel *infd_cuda_kernel_new(size_t size, const char *name,

@@ -296,6 +296,127 @@ extern "C" void infd_cuda_compile_stream_unlock(void)
         pthread_mutex_unlock(&compile_mu[dev]);
 }
 
+/* Warm-up. The first call a process makes into cuBLASLt for a data type
+ * initializes that library's internals for the GPU (on the H200: 80-110 ms
+ * for FP16, then 75-95 ms more for FP32), and so does the first cuDNN
+ * convolution query (75-110 ms). A plan load paid each inside the compile
+ * of the first kernel to need it, one after the other: a third of loading
+ * ResNet-50 FP16 from a plan file (issue #6). The plan's helper thread
+ * (prepare) starts them here on threads of their own, each with its own
+ * handle, while the model is read and the compile stream is made; the
+ * compile then finds the work done, or waits inside the library for the
+ * rest of it. What each does is a query, no device memory and no kernel.
+ * The plan joins them once its kernels are compiled (the backend's settle
+ * slot, infd_cuda_warm_join), so none is still inside a library when the
+ * process exits and the libraries are torn down: a short FP32 load that
+ * exited with them running crashed there. */
+#define N_WARM 3 /* cuBLASLt FP16, cuBLASLt FP32, cuDNN */
+
+typedef struct warm_job {
+    int dev, what;
+} warm_job;
+
+static pthread_mutex_t warm_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool warm_started[MAX_DEVICES];
+static warm_job warm_jobs[MAX_DEVICES * N_WARM];
+static pthread_t warm_threads[MAX_DEVICES * N_WARM];
+static int n_warm_threads;
+
+static void warm_cublaslt(cudaDataType_t dt)
+{
+    cublasLtHandle_t lt = NULL;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t l = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    if (cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&l, dt, 256, 256, 256) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS)
+        cublasLtMatmulAlgoGetHeuristic(lt, op, l, l, l, l, pref, 1, &res, &n);
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (l)
+        cublasLtMatrixLayoutDestroy(l);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    if (lt)
+        cublasLtDestroy(lt);
+}
+
+static void warm_cudnn(void)
+{
+    cudnnHandle_t h = NULL;
+    cudnnTensorDescriptor_t x = NULL;
+    cudnnFilterDescriptor_t w = NULL;
+    cudnnConvolutionDescriptor_t c = NULL;
+    size_t ws = 0;
+    if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS &&
+        cudnnCreateTensorDescriptor(&x) == CUDNN_STATUS_SUCCESS &&
+        cudnnCreateFilterDescriptor(&w) == CUDNN_STATUS_SUCCESS &&
+        cudnnCreateConvolutionDescriptor(&c) == CUDNN_STATUS_SUCCESS &&
+        cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, 16, 32, 32) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnSetFilter4dDescriptor(w, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, 16, 16, 3, 3) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnSetConvolution2dDescriptor(c, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS &&
+        cudnnSetConvolutionMathType(c, CUDNN_TENSOR_OP_MATH) == CUDNN_STATUS_SUCCESS)
+        cudnnGetConvolutionForwardWorkspaceSize(
+            h, x, w, c, x, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &ws);
+    if (c)
+        cudnnDestroyConvolutionDescriptor(c);
+    if (w)
+        cudnnDestroyFilterDescriptor(w);
+    if (x)
+        cudnnDestroyTensorDescriptor(x);
+    if (h)
+        cudnnDestroy(h);
+}
+
+static void *warm_main(void *arg)
+{
+    const warm_job *j = (const warm_job *)arg;
+    if (cudaSetDevice(j->dev) == cudaSuccess) {
+        if (j->what == 2)
+            warm_cudnn();
+        else
+            warm_cublaslt(j->what == 0 ? CUDA_R_16F : CUDA_R_32F);
+    }
+    cudaGetLastError();
+    return NULL;
+}
+
+extern "C" void infd_cuda_warm_join(int index)
+{
+    (void)index; /* joins every GPU's: a plan waits at most for another's few ms */
+    pthread_mutex_lock(&warm_mu);
+    for (int i = 0; i < n_warm_threads; i++)
+        pthread_join(warm_threads[i], NULL);
+    n_warm_threads = 0;
+    pthread_mutex_unlock(&warm_mu);
+}
+
+extern "C" void infd_cuda_warm_start(int index)
+{
+    const char *off = getenv("INFD_CUDA_WARM");
+    if (index < 0 || index >= MAX_DEVICES || (off && strcmp(off, "0") == 0))
+        return;
+    pthread_mutex_lock(&warm_mu);
+    if (!warm_started[index]) {
+        warm_started[index] = true;
+        for (int what = 0; what < N_WARM; what++) {
+            warm_job *j = &warm_jobs[n_warm_threads];
+            j->dev = index;
+            j->what = what;
+            if (pthread_create(&warm_threads[n_warm_threads], NULL, warm_main, j) == 0)
+                n_warm_threads++;
+        }
+    }
+    pthread_mutex_unlock(&warm_mu);
+}
+
 /* Hash-based values in [-1, 1) (see infd_cuda_fill_random). */
 __global__ void fill_random_kernel(void *p, size_t n, int kind, unsigned seed)
 {

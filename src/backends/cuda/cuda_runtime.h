@@ -57,6 +57,15 @@ void infd_cuda_replay(void *stream);
 void *infd_cuda_compile_stream_lock(char *why, size_t n);
 void infd_cuda_compile_stream_unlock(void);
 
+/* Starts the libraries' one-time initialization for GPU `index` on
+ * threads of their own, once per GPU and process (cuda_runtime.cu,
+ * "Warm-up"); returns at once. INFD_CUDA_WARM=0 turns it off. */
+void infd_cuda_warm_start(int index);
+
+/* Waits for the warm-up threads (the backend's settle slot): none is left
+ * inside a library afterwards. Returns at once when none runs. */
+void infd_cuda_warm_join(int index);
+
 /* The backend's set_device slot (cuda_device_select.cu): makes GPU `index`
  * current on the calling thread; INVALID_ARGUMENT "GPU 3 does not exist
  * (this machine has 1)" outside the GPUs. */
