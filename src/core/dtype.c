@@ -16,6 +16,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define INFD_HAVE_F16C_PATH 1
 #endif
@@ -178,11 +179,23 @@ float infd_bf16_to_fp32(uint16_t bits)
 }
 
 #ifdef INFD_HAVE_F16C_PATH
+/* CPUID leaf 1: AVX and F16C, and the OS saving YMM state (OSXSAVE, then
+ * XCR0 bits 1-2). Asked directly: clang 14's __builtin_cpu_supports does
+ * not know "f16c". */
 static bool have_f16c(void)
 {
     static int known; /* 0: not asked yet, 1: no, 2: yes (a benign race) */
-    if (!known)
-        known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c") ? 2 : 1;
+    if (!known) {
+        unsigned a, b, c, d;
+        bool ok = false;
+        if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && (c & (1u << 28)) &&
+            (c & (1u << 29))) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo & 6u) == 6u;
+        }
+        known = ok ? 2 : 1;
+    }
     return known == 2;
 }
 
