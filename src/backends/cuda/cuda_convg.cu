@@ -512,6 +512,16 @@ static bool record_write(const infd_cuda_convg_desc *d, const cfg_key *k, const 
     return true;
 }
 
+/* c keeps a copy of the n-byte record `rec` (none when n is 0 or out of
+ * memory: a plan file then loses the choice, not its correctness). */
+static void keep_record(infd_cuda_convg *c, const void *rec, size_t n)
+{
+    c->rec = n ? (unsigned char *)malloc(n) : NULL;
+    c->rec_n = c->rec ? n : 0;
+    if (c->rec)
+        memcpy(c->rec, rec, n);
+}
+
 /* Parses a record for d: its key, and its serialized plan (*plan, *plan_n;
  * NULL, 0 when it has none); false when it is not one. */
 static bool record_read(const infd_cuda_convg_desc *d, const void *rec, size_t n, cfg_key *k,
@@ -990,12 +1000,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
         best_key = c->key = c->owner->key;
         found = true;
         /* The record it was given, or the owner's: the same key either way. */
-        c->rec_n = have_rec ? record_n : c->owner->rec_n;
-        c->rec = c->rec_n ? (unsigned char *)malloc(c->rec_n) : NULL;
-        if (c->rec)
-            memcpy(c->rec, have_rec ? record : c->owner->rec, c->rec_n);
-        else
-            c->rec_n = 0;
+        keep_record(c, have_rec ? record : c->owner->rec, have_rec ? record_n : c->owner->rec_n);
         goto chosen;
     }
 
@@ -1024,11 +1029,7 @@ extern "C" infd_cuda_convg *infd_cuda_convg_create(const infd_cuda_convg_desc *d
             c->ws_bytes = need;
             best_key = rec_key;
             found = true;
-            c->rec = (unsigned char *)malloc(record_n);
-            if (c->rec) {
-                memcpy(c->rec, record, record_n);
-                c->rec_n = record_n;
-            }
+            keep_record(c, record, record_n);
         } else if (plan) {
             cudnnBackendDestroyDescriptor(plan);
         }

@@ -32,19 +32,6 @@ struct infd_cuda_gemm {
     int pick;   /* the heuristic candidate chosen */
 };
 
-/* A device copy of n floats: FP32 (kind 0), FP16 (1) or BF16 (2); false
- * on failure. */
-static bool upload(void **dst, const float *src, size_t n, int kind)
-{
-    char why[128];
-    *dst = infd_cuda_upload(src, n,
-                            kind == 0   ? INFD_CUDA_FMT_F32_NCHW
-                            : kind == 1 ? INFD_CUDA_FMT_F16_NHWC
-                                        : INFD_CUDA_FMT_BF16_NHWC,
-                            why, sizeof(why));
-    return *dst != NULL;
-}
-
 extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
 {
     if (!g)
@@ -158,7 +145,10 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     cublasLtEpilogue_t epi;
     cublasOperation_t ta, tb;
     cudaDataType_t dt;
-    int kind = !d->fp16 ? 0 : d->bf16 ? 2 : 1; /* FP32, FP16, BF16 */
+    infd_cuda_fmt fmt = !d->fp16  ? INFD_CUDA_FMT_F32_NCHW /* the bias's and B's element type */
+                        : d->bf16 ? INFD_CUDA_FMT_BF16_NHWC
+                                  : INFD_CUDA_FMT_F16_NHWC;
+    bool checked = false; /* the record's algorithm, taken */
     size_t max_ws = MAX_WORKSPACE;
     int pick = 0;
     bool batched = d->batch > 1, tune = d->tune && !batched;
@@ -177,14 +167,10 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         snprintf(why, why_n, "an FP16 matmul needs constant B");
         goto fail;
     }
-    if (d->host_bias && !upload(&g->bias, d->host_bias, (size_t)d->n, kind)) {
-        snprintf(why, why_n, "out of device memory for the bias");
+    if (d->host_bias && !(g->bias = infd_cuda_upload(d->host_bias, (size_t)d->n, fmt, why, why_n)))
         goto fail;
-    }
-    if (d->fp16 && !upload(&g->b16, d->host_b, (size_t)(d->k * d->n), kind)) {
-        snprintf(why, why_n, "out of device memory for the weights");
+    if (d->fp16 && !(g->b16 = infd_cuda_upload(d->host_b, (size_t)(d->k * d->n), fmt, why, why_n)))
         goto fail;
-    }
     dt = !d->fp16 ? CUDA_R_32F : d->bf16 ? CUDA_R_16BF : CUDA_R_16F;
     /* FP32 data: CUBLAS_COMPUTE_32F is strict FP32 (cuBLASLt has no math
      * mode on its handle; the compute type decides), _FAST_TF32 when the
@@ -234,24 +220,18 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
         goto fail;
     if (d->algo) { /* a record's algorithm, when cuBLASLt still takes it here */
         cublasLtMatmulAlgo_t algo;
-        cublasLtMatmulHeuristicResult_t r;
         memcpy(&algo, d->algo, sizeof(algo));
-        memset(&r, 0, sizeof(r));
-        if (cublasLtMatmulAlgoCheck(st->lt, g->op, g->la, g->lb, g->lc, g->lc, &algo, &r) ==
-                CUBLAS_STATUS_SUCCESS &&
-            r.workspaceSize <= max_ws) {
-            infd_cuda_compile_stream_unlock();
-            g->pick = d->pick;
-            g->algo = algo;
-            g->ws_bytes = r.workspaceSize;
-            cublasLtMatmulPreferenceDestroy(pref);
-            *workspace_bytes = g->ws_bytes;
-            return g;
-        }
+        memset(&res[0], 0, sizeof(res[0]));
+        checked = cublasLtMatmulAlgoCheck(st->lt, g->op, g->la, g->lb, g->lc, g->lc, &algo,
+                                          &res[0]) == CUBLAS_STATUS_SUCCESS &&
+                  res[0].workspaceSize <= max_ws;
+        res[0].algo = algo;
+        pick = d->pick;
     }
-    {
+    if (!checked) {
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->la, g->lb, g->lc, g->lc,
                                                           pref, 8, res, &n_res);
+        pick = 0;
         if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && !tune)
             pick = d->pick < 0 ? 0 : d->pick < n_res ? d->pick : n_res - 1;
         if (s == CUBLAS_STATUS_SUCCESS && n_res > 0 && tune) {
@@ -260,8 +240,8 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
             if (ms)
                 *ms = best;
         }
-        infd_cuda_compile_stream_unlock();
         if (s != CUBLAS_STATUS_SUCCESS || n_res == 0 || pick < 0) {
+            infd_cuda_compile_stream_unlock();
             snprintf(why, why_n,
                      "cuBLASLt has no algorithm for %lld %lldx%lldx%lld matmul(s) (status %d)",
                      (long long)(batched ? d->batch : 1), (long long)d->m, (long long)d->n,
@@ -269,9 +249,10 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
             goto fail;
         }
     }
-    g->pick = pick;
-    g->algo = res[pick].algo;
-    g->ws_bytes = res[pick].workspaceSize;
+    infd_cuda_compile_stream_unlock();
+    g->pick = pick; /* the record's, when its algorithm (in res[0]) was taken */
+    g->algo = res[checked ? 0 : pick].algo;
+    g->ws_bytes = res[checked ? 0 : pick].workspaceSize;
     cublasLtMatmulPreferenceDestroy(pref);
     *workspace_bytes = g->ws_bytes;
     return g;
