@@ -47,6 +47,15 @@ INFD_API int infd_engine_device_count(infd_device_kind kind, infd_error *err);
 INFD_API infd_status infd_engine_device_describe(infd_device_kind kind, int index, char *buf,
                                                  size_t n, infd_error *err);
 
+/* `bytes` of page-locked host memory from the backend of device `kind`
+ * (CUDA: cudaMallocHost), which that device's copies read and write without
+ * staging it first; see infd_context_set_input_pieces. NULL with
+ * UNAVAILABLE when `kind` has no device backend in this build or no
+ * device, OUT_OF_MEMORY when the driver refuses. Slow (milliseconds per
+ * call): allocate once, at start-up. Free with infd_engine_host_free. */
+INFD_API void *infd_engine_host_alloc(infd_device_kind kind, size_t bytes, infd_error *err);
+INFD_API void infd_engine_host_free(infd_device_kind kind, void *ptr);
+
 /* ------------------------------------------------------------------------- */
 /* Plans and contexts                                                        */
 /* ------------------------------------------------------------------------- */
@@ -307,6 +316,21 @@ INFD_API infd_status infd_plan_run(const infd_plan *plan, infd_context *ctx,
  * and an output buffer holds the output until the context's next run. */
 INFD_API void *infd_context_input_buffer(infd_context *ctx, int i);
 INFD_API void *infd_context_output_buffer(infd_context *ctx, int i);
+
+/* Zero-copy input from several places: the next infd_plan_run on `ctx`
+ * copies input i to the device from the `n` pieces, one after the other
+ * (a batch whose requests each lie in their own page-locked buffer), and
+ * ignores that input's tensor data, which may then be NULL. Every piece
+ * must be page-locked: a range of infd_context_input_buffer or of memory
+ * from infd_engine_host_alloc. The pieces fill the first sum(nbytes) bytes
+ * of the input; the rest (rows a batch pads) holds whatever it held. The
+ * array and the memory are read during that run only, which consumes the
+ * setting whatever its outcome. INVALID_ARGUMENT for an input the plan does
+ * not copy to a device (infd_context_input_buffer NULL) or pieces larger
+ * than the input. */
+INFD_API infd_status infd_context_set_input_pieces(infd_context *ctx, int i,
+                                                   const infd_data_segment *pieces, int n,
+                                                   infd_error *err);
 
 /* Per-kernel timing, off by default. When on, each run times every kernel
  * (two clock reads per kernel, about 40 ns each). */

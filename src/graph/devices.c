@@ -37,6 +37,32 @@ bool infd_engine_has_backend(infd_device_kind kind)
     return infd_backend_for(kind) != NULL;
 }
 
+void *infd_engine_host_alloc(infd_device_kind kind, size_t bytes, infd_error *err)
+{
+    const infd_backend_ops *b = infd_backend_for(kind);
+    if (!b || !infd_backend_is_device(b)) {
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                       "page-locked memory needs a device backend; this build has none for "
+                       "device kind %d",
+                       (int)kind);
+        return NULL;
+    }
+    infd_error why = { 0 };
+    if (infd_engine_device_count(kind, &why) == 0) {
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no device for page-locked memory: %s",
+                       why.msg);
+        return NULL;
+    }
+    return b->alloc(INFD_BACKEND_MEM_HOST, bytes, err);
+}
+
+void infd_engine_host_free(infd_device_kind kind, void *ptr)
+{
+    const infd_backend_ops *b = infd_backend_for(kind);
+    if (ptr && b && infd_backend_is_device(b))
+        b->free(INFD_BACKEND_MEM_HOST, ptr);
+}
+
 int infd_engine_device_count(infd_device_kind kind, infd_error *err)
 {
     switch (kind) {

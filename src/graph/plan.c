@@ -47,8 +47,10 @@
  * arena slots like intermediates (live from step 0), and the arena is
  * device memory. A context adds a stream and one pinned host staging
  * buffer; a run copies the caller's inputs into staging, enqueues the H2D
- * copies, the kernels and the D2H copies of the outputs on the stream,
- * waits once (sync), and copies staging to the caller's buffers. Callers
+ * copies (from staging, or from the caller's page-locked pieces:
+ * infd_context_set_input_pieces), the kernels and the D2H copies of the
+ * outputs on the stream, waits once (sync), and copies staging to the
+ * caller's buffers. Callers
  * keep plain host memory on both sides. A device plan lives on one device
  * (infd_plan_options.device_index): plan create and destroy, context create
  * and destroy, and every run make it current on the calling thread first
@@ -167,6 +169,10 @@ struct infd_context {
     void *stream;      /* device plans: the backend's stream */
     uint8_t *staging;  /* device plans: pinned host memory, plan->staging_bytes */
     graph_state graph; /* device plans: where the run's graph capture stands */
+    /* Device plans: per graph input, the pieces the next run copies it
+     * from (infd_context_set_input_pieces; borrowed), -1 when none. */
+    const infd_data_segment **pieces;
+    int *n_pieces;
 };
 
 /* ------------------------------------------------------------------------- */
@@ -1550,13 +1556,17 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
     c->out_stride = infd_calloc(n_out + 1, sizeof(*c->out_stride));
     c->image_in = infd_calloc(n_in + 1, sizeof(*c->image_in));
     c->image_out = infd_calloc(n_out + 1, sizeof(*c->image_out));
+    c->pieces = infd_calloc((size_t)g->n_inputs + 1, sizeof(*c->pieces));
+    c->n_pieces = infd_calloc((size_t)g->n_inputs + 1, sizeof(*c->n_pieces));
     if ((p->arena_bytes && !c->arena) || !c->in_ptrs || !c->out_ptrs || !c->in_start ||
         !c->out_start || !c->patch || !c->patch_start || !c->step_ns || !c->in_stride ||
-        !c->out_stride || !c->image_in || !c->image_out) {
+        !c->out_stride || !c->image_in || !c->image_out || !c->pieces || !c->n_pieces) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
                             "out of memory creating a context (%zu-byte arena)", p->arena_bytes);
         goto fail;
     }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        c->n_pieces[i] = -1;
     size_t ii = 0, oo = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
@@ -1634,6 +1644,8 @@ void infd_context_destroy(infd_context *c)
     infd_free(c->out_stride);
     infd_free(c->image_in);
     infd_free(c->image_out);
+    infd_free(c->pieces);
+    infd_free(c->n_pieces);
     infd_free(c);
 }
 
@@ -1651,6 +1663,31 @@ void *infd_context_output_buffer(infd_context *c, int i)
     if (!c->staging || i < 0 || i >= p->g->n_outputs || p->home[p->g->outputs[i]] != HOME_ARENA)
         return NULL;
     return c->staging + p->stage_offset[p->g->n_inputs + i];
+}
+
+infd_status infd_context_set_input_pieces(infd_context *c, int i, const infd_data_segment *pieces,
+                                          int n, infd_error *err)
+{
+    const infd_plan *p = c->plan;
+    if (!infd_context_input_buffer(c, i))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input %d is not copied to a device, so it takes no pieces",
+                              p->g->source, i);
+    if (n < 0 || (n > 0 && !pieces))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: input '%s': %d pieces",
+                              p->g->source, p->inputs[i].name, n);
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if (pieces[k].nbytes > p->inputs[i].nbytes - total || (pieces[k].nbytes && !pieces[k].data))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input '%s': piece %d (%zu bytes) %s", p->g->source,
+                                  p->inputs[i].name, k, pieces[k].nbytes,
+                                  pieces[k].data ? "runs past the input's end" : "has no data");
+        total += pieces[k].nbytes;
+    }
+    c->pieces[i] = pieces;
+    c->n_pieces[i] = n;
+    return INFD_STATUS_OK;
 }
 
 void infd_context_set_profiling(infd_context *c, bool on)
@@ -1677,23 +1714,45 @@ infd_status infd_context_step_profile(const infd_context *c, int i, infd_step_pr
     return INFD_STATUS_OK;
 }
 
-/* Enqueues one run of a device plan on the context's stream: H2D copies
- * from staging into the arena, the kernels, D2H copies of the outputs into
- * staging. Every pointer is fixed per context, so the same sequence can be
- * captured once and replayed. Profiling syncs after every kernel, so its
- * times are the kernels' own (and the run is slower). */
-static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, int n_inputs,
-                                      int n_outputs, infd_error *err)
+/* Enqueues the input copies of a device plan's run on the context's
+ * stream: each input from its staging, or from the pieces the caller set.
+ * They stay out of the captured graph, whose pointers are frozen, so that
+ * the pieces may lie anywhere; one more enqueue per input per run. */
+static void enqueue_device_inputs(const infd_plan *p, infd_context *c, int n_inputs)
 {
     const infd_ir_graph *g = p->g;
     const infd_backend_ops *b = p->backend;
     for (int i = 0; i < n_inputs; i++) {
         int32_t v = g->inputs[i];
         size_t nb = p->inputs[i].nbytes;
-        if (p->home[v] == HOME_ARENA && nb)
+        if (p->home[v] != HOME_ARENA || !nb)
+            continue;
+        if (c->n_pieces[i] < 0) {
             b->copy(c->arena + p->offset[v], c->staging + p->stage_offset[i], nb,
                     INFD_BACKEND_COPY_H2D, c->stream);
+            continue;
+        }
+        size_t at = 0;
+        for (int k = 0; k < c->n_pieces[i]; k++) {
+            const infd_data_segment *s = &c->pieces[i][k];
+            if (s->nbytes)
+                b->copy(c->arena + p->offset[v] + at, s->data, s->nbytes, INFD_BACKEND_COPY_H2D,
+                        c->stream);
+            at += s->nbytes;
+        }
     }
+}
+
+/* Enqueues one run of a device plan on the context's stream after its
+ * input copies: the kernels, D2H copies of the outputs into staging. Every
+ * pointer is fixed per context, so the same sequence can be captured once
+ * and replayed. Profiling syncs after every kernel, so its
+ * times are the kernels' own (and the run is slower). */
+static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, int n_inputs,
+                                      int n_outputs, infd_error *err)
+{
+    const infd_ir_graph *g = p->g;
+    const infd_backend_ops *b = p->backend;
     infd_kernel_io io = { .pool = NULL, .slot = c->slot, .stream = c->stream };
     io.workspace = p->workspace_bytes ? c->arena + p->workspace_offset : NULL;
     for (int32_t s = 0; s < p->n_steps; s++) {
@@ -1733,10 +1792,13 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
     infd_status st = INFD_STATUS_OK;
     for (int i = 0; i < n_inputs; i++) {
         uint8_t *stage = c->staging + p->stage_offset[i];
-        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes &&
+        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes && c->n_pieces[i] < 0 &&
             inputs[i].data != stage) /* infd_context_input_buffer: already there */
             memcpy(stage, inputs[i].data, p->inputs[i].nbytes);
     }
+    enqueue_device_inputs(p, c, n_inputs);
+    for (int i = 0; i < n_inputs; i++)
+        c->n_pieces[i] = -1;
     if (c->graph == GRAPH_READY && !c->profiling) {
         b->replay(c->stream);
     } else if (c->graph == GRAPH_NEXT && !c->profiling) {
@@ -1812,8 +1874,21 @@ static void run_image(const infd_plan *p, infd_context *c, infd_kernel_io *io, i
     }
 }
 
+static infd_status plan_run(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
+                            int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err);
+
 infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
                           int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err)
+{
+    infd_status st = plan_run(p, c, inputs, n_inputs, outputs, n_outputs, err);
+    if (c->plan == p) /* the pieces are for one run, whatever came of it */
+        for (int32_t i = 0; i < p->g->n_inputs; i++)
+            c->n_pieces[i] = -1;
+    return st;
+}
+
+static infd_status plan_run(const infd_plan *p, infd_context *c, const infd_tensor *inputs,
+                            int n_inputs, infd_tensor *outputs, int n_outputs, infd_error *err)
 {
     const infd_ir_graph *g = p->g;
     char want[128], got[128];
@@ -1828,7 +1903,7 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
         const infd_tensor_info *info = &p->inputs[i];
         const infd_tensor *t = &inputs[i];
         if (t->dtype != info->dtype || !infd_shape_equal(&t->shape, &info->shape) ||
-            t->nbytes != info->nbytes || (info->nbytes && !t->data))
+            t->nbytes != info->nbytes || (info->nbytes && !t->data && c->n_pieces[i] < 0))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: input '%s' must be %s %s (%zu bytes), got %s %s (%zu bytes)",
                                   g->source, info->name, infd_dtype_name(info->dtype),

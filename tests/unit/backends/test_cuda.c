@@ -542,6 +542,84 @@ static void test_plan_runs_on_cuda(void)
     ASSERT_EQ_INT(bad, -1);
 }
 
+/* Input from pieces (infd_context_set_input_pieces): rows from page-locked
+ * memory of infd_engine_host_alloc and from the context's staging, in
+ * three pieces, through the eager, captured and replayed runs; a run
+ * without pieces after them reads the staging again. Pieces larger than the
+ * input, or for a plan input a device does not copy, are refused. */
+static void test_plan_input_pieces(void)
+{
+    static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+    uint8_t *model = NULL;
+    size_t n = onnx_model_tiny(&model);
+    infd_plan_options opts;
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    infd_plan_options_init(&opts);
+    opts.device = INFD_DEVICE_CUDA;
+    opts.batch = 3;
+    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, &plan, &err);
+    free(model);
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+    float *host = infd_engine_host_alloc(INFD_DEVICE_CUDA, 64 * sizeof(float), &err);
+    ASSERT_TRUE(host != NULL);
+    float *stage = infd_context_input_buffer(ctx, 0);
+    ASSERT_TRUE(stage != NULL);
+    int bad = -1;
+    for (int r = 0; r < 6 && st == INFD_STATUS_OK && bad < 0; r++) {
+        float x[12], y[12];
+        int64_t dims[2] = { 3, 4 };
+        ct_fill(x, 12, 300 + (uint32_t)r, -2, 2);
+        bool pieces = r != 4;
+        infd_data_segment seg[3]; /* borrowed until the run */
+        if (pieces) {
+            /* row 0 and row 2 from host memory at odd places, row 1 from
+             * the staging's own row 1 */
+            memcpy(host + 5, x, 4 * sizeof(float));
+            memcpy(stage + 4, x + 4, 4 * sizeof(float));
+            memcpy(host + 21, x + 8, 4 * sizeof(float));
+            seg[0] = (infd_data_segment){ host + 5, 16 };
+            seg[1] = (infd_data_segment){ stage + 4, 16 };
+            seg[2] = (infd_data_segment){ host + 21, 16 };
+            st = infd_context_set_input_pieces(ctx, 0, seg, 3, &err);
+        } else {
+            memcpy(stage, x, sizeof(x));
+        }
+        infd_tensor in = { .dtype = INFD_DTYPE_FP32,
+                           .data = pieces ? NULL : stage,
+                           .nbytes = sizeof(x) };
+        infd_tensor out = { .data = y, .nbytes = sizeof(y) };
+        infd_shape_init(&in.shape, 2, dims, NULL);
+        if (st == INFD_STATUS_OK)
+            st = infd_plan_run(plan, ctx, &in, 1, &out, 1, &err);
+        for (int i = 0; i < 12 && st == INFD_STATUS_OK; i++) {
+            float want = x[i] + bias[i % 4] > 0 ? x[i] + bias[i % 4] : 0.0f;
+            if (fabsf(y[i] - want) > 1e-6f)
+                bad = r * 100 + i;
+        }
+    }
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    ASSERT_EQ_INT(bad, -1);
+    /* The setting lasts one run: without it NULL data is refused again. */
+    float y[12];
+    infd_tensor in = { .dtype = INFD_DTYPE_FP32, .data = NULL, .nbytes = 48 };
+    infd_tensor out = { .data = y, .nbytes = sizeof(y) };
+    int64_t dims[2] = { 3, 4 };
+    infd_shape_init(&in.shape, 2, dims, NULL);
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &in, 1, &out, 1, &err), INFD_STATUS_INVALID_ARGUMENT);
+    infd_data_segment big[2] = { { host, 40 }, { host, 16 } };
+    ASSERT_STATUS(infd_context_set_input_pieces(ctx, 0, big, 2, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_TRUE(strstr(err.msg, "piece 1 (16 bytes) runs past the input's end") != NULL);
+    ASSERT_STATUS(infd_context_set_input_pieces(ctx, 1, big, 1, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
+    infd_engine_host_free(INFD_DEVICE_CUDA, host);
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+}
+
 int main(int argc, char **argv)
 {
     infd_error err = { 0 };
@@ -568,6 +646,7 @@ int main(int argc, char **argv)
         { "test_pad_resize", test_pad_resize },
         { "test_unsupported_names_op", test_unsupported_names_op },
         { "test_plan_runs_on_cuda", test_plan_runs_on_cuda },
+        { "test_plan_input_pieces", test_plan_input_pieces },
     };
     return test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }
