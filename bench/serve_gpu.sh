@@ -19,7 +19,8 @@
 # instance_group gpus; default: every GPU); SERVER_CPUS and CLIENT_CPUS
 # (taskset lists, e.g. 0-15 and 16-31) pin the server and the `infd perf`
 # clients to separate cores, as a client on another machine would be;
-# QUICK=1 skips the single-client sweep.
+# QUICK=1 skips the single-client sweep; SERVE_ARGS adds options to
+# `infd serve` (e.g. "--pinned-memory-pool-byte-size 0").
 set -u
 INFD=${1:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
 MODEL=${2:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
@@ -40,7 +41,7 @@ parameters { key: "precision" value: { string_value: "fp16" } }
 EOF
 ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
     --metrics-port 18002 --http-threads 8 --grpc-threads 8 --raw-socket-dir "$REPO/sock" \
-    >"$REPO/serve.log" 2>&1 &
+    ${SERVE_ARGS:-} >"$REPO/serve.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 300); do
     curl -sf localhost:18000/v2/models/m/ready >/dev/null && break
@@ -78,7 +79,11 @@ for proto in http raw; do
 done
 curl -s localhost:18000/v2/models/m/stats | python3 -c "import json, sys
 s = json.load(sys.stdin)['model_stats'][0]
-print('inferences', s['inference_count'], 'executions', s['execution_count'])"
+i = s['inference_stats']
+us = lambda k: i[k]['ns'] / max(i[k]['count'], 1) / 1e3
+print('inferences', s['inference_count'], 'executions', s['execution_count'],
+      'per request: queue %.0f us, compute_input %.0f us, compute_infer %.0f us' %
+      (us('queue'), us('compute_input'), us('compute_infer')))"
 kill $PID
 wait $PID 2>/dev/null
 ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" bench "$MODEL" --device cuda --precision fp16 \

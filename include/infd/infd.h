@@ -353,6 +353,11 @@ typedef struct infd_server_options {
     int n_threads;            /* engine threads per instance; 0: (cores - 1) / instances, >= 1 */
     bool exit_on_error;       /* create fails when a startup model fails; default false */
     const char *server_id;    /* reported by metadata; default "infd" */
+    /* The pinned memory pool (infd_pinned_alloc), made when the first model
+     * with GPU instances loads; default 1 GiB, 0: none. The HTTP frontend
+     * keeps a slab of it (1 MiB, or twice the largest request) per
+     * connection that sends large bodies. */
+    size_t pinned_pool_bytes;
 } infd_server_options;
 
 /* Defaults as documented on each field. */
@@ -595,6 +600,28 @@ INFD_API infd_status infd_request_add_input_segments(infd_request *req, const ch
                                                      infd_dtype dtype, const int64_t *shape,
                                                      int rank, const infd_data_segment *segments,
                                                      int n_segments, infd_error *err);
+
+/* The pinned memory pool (Triton's --pinned-memory-pool-byte-size): one
+ * region of page-locked host memory per process, made by the first server
+ * that loads a model with GPU instances (infd_server_options.
+ * pinned_pool_bytes; 0: none). The batcher copies an input piece
+ * (infd_request_add_input_segments) that lies in the pool to a GPU
+ * instance's device straight from where it lies, instead of gathering it
+ * into the instance's staging first; a frontend that receives request
+ * bodies into the pool (the HTTP frontend does) saves that pass over the
+ * bytes. Thread-safe; the region lives until the process ends. */
+
+/* `nbytes` from the pool (in 64 KiB steps from its page-aligned start), or NULL when there is no
+ * pool or no room in it: the caller then uses ordinary memory. */
+INFD_API void *infd_pinned_alloc(size_t nbytes);
+/* Gives back memory from infd_pinned_alloc; false (nothing done) for a
+ * pointer outside the pool, which the caller frees its own way. */
+INFD_API bool infd_pinned_free(void *ptr);
+/* True when [ptr, ptr + nbytes) lies in the pool. Lock-free. */
+INFD_API bool infd_pinned_contains(const void *ptr, size_t nbytes);
+/* The allocation from the pool that holds `ptr`: its start and size. False
+ * when `ptr` is in no live allocation. */
+INFD_API bool infd_pinned_find(const void *ptr, void **start, size_t *nbytes);
 
 /* Asks for output `name` only (default: every output). */
 INFD_API infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err);

@@ -52,6 +52,9 @@ static void usage(FILE *out)
             "1000)\n"
             "  --threads N                 engine threads per model instance (default: (cores "
             "- 1) / instances, at least 1)\n"
+            "  --pinned-memory-pool-byte-size N\n"
+            "                              page-locked memory that GPU models' request bodies\n"
+            "                              are received into (default 1 GiB; 0: none)\n"
             "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
@@ -165,6 +168,9 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--raw-stats-every") == 0) {
             bad = parse_int(v, 0, 1L << 30, &n);
             ro.stats_every = (int)n;
+        } else if (strcmp(a, "--pinned-memory-pool-byte-size") == 0) {
+            bad = parse_int(v, 0, 1L << 40, &n);
+            so.pinned_pool_bytes = (size_t)n;
         } else if (strcmp(a, "--threads") == 0) {
             bad = parse_int(v, 1, 1024, &n);
             so.n_threads = (int)n;

@@ -1088,6 +1088,20 @@ static void create_copy_pool(infd_model *m)
                        threads);
 }
 
+/* Models with GPU instances make the process's pinned memory pool (once),
+ * which request bodies are received into and copied to the GPU from
+ * (infd.h, "pinned memory pool"). Failing costs only the speed. */
+static void create_pinned_pool(infd_model *m)
+{
+    bool gpu = false;
+    for (int k = 0; k < m->n_inst; k++)
+        gpu |= m->dev[m->inst[k].device].kind == INFD_DEVICE_CUDA;
+    size_t bytes = rt_server_pinned_pool_bytes(m->server);
+    infd_error err = { 0 };
+    if (gpu && bytes && rt_pinned_init(bytes, &err) != INFD_STATUS_OK)
+        infd_log(INFD_LOG_LEVEL_WARN, "model '%s': no pinned memory pool (%s)", m->name, err.msg);
+}
+
 static infd_status create_instances(infd_model *m, infd_error *err)
 {
     int64_t max_rows = m->plans[m->n_plans - 1].batch;
@@ -1098,9 +1112,14 @@ static infd_status create_instances(infd_model *m, infd_error *err)
             if (st != INFD_STATUS_OK)
                 return st;
         }
+        inst->pieces_cap = RT_PIECES(max_rows);
         for (int i = 0; i < m->n_in; i++) {
-            if (staged_everywhere(m, inst, i, false))
+            if (staged_everywhere(m, inst, i, false)) {
+                inst->pieces[i] = infd_calloc((size_t)inst->pieces_cap, sizeof(infd_data_segment));
+                if (!inst->pieces[i])
+                    return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
                 continue;
+            }
             size_t bytes = (size_t)max_rows * m->in[i].row_bytes;
             inst->in_buf[i] = infd_aligned_alloc(INFD_ALIGNMENT, bytes ? bytes : 1);
             if (!inst->in_buf[i])
@@ -1117,6 +1136,7 @@ static infd_status create_instances(infd_model *m, infd_error *err)
         }
     }
     create_copy_pool(m);
+    create_pinned_pool(m);
     return INFD_STATUS_OK;
 }
 
@@ -1297,6 +1317,7 @@ void rt_model_free(infd_model *m)
         for (int i = 0; i < INFD_MAX_MODEL_IO; i++) {
             infd_free(inst->in_buf[i]);
             infd_free(inst->out_buf[i]);
+            infd_free(inst->pieces[i]);
         }
     }
     infd_free(m->inst);

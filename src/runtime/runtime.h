@@ -69,7 +69,17 @@ typedef struct rt_instance {
     int gather_n;
     size_t gather_chunk;
     int64_t gather_first[INFD_MAX_MODEL_IO + 1];
+    /* GPU instances: per input staged everywhere, room for RT_PIECES(max
+     * rows) pieces that the device copy of a batch reads (scheduler.c,
+     * pinned_pieces), and whether the running batch's gather leaves out
+     * the pieces in the pinned memory pool. */
+    infd_data_segment *pieces[INFD_MAX_MODEL_IO];
+    int pieces_cap;
+    bool gather_skip_pinned[INFD_MAX_MODEL_IO];
+    bool logged_pinned;
 } rt_instance;
+
+#define RT_PIECES(rows) (4 * (int)(rows) + 16)
 
 struct infd_request {
     infd_request *next; /* queue or free-list link */
@@ -184,6 +194,13 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
 void rt_model_stop(infd_model *m);
 void rt_model_free(infd_model *m);
 int rt_server_threads(const infd_server *server);
+size_t rt_server_pinned_pool_bytes(const infd_server *server);
+
+/* pinned.c: makes the process's pinned memory pool of `bytes` (rounded
+ * down to 64 KiB pages) unless it exists; rt_pinned_init_memory lays it
+ * over memory the caller provides (tests). */
+infd_status rt_pinned_init(size_t bytes, infd_error *err);
+infd_status rt_pinned_init_memory(void *mem, size_t bytes, infd_error *err);
 /* Reads "<dir>/config.pbtxt" if it exists (else an empty config). */
 infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_error *err);
 void rt_config_free(Inference__ModelConfig *c);

@@ -655,9 +655,11 @@ static bool wants_all_outputs(const infd_request *r)
     return r->n_out == r->model->n_out;
 }
 
-/* Copies bytes [from, from + len) of the concatenation of `segs` to dst. */
+/* Copies bytes [from, from + len) of the concatenation of `segs` to dst,
+ * leaving out (with `skip_pinned`) the pieces in the pinned memory pool,
+ * which the device copy reads where they lie. */
 static void copy_from_segments(char *dst, const infd_data_segment *segs, int n_segs, size_t from,
-                               size_t len)
+                               size_t len, bool skip_pinned)
 {
     for (int g = 0; g < n_segs && len > 0; g++) {
         size_t n = segs[g].nbytes;
@@ -666,7 +668,8 @@ static void copy_from_segments(char *dst, const infd_data_segment *segs, int n_s
             continue;
         }
         size_t take = n - from < len ? n - from : len;
-        memcpy(dst, (const char *)segs[g].data + from, take);
+        if (!skip_pinned || !infd_pinned_contains(segs[g].data, n))
+            memcpy(dst, (const char *)segs[g].data + from, take);
         dst += take;
         len -= take;
         from = 0;
@@ -702,7 +705,7 @@ static void gather_chunk(void *arg, int64_t task)
         size_t upto = stop < end ? stop : end;
         if (upto > at)
             copy_from_segments(inst->gather_dst[i] + at, r->in[i].segs, r->in[i].n_segs, at - base,
-                               upto - at);
+                               upto - at, inst->gather_skip_pinned[i]);
         at = upto;
     }
 }
@@ -742,6 +745,49 @@ static void gather(const infd_model *m, rt_instance *inst, int n, int64_t rows)
             gather_chunk(inst, t);
 }
 
+/* Whether input i of the batch should reach the GPU from where its
+ * pieces lie: some piece is in the pinned memory pool, and the instance
+ * has room to list them (each pinned piece, and at most one run of the
+ * staging before each and after the last). */
+static bool wants_pieces(const rt_instance *inst, int n, int i)
+{
+    if (!inst->pieces[i])
+        return false;
+    int pinned = 0;
+    for (int k = 0; k < n; k++) {
+        const infd_request *r = inst->batch[k];
+        for (int g = 0; g < r->in[i].n_segs; g++)
+            pinned += infd_pinned_contains(r->in[i].segs[g].data, r->in[i].segs[g].nbytes);
+    }
+    return pinned > 0 && 2 * pinned + 1 <= inst->pieces_cap;
+}
+
+/* Lists the pieces the device copy of input i reads, in batch order: the
+ * requests' pieces in the pinned pool where they lie, the others from the
+ * staging `base` the gather put them in (adjacent ones as one). */
+static int pinned_pieces(const infd_model *m, rt_instance *inst, int n, int i, char *base)
+{
+    infd_data_segment *out = inst->pieces[i];
+    int np = 0;
+    for (int k = 0; k < n; k++) {
+        const infd_request *r = inst->batch[k];
+        size_t at = (size_t)inst->row_at[k] * m->in[i].row_bytes;
+        for (int g = 0; g < r->in[i].n_segs; g++) {
+            const infd_data_segment *s = &r->in[i].segs[g];
+            if (!s->nbytes)
+                continue;
+            bool pinned = infd_pinned_contains(s->data, s->nbytes);
+            const char *src = pinned ? s->data : base + at;
+            if (np > 0 && (const char *)out[np - 1].data + out[np - 1].nbytes == src)
+                out[np - 1].nbytes += s->nbytes;
+            else
+                out[np++] = (infd_data_segment){ src, s->nbytes };
+            at += s->nbytes;
+        }
+    }
+    return np;
+}
+
 static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
 {
     uint64_t t0 = infd_clock_ns();
@@ -761,6 +807,12 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
      * vector loads; binary HTTP bodies put tensors at any offset and in
      * pieces), otherwise gathered. */
     bool direct_in = n == 1 && rows == p->batch;
+    bool any_pieces = false;
+    for (int i = 0; i < m->n_in; i++) {
+        inst->gather_skip_pinned[i] = wants_pieces(inst, n, i);
+        any_pieces |= inst->gather_skip_pinned[i];
+    }
+    direct_in &= !any_pieces;
     for (int i = 0; direct_in && i < m->n_in; i++)
         direct_in = inst->batch[0]->in[i].n_segs == 1 &&
                     ((uintptr_t)inst->batch[0]->in[i].segs[0].data % INFD_ALIGNMENT) == 0;
@@ -790,6 +842,25 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
     }
     if (!direct_in)
         gather(m, inst, n, rows);
+    for (int i = 0; i < m->n_in && any_pieces; i++) {
+        if (!inst->gather_skip_pinned[i])
+            continue;
+        int np = pinned_pieces(m, inst, n, i, inst->gather_dst[i]);
+        infd_error perr = { 0 };
+        if (infd_context_set_input_pieces(inst->ctxs[pi], p->in_map[i], inst->pieces[i], np,
+                                          &perr) != INFD_STATUS_OK) {
+            /* Not expected (the pieces fit the input): gather it all. */
+            infd_log(INFD_LOG_LEVEL_WARN, "model '%s': %s; gathering input '%s' instead", m->name,
+                     perr.msg, m->in[i].name);
+            inst->gather_skip_pinned[i] = false;
+            gather(m, inst, n, rows);
+        } else if (!inst->logged_pinned) {
+            inst->logged_pinned = true;
+            INFD_LOG_DEBUG("model '%s' instance %d: input '%s' of a batch of %d copied to the "
+                           "device from %d pieces, in pinned request memory where it lay",
+                           m->name, inst->index, m->in[i].name, n, np);
+        }
+    }
     /* Outputs: straight into a lone request's memory when it takes them
      * all and that memory is aligned. */
     bool direct_out = n == 1 && rows == p->batch && wants_all_outputs(inst->batch[0]);

@@ -48,6 +48,7 @@ struct infd_server {
     infd_model_control mode;
     int poll_secs;
     int n_threads;
+    size_t pinned_pool_bytes;
     pthread_mutex_t mu; /* registry */
     pthread_mutex_t load_mu;
     rt_entry *entries;
@@ -67,6 +68,7 @@ void infd_server_options_init(infd_server_options *opts)
     opts->control_mode = INFD_MODEL_CONTROL_NONE;
     opts->repository_poll_secs = 15;
     opts->server_id = "infd";
+    opts->pinned_pool_bytes = (size_t)1 << 30;
 }
 
 infd_status infd_model_control_parse(const char *name, infd_model_control *out, infd_error *err)
@@ -108,6 +110,11 @@ bool rt_server_is_draining(const infd_server *server)
 int rt_server_threads(const infd_server *server)
 {
     return server->n_threads;
+}
+
+size_t rt_server_pinned_pool_bytes(const infd_server *server)
+{
+    return server->pinned_pool_bytes;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -617,6 +624,7 @@ infd_status infd_server_create(const infd_server_options *opts, infd_server **ou
     s->mode = opts->control_mode;
     s->poll_secs = opts->repository_poll_secs > 0 ? opts->repository_poll_secs : 15;
     s->n_threads = opts->n_threads;
+    s->pinned_pool_bytes = opts->pinned_pool_bytes;
     pthread_mutex_lock(&s->mu);
     scan_folders(s);
     int n = s->n_entries;

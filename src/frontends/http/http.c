@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,11 @@
  * room for libevent's chain header, which it adds before rounding a new
  * chain up to a power of two. */
 #define HTTP_MAX_SINGLE_READ (256 * 1024 - 256)
+/* Receiving into the pinned memory pool (rx_mirror): bodies from this size
+ * on are looked for there; a connection's first slab, and the largest. */
+#define RX_MIN_BODY (64u << 10)
+#define RX_SLAB_MIN ((size_t)1 << 20)
+#define RX_SLAB_MAX ((size_t)256 << 20)
 /* Idle keep-alive connections and stalled clients are closed after this. */
 #define HTTP_TIMEOUT_SECS 120
 /* Longest path we route (model names are at most 127 bytes). */
@@ -93,6 +99,27 @@
 /* ------------------------------------------------------------------------- */
 
 typedef struct http_loop http_loop;
+
+/* A region of the pinned memory pool that a connection's bytes are
+ * received into (rx_mirror). */
+typedef struct rx_slab {
+    atomic_int refs; /* reference chains into it, and its connection while current */
+    size_t size;
+    uint8_t *data;
+} rx_slab;
+
+/* A connection receiving into the pool: made at its first large read,
+ * found by socket fd in its loop's table, freed when the connection closes
+ * (or, if it closed before a request reached us, when another connection
+ * gets its fd). */
+typedef struct rx_conn {
+    http_loop *loop;
+    struct bufferevent *bev;
+    int fd;
+    rx_slab *slab; /* current, or NULL */
+    size_t fill;   /* bytes of the stream mirrored into the slab */
+    bool watched;  /* close callback set */
+} rx_conn;
 
 typedef enum call_kind { CALL_INFER, CALL_LOAD, CALL_UNLOAD } call_kind;
 
@@ -149,6 +176,8 @@ struct http_loop {
     bool closing;           /* listener removed */
     uint64_t idle_since_ns; /* closing: when n_inflight reached 0 */
     infd_strbuf jb;         /* response JSON scratch, reset per reply */
+    struct rx_conn **rx;    /* per socket fd: its pinned receive state, or NULL */
+    int rx_cap;
 };
 
 struct infd_http {
@@ -977,6 +1006,26 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
     return INFD_STATUS_OK;
 }
 
+/* Room for `need` entries in c->vecs and c->segs; false when out of
+ * memory. */
+static bool segs_reserve(http_call *c, int need)
+{
+    if (need <= c->segs_cap)
+        return true;
+    int cap = c->segs_cap ? c->segs_cap : 16;
+    while (cap < need)
+        cap *= 2;
+    struct evbuffer_iovec *v = infd_realloc(c->vecs, (size_t)cap * sizeof(*v));
+    if (v)
+        c->vecs = v;
+    infd_data_segment *g = v ? infd_realloc(c->segs, (size_t)cap * sizeof(*g)) : NULL;
+    if (!g)
+        return false;
+    c->segs = g;
+    c->segs_cap = cap;
+    return true;
+}
+
 /* Appends to c->segs, from *n on, the pieces of bytes [off, off + len) of
  * `body` as its evbuffer chains hold them; false when out of memory. */
 static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_t len, int *n)
@@ -987,21 +1036,8 @@ static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_
     if (evbuffer_ptr_set(body, &pos, off, EVBUFFER_PTR_SET) != 0)
         return false;
     int need = evbuffer_peek(body, (ev_ssize_t)len, &pos, NULL, 0);
-    if (need <= 0)
+    if (need <= 0 || !segs_reserve(c, *n + need))
         return false;
-    if (*n + need > c->segs_cap) {
-        int cap = c->segs_cap ? c->segs_cap : 16;
-        while (cap < *n + need)
-            cap *= 2;
-        struct evbuffer_iovec *v = infd_realloc(c->vecs, (size_t)cap * sizeof(*v));
-        if (v)
-            c->vecs = v;
-        infd_data_segment *g = v ? infd_realloc(c->segs, (size_t)cap * sizeof(*g)) : NULL;
-        if (!g)
-            return false;
-        c->segs = g;
-        c->segs_cap = cap;
-    }
     int got = evbuffer_peek(body, (ev_ssize_t)len, &pos, c->vecs, need);
     /* The last chain may run past the input: count only `len` bytes. */
     for (int k = 0; k < got && len > 0; k++) {
@@ -1010,6 +1046,201 @@ static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_
         len -= take;
     }
     return len == 0;
+}
+
+/* Receiving into the pinned memory pool.
+ *
+ * A GPU instance copies an input to the device straight from where it lies
+ * when that is page-locked memory (the pinned pool, infd.h), which saves
+ * the batcher gathering it into the instance's staging: for ResNet-50
+ * batches of 128 over HTTP that gather was about a quarter of the
+ * server's CPU time per request (bench/RESULTS.md). So a connection that
+ * reads large amounts has a slab of the pool, and its byte stream is
+ * mirrored into it: top_up reads the socket straight into the slab and
+ * hands the bytes to evhttp as reference chains (no copy), and the bytes
+ * libevent read itself (at most 4 KiB a time) are copied in beside them.
+ * A request body then usually lies whole, in order, in one slab, where
+ * pool_span finds and checks it.
+ *
+ * The mirror goes back to the slab's start when the connection's input
+ * buffer was empty (between requests, or between reads of one) and nothing
+ * holds the slab but the connection: the previous request is gone. A
+ * stream that outgrows its slab moves to a new one twice the size (the
+ * body in between is then not contiguous: pool_span's check fails and it
+ * takes the ordinary path). Without room in the pool, reads go to
+ * libevent's memory as before. */
+
+static _Thread_local http_loop *tl_loop; /* the loop this thread runs */
+
+static void slab_unref(rx_slab *slab)
+{
+    if (slab && atomic_fetch_sub(&slab->refs, 1) == 1) {
+        infd_pinned_free(slab->data);
+        infd_free(slab);
+    }
+}
+
+static void slab_chain_done(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    slab_unref(arg);
+}
+
+static rx_slab *slab_new(size_t size)
+{
+    uint8_t *data = infd_pinned_alloc(size);
+    if (!data)
+        return NULL;
+    rx_slab *slab = infd_malloc(sizeof(*slab));
+    if (!slab) {
+        infd_pinned_free(data);
+        return NULL;
+    }
+    atomic_init(&slab->refs, 1);
+    slab->size = size;
+    slab->data = data;
+    return slab;
+}
+
+static void rx_free(rx_conn *rc)
+{
+    if (!rc)
+        return;
+    if (rc->fd >= 0 && rc->fd < rc->loop->rx_cap && rc->loop->rx[rc->fd] == rc)
+        rc->loop->rx[rc->fd] = NULL;
+    slab_unref(rc->slab);
+    infd_free(rc);
+}
+
+static void rx_closed(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    rx_free(arg);
+}
+
+/* The receive state of the connection on `fd`; with `create`, made (with
+ * a first slab) when missing and the pool has room. */
+static rx_conn *rx_find(http_loop *loop, int fd, struct bufferevent *bev, bool create)
+{
+    if (!loop || fd < 0)
+        return NULL;
+    rx_conn *rc = fd < loop->rx_cap ? loop->rx[fd] : NULL;
+    if (rc && rc->bev != bev) { /* the fd's previous connection closed unseen */
+        rx_free(rc);
+        rc = NULL;
+    }
+    if (rc || !create)
+        return rc;
+    if (fd >= loop->rx_cap) {
+        int cap = loop->rx_cap ? loop->rx_cap : 64;
+        while (cap <= fd)
+            cap *= 2;
+        rx_conn **t = infd_realloc(loop->rx, (size_t)cap * sizeof(*t));
+        if (!t)
+            return NULL;
+        memset(t + loop->rx_cap, 0, (size_t)(cap - loop->rx_cap) * sizeof(*t));
+        loop->rx = t;
+        loop->rx_cap = cap;
+    }
+    rx_slab *slab = slab_new(RX_SLAB_MIN);
+    rc = slab ? infd_calloc(1, sizeof(*rc)) : NULL;
+    if (!rc) {
+        slab_unref(slab);
+        return NULL;
+    }
+    rc->loop = loop;
+    rc->bev = bev;
+    rc->fd = fd;
+    rc->slab = slab;
+    loop->rx[fd] = rc;
+    return rc;
+}
+
+/* Makes room in the slab for `need` more bytes of the stream (see above);
+ * false when the pool has none. The connection then keeps its slab (the
+ * bytes go to libevent's memory; the hole they leave fails pool_span's
+ * check), rather than give it back for another connection to take: slabs
+ * changing hands under a full pool would break every mirror. */
+static bool rx_room(rx_conn *rc, bool restart, size_t need)
+{
+    if (restart && rc->slab && atomic_load(&rc->slab->refs) == 1)
+        rc->fill = 0;
+    if (rc->slab && need <= rc->slab->size - rc->fill)
+        return true;
+    size_t size = rc->slab ? rc->slab->size : RX_SLAB_MIN;
+    while (size < rc->fill + need && size < RX_SLAB_MAX)
+        size *= 2;
+    rx_slab *slab = need <= size ? slab_new(size) : NULL;
+    if (!slab)
+        return false;
+    slab_unref(rc->slab);
+    rc->slab = slab;
+    rc->fill = 0;
+    return true;
+}
+
+/* Copies the `n` bytes libevent just appended to `in` into the slab. */
+static void rx_mirror(rx_conn *rc, struct evbuffer *in, size_t orig, size_t n)
+{
+    if (!rc->slab || !rx_room(rc, orig == 0, n))
+        return;
+    struct evbuffer_ptr pos;
+    if (evbuffer_ptr_set(in, &pos, evbuffer_get_length(in) - n, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &pos, rc->slab->data + rc->fill, n) != (ev_ssize_t)n)
+        return; /* a hole in the mirror, which pool_span's check finds */
+    rc->fill += n;
+}
+
+/* After an evhttp request arrived on a connection with receive state: free
+ * that state when the connection closes. */
+static void rx_watch(http_loop *loop, struct evhttp_request *ev)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(ev);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    rx_conn *rc = bev ? rx_find(loop, bufferevent_getfd(bev), bev, false) : NULL;
+    if (rc && !rc->watched) {
+        evhttp_connection_set_closecb(evcon, rx_closed, rc);
+        rc->watched = true;
+    }
+}
+
+/* Where bytes [off, off + len) of `body` lie as one run of the pinned
+ * memory pool, or NULL. A connection's reads land in its slab and
+ * libevent's own reads are copied there beside them (rx_mirror), so a body
+ * usually lies whole in one slab. The run is placed by the first piece in
+ * the pool and checked piece by piece: each piece in the pool must be
+ * where the run puts it, every other piece's bytes must equal the run's
+ * there. The run then lives as long as the body: its pieces in the pool
+ * are reference chains that hold the slab. */
+static const uint8_t *pool_span(http_call *c, struct evbuffer *body, size_t off, size_t len)
+{
+    int n = 0;
+    if (len < RX_MIN_BODY || !body_segments(c, body, off, len, &n))
+        return NULL;
+    uintptr_t run = 0;
+    size_t at = 0;
+    int k = 0;
+    for (; k < n && !run; k++) {
+        if (infd_pinned_contains(c->segs[k].data, c->segs[k].nbytes))
+            run = (uintptr_t)c->segs[k].data - at;
+        at += c->segs[k].nbytes;
+    }
+    void *slab;
+    size_t slab_n;
+    if (!run || !infd_pinned_find(c->segs[k - 1].data, &slab, &slab_n) || run < (uintptr_t)slab ||
+        len > slab_n || run - (uintptr_t)slab > slab_n - len)
+        return NULL;
+    at = 0;
+    for (k = 0; k < n; k++) {
+        const infd_data_segment *g = &c->segs[k];
+        const uint8_t *want = (const uint8_t *)(run + at);
+        if (infd_pinned_contains(g->data, g->nbytes) ? g->data != want
+                                                     : memcmp(g->data, want, g->nbytes) != 0)
+            return NULL;
+        at += g->nbytes;
+    }
+    return (const uint8_t *)run;
 }
 
 /* POST .../infer: decodes the body, builds the request and submits it; the
@@ -1066,9 +1297,14 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
         goto fail;
     }
-    /* Binary inputs follow the JSON in input order. */
+    /* Binary inputs follow the JSON in input order: one piece each when
+     * the binary part lies whole in the pinned pool (a GPU instance copies
+     * it to the device from there), else the body's chains. */
     size_t off = json_n;
     int seg_first[INFD_MAX_MODEL_IO] = { 0 }, seg_n[INFD_MAX_MODEL_IO] = { 0 }, n_segs = 0;
+    const uint8_t *run = body_n > json_n ? pool_span(c, in, json_n, body_n - json_n) : NULL;
+    if (run && !segs_reserve(c, r->n_inputs))
+        run = NULL;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
         if (ki->binary_data_size < 0)
@@ -1081,7 +1317,10 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
             goto fail;
         }
         seg_first[i] = n_segs;
-        if (!body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
+        if (run && ki->binary_data_size > 0)
+            c->segs[n_segs++] =
+                (infd_data_segment){ run + (off - json_n), (size_t)ki->binary_data_size };
+        else if (!run && !body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
             infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY,
                            "input '%s': cannot map the binary data (out of memory)", ki->name);
             code = 500;
@@ -1421,6 +1660,7 @@ static void route_model(http_loop *loop, struct evhttp_request *ev, char **seg, 
 static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
+    rx_watch(loop, ev);
     infd_server *s = loop->h->server;
     char buf[HTTP_MAX_PATH];
     char *seg[HTTP_MAX_SEGS];
@@ -1536,6 +1776,7 @@ static void on_stop_timer(evutil_socket_t fd, short what, void *arg)
 static void *loop_main(void *arg)
 {
     http_loop *loop = arg;
+    tl_loop = loop;
     event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
@@ -1563,6 +1804,9 @@ static void loop_fini(http_loop *loop)
      * requests still on them (none of ours: every call has completed). */
     if (loop->http)
         evhttp_free(loop->http);
+    for (int fd = 0; fd < loop->rx_cap; fd++)
+        rx_free(loop->rx[fd]); /* connections that closed unseen */
+    infd_free(loop->rx);
     if (loop->wake)
         event_free(loop->wake);
     if (loop->timer)
@@ -1627,13 +1871,40 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
 {
     static _Thread_local bool busy; /* our own commit calls us again */
     struct bufferevent *bev = arg;
-    if (busy || info->n_added < 4096 || !(bufferevent_get_enabled(bev) & EV_READ))
+    if (busy || info->n_added == 0)
         return;
     evutil_socket_t fd = bufferevent_getfd(bev);
+    bool big = info->n_added >= 4096;
+    rx_conn *rx = rx_find(tl_loop, fd, bev, big);
+    if (rx)
+        rx_mirror(rx, in, info->orig_size, info->n_added);
+    if (!big || !(bufferevent_get_enabled(bev) & EV_READ))
+        return;
     int avail = 0;
     if (fd < 0 || ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
         return;
     size_t want = (size_t)avail < HTTP_MAX_SINGLE_READ ? (size_t)avail : HTTP_MAX_SINGLE_READ;
+    if (rx && rx->slab && rx_room(rx, false, want)) {
+        /* Straight into the slab, handed over as a reference chain. */
+        uint8_t *dst = rx->slab->data + rx->fill;
+        ssize_t got = read(fd, dst, want);
+        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            shutdown(fd, SHUT_RDWR);
+        if (got <= 0)
+            return;
+        rx->fill += (size_t)got;
+        atomic_fetch_add(&rx->slab->refs, 1);
+        busy = true;
+        int added = evbuffer_add_reference(in, dst, (size_t)got, slab_chain_done, rx->slab);
+        busy = false;
+        if (added != 0) {
+            slab_unref(rx->slab);
+            infd_log(INFD_LOG_LEVEL_WARN, "http: lost %zd bytes read from a connection; closing it",
+                     got);
+            shutdown(fd, SHUT_RDWR);
+        }
+        return;
+    }
     struct evbuffer_iovec vec[2];
     int nv = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
     if (nv <= 0)
