@@ -23,9 +23,10 @@ batch, torch.onnx.export with dynamo=False), then for each batch size:
   other's kernels: the throughput a server with two instances gets.
 
 Prints one row per (model, batch): images/s for each side and infd /
-best-PyTorch; --json writes the rows too. torch.compile (max-autotune) is
-not run here (minutes of autotuning per shape); the issue quotes its
-ResNet-50 b128 number (about 19k img/s), compared against in RESULTS.md.
+best-PyTorch; --json writes the rows too. `--compile max-autotune
+--compile-batches 128` also times torch.compile(mode=...) of the FP16
+model at those batch sizes (minutes of autotuning each), which then counts
+among PyTorch's variants.
 """
 
 import argparse
@@ -36,7 +37,27 @@ import sys
 import time
 
 
-def torch_rows(name, batches, iters, warmup):
+def compile_ms(m, x, mode, iters):
+    """(ms per run, build seconds) of torch.compile(m, mode=mode) on x."""
+    import torch
+
+    t0 = time.time()
+    cf = torch.compile(m, mode=mode, dynamic=False)
+    with torch.inference_mode():
+        for _ in range(3):
+            cf(x)
+        torch.cuda.synchronize()
+        built = time.time() - t0
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(iters):
+            cf(x)
+        e1.record()
+        torch.cuda.synchronize()
+    return e0.elapsed_time(e1) / iters, built
+
+
+def torch_rows(name, batches, iters, warmup, compile_mode=None, compile_batches=()):
     import torch
     import torchvision
 
@@ -79,6 +100,9 @@ def torch_rows(name, batches, iters, warmup):
             graph_ms = e0.elapsed_time(e1) / iters
             del g
         rows[b] = {"torch_eager_ms": eager_ms, "torch_graph_ms": graph_ms}
+        if compile_mode and b in compile_batches:
+            ms, built = compile_ms(m, x, compile_mode, iters)
+            rows[b].update({"torch_compile_ms": ms, "torch_compile_build_s": built})
         torch.cuda.empty_cache()
     return rows
 
@@ -95,9 +119,9 @@ def export(name, path):
                       dynamo=False, opset_version=17)
 
 
-def infd_row(infd, model, b, iters, warmup, precision):
+def infd_row(infd, model, b, iters, warmup, precision, contexts=2):
     row = {}
-    for key, extra in (("infd", []), ("infd2", ["--pinned-io", "--contexts", "2"])):
+    for key, extra in (("infd", []), ("infd2", ["--pinned-io", "--contexts", str(contexts)])):
         r = subprocess.run([infd, "bench", model, "--device", "cuda", "--precision", precision,
                             "--batch", str(b), "--iterations", str(iters), "--warmup",
                             str(warmup), "--json", *extra],
@@ -121,6 +145,11 @@ def main():
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--dir", default="/tmp/infd_bench")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--compile", metavar="MODE", help="also torch.compile(mode=MODE)")
+    ap.add_argument("--contexts", type=int, default=2,
+                    help="contexts of the pinned-I/O infd column (default 2)")
+    ap.add_argument("--compile-batches", default="128",
+                    help="batch sizes --compile runs at (default 128)")
     a = ap.parse_args()
     batches = [int(b) for b in a.batches.split(",")]
     os.makedirs(a.dir, exist_ok=True)
@@ -134,15 +163,23 @@ def main():
             t0 = time.time()
             export(name, path)
             print(f"# exported {path} in {time.time() - t0:.1f} s", flush=True)
-        trows = torch_rows(name, batches, a.iters, a.warmup)
+        trows = torch_rows(name, batches, a.iters, a.warmup, a.compile,
+                           [int(b) for b in a.compile_batches.split(",")])
         for b in batches:
             row = {"model": name, "batch": b, **trows[b],
-                   **infd_row(a.infd, path, b, a.iters, a.warmup, a.precision)}
+                   **infd_row(a.infd, path, b, a.iters, a.warmup, a.precision, a.contexts)}
             te = b * 1000.0 / row["torch_eager_ms"]
             tg = b * 1000.0 / row["torch_graph_ms"]
             row["torch_eager_img_s"], row["torch_graph_img_s"] = te, tg
+            best = max(te, tg)
+            if "torch_compile_ms" in row:
+                row["torch_compile_img_s"] = b * 1000.0 / row["torch_compile_ms"]
+                best = max(best, row["torch_compile_img_s"])
+                print(f"# {name} batch {b}: torch.compile {a.compile} "
+                      f"{row['torch_compile_img_s']:.0f} img/s ({row['torch_compile_ms']:.2f} ms; "
+                      f"built in {row['torch_compile_build_s']:.0f} s)", flush=True)
             if "infd2_img_s" in row:
-                ratio = max(row["infd_img_s"], row["infd2_img_s"]) / max(te, tg)
+                ratio = max(row["infd_img_s"], row["infd2_img_s"]) / best
                 row["ratio_vs_best_torch"] = ratio
                 print(f"{name:<13} {b:>5} {te:>12.0f} {tg:>12.0f} {row['infd_img_s']:>12.0f} "
                       f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f}  "
