@@ -176,9 +176,9 @@ void *infd_pinned_alloc(size_t nbytes)
 bool infd_pinned_free(void *ptr)
 {
     uint8_t *base = atomic_load_explicit(&pool_base, memory_order_acquire);
-    if (!base || (uint8_t *)ptr < base || (uint8_t *)ptr >= base + pool_bytes)
+    if (!infd_pinned_contains(ptr, 1))
         return false;
-    size_t at = (size_t)((uint8_t *)ptr - base);
+    size_t at = (size_t)((uintptr_t)ptr - (uintptr_t)base);
     pthread_mutex_lock(&pool.mu);
     size_t page = at / PAGE;
     uint32_t k = pool.pages[page];
@@ -196,9 +196,10 @@ bool infd_pinned_free(void *ptr)
 
 bool infd_pinned_contains(const void *ptr, size_t nbytes)
 {
-    const uint8_t *base = atomic_load_explicit(&pool_base, memory_order_acquire);
-    const uint8_t *p = ptr;
-    return base && p >= base && p < base + pool_bytes && nbytes <= (size_t)(base + pool_bytes - p);
+    /* As integers: ptr may belong to any object. */
+    uintptr_t base = (uintptr_t)atomic_load_explicit(&pool_base, memory_order_acquire);
+    uintptr_t p = (uintptr_t)ptr;
+    return base && p >= base && p - base < pool_bytes && nbytes <= pool_bytes - (p - base);
 }
 
 bool infd_pinned_find(const void *ptr, void **start, size_t *nbytes)
