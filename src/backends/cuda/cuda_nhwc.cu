@@ -307,6 +307,22 @@ template <typename T> __global__ void to_float_kernel(const T *x, float *y, int6
         y[i] = tof(x[i]);
 }
 
+template <typename T> __global__ void from_float_kernel(const float *x, T *y, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = fromf<T>(x[i]);
+}
+
+extern "C" void infd_cuda_nhwc_from_float(void *stream, const float *x, void *y, infd_cuda_fmt fy,
+                                          int64_t n)
+{
+    if (fy == INFD_CUDA_FMT_BF16_NHWC)
+        from_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>(x, (__nv_bfloat16 *)y, n);
+    else
+        from_float_kernel<<<grid_for(n), 256, 0, stream_of(stream)>>>(x, (__half *)y, n);
+}
+
 extern "C" void infd_cuda_nhwc_to_float(void *stream, const void *x, infd_cuda_fmt fx, float *y,
                                         int64_t n)
 {

@@ -83,6 +83,9 @@ void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt fx, infd_c
 /* y[i] = (float)x[i] for n 16-bit values of format fx (16-bit NHWC read as
  * plain NHWC FP32: a Transpose to channels-last). */
 void infd_cuda_nhwc_to_float(void *stream, const void *x, infd_cuda_fmt fx, float *y, int64_t n);
+/* y (16-bit, format fy) = x (FP32), n elements in the same order: a plain
+ * NHWC FP32 tensor becomes the 16-bit NHWC layout of its NCHW transpose. */
+void infd_cuda_nhwc_from_float(void *stream, const float *x, void *y, infd_cuda_fmt fy, int64_t n);
 
 /* A depthwise convolution (groups == channels in == channels out) over
  * 16-bit NHWC: x [n, h, w, c] (pads ph, pw around it), weights [r, s, c] in

@@ -706,6 +706,7 @@ typedef struct transpose_kernel {
     infd_cuda_kernel base;
     bool from_nhwc; /* 16-bit NHWC in, perm (0, 2, 3, 1): a conversion */
     infd_cuda_fmt fx;
+    infd_cuda_fmt fy; /* 16-bit NHWC out, perm (0, 3, 1, 2): a conversion */
     int rank, esize;
     int64_t n;
     int64_t dims[INFD_CUDA_MAX_RANK], strides[INFD_CUDA_MAX_RANK];
@@ -760,6 +761,8 @@ static void transpose_run(const infd_cuda_kernel *base, const infd_kernel_io *io
     const transpose_kernel *k = (const transpose_kernel *)base;
     if (k->from_nhwc)
         infd_cuda_nhwc_to_float(io->stream, io->inputs[0], k->fx, io->outputs[0], k->n);
+    else if (k->fy != INFD_CUDA_FMT_F32_NCHW)
+        infd_cuda_nhwc_from_float(io->stream, io->inputs[0], io->outputs[0], k->fy, k->n);
     else if (k->n)
         infd_cuda_transpose(io->stream, io->inputs[0], io->outputs[0], k->esize, k->rank, k->dims,
                             k->strides, k->n);
@@ -779,6 +782,7 @@ static infd_status transpose_compile(const infd_kernel_args *a, infd_kernel **ou
     k->base = keep;
     k->fx = in_fmt(a, 0);
     k->from_nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW;
+    k->fy = out_fmt(a, &k->base.base); /* plain unless the plan agreed (misc_opaque) */
     *out = &k->base.base;
     return INFD_STATUS_OK;
 }
@@ -1061,11 +1065,15 @@ bool infd_cuda_misc_opaque(const infd_kernel_args *a, int i)
                 return false;
         return true;
     }
-    if (strcmp(a->node->op_type, "Transpose") == 0 && i == 0) {
+    if (strcmp(a->node->op_type, "Transpose") == 0 && i <= 0) {
+        /* Reading 16-bit NHWC into NHWC FP32 (perm 0, 2, 3, 1), or writing
+         * NHWC FP32 as the 16-bit NHWC of its NCHW transpose (0, 3, 1, 2):
+         * either way the elements keep their order, a conversion. */
+        static const int64_t to_nhwc[4] = { 0, 2, 3, 1 }, from_nhwc[4] = { 0, 3, 1, 2 };
         const int64_t *perm = NULL;
         int32_t np = 0;
         return infd_ir_attr_ints(a->g, a->node, "perm", &perm, &np, NULL) == INFD_STATUS_OK &&
-               perm && np == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
+               perm && np == 4 && memcmp(perm, i == 0 ? to_nhwc : from_nhwc, sizeof(to_nhwc)) == 0;
     }
     return false;
 }
