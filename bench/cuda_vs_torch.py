@@ -37,6 +37,47 @@ import sys
 import time
 
 
+def time_ms(fn, iters):
+    """ms per call of fn() over `iters` calls, by CUDA events (the caller
+    warms up first)."""
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(iters):
+        fn()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) / iters
+
+
+def eager_and_graph_ms(run, x, iters, warmup):
+    """(eager ms, CUDA graph ms) per run(x): eagerly, then captured once in
+    a torch.cuda.CUDAGraph and replayed."""
+    import torch
+
+    with torch.inference_mode():
+        for _ in range(warmup):
+            run(x)
+        torch.cuda.synchronize()
+        eager_ms = time_ms(lambda: run(x), iters)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                run(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            run(x)
+        for _ in range(warmup):
+            g.replay()
+        torch.cuda.synchronize()
+        graph_ms = time_ms(g.replay, iters)
+        del g
+    return eager_ms, graph_ms
+
+
 def compile_ms(m, x, mode, iters):
     """(ms per run, build seconds) of torch.compile(m, mode=mode) on x."""
     import torch
@@ -48,13 +89,8 @@ def compile_ms(m, x, mode, iters):
             cf(x)
         torch.cuda.synchronize()
         built = time.time() - t0
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(iters):
-            cf(x)
-        e1.record()
-        torch.cuda.synchronize()
-    return e0.elapsed_time(e1) / iters, built
+        ms = time_ms(lambda: cf(x), iters)
+    return ms, built
 
 
 def torch_rows(name, batches, iters, warmup, compile_mode=None, compile_batches=()):
@@ -68,37 +104,7 @@ def torch_rows(name, batches, iters, warmup, compile_mode=None, compile_batches=
     for b in batches:
         x = torch.randn(b, 3, 224, 224, device="cuda").half().to(
             memory_format=torch.channels_last)
-        with torch.inference_mode():
-            for _ in range(warmup):
-                m(x)
-            torch.cuda.synchronize()
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(iters):
-                m(x)
-            e1.record()
-            torch.cuda.synchronize()
-            eager_ms = e0.elapsed_time(e1) / iters
-
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    m(x)
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                m(x)
-            for _ in range(warmup):
-                g.replay()
-            torch.cuda.synchronize()
-            e0.record()
-            for _ in range(iters):
-                g.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            graph_ms = e0.elapsed_time(e1) / iters
-            del g
+        eager_ms, graph_ms = eager_and_graph_ms(m, x, iters, warmup)
         rows[b] = {"torch_eager_ms": eager_ms, "torch_graph_ms": graph_ms}
         if compile_mode and b in compile_batches:
             ms, built = compile_ms(m, x, compile_mode, iters)

@@ -33,6 +33,8 @@ import sys
 
 import numpy as np
 
+from cuda_vs_torch import compile_ms, eager_and_graph_ms, infd_row  # same folder
+
 OPS = {"Conv", "Relu", "Add", "Concat", "MaxPool", "Transpose", "Reshape", "Shape", "Slice",
        "ConstantOfShape", "Clip", "Mul", "Sigmoid", "Pad"}
 
@@ -164,55 +166,6 @@ class TorchGraph:
         return [v[o] for o in self.outs]
 
 
-def time_torch(run, x, iters, warmup):
-    import torch
-
-    with torch.inference_mode():
-        for _ in range(warmup):
-            run(x)
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(iters):
-            run(x)
-        e1.record()
-        torch.cuda.synchronize()
-        eager_ms = e0.elapsed_time(e1) / iters
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                run(x)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            run(x)
-        for _ in range(warmup):
-            g.replay()
-        torch.cuda.synchronize()
-        e0.record()
-        for _ in range(iters):
-            g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        graph_ms = e0.elapsed_time(e1) / iters
-    return eager_ms, graph_ms
-
-
-def infd_row(infd, model, b, iters, warmup):
-    row = {}
-    for key, extra in (("infd", []), ("infd2", ["--pinned-io", "--contexts", "2"])):
-        r = subprocess.run([infd, "bench", model, "--device", "cuda", "--precision", "fp16",
-                            "--batch", str(b), "--iterations", str(iters), "--warmup",
-                            str(warmup), "--json", *extra],
-                           capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise SystemExit(f"infd bench failed: {r.stderr.strip()[-500:]}")
-        j = json.loads(r.stdout)
-        row[f"{key}_ms"], row[f"{key}_img_s"] = j["p50_ms"], j["throughput_per_s"]
-    return row
-
-
 def check_against_infd(infd, model, graph32, inp, outs):
     """Max |torch - infd| / max |infd| over the outputs, FP32 on both, infd
     on the CPU (`infd run`): a wrong translation of a node shows here."""
@@ -276,30 +229,17 @@ def main():
             r32, r16 = g32(x32), g16(x16)
         err = max(float((p.float() - q).abs().max() / q.abs().max().clamp(min=1e-6))
                   for p, q in zip(r16, r32))
-        eager_ms, graph_ms = time_torch(g16, x16, a.iters, a.warmup)
+        eager_ms, graph_ms = eager_and_graph_ms(g16, x16, a.iters, a.warmup)
         best = min(eager_ms, graph_ms)
         extra = ""
         if a.compile:
-            import time
-
-            t0 = time.time()
-            cf = torch.compile(g16.__call__, mode=a.compile, dynamic=False)
-            with torch.inference_mode():
-                for _ in range(3):
-                    cf(x16)
-                torch.cuda.synchronize()
-                built = time.time() - t0
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                for _ in range(a.iters):
-                    cf(x16)
-                e1.record()
-                torch.cuda.synchronize()
-            compile_ms = e0.elapsed_time(e1) / a.iters
-            best = min(best, compile_ms)
-            extra = f"; torch.compile {a.compile} {b * 1000.0 / compile_ms:.0f} img/s " \
-                    f"({compile_ms:.3f} ms, built in {built:.0f} s)"
-        row = infd_row(a.infd, a.model, b, a.iters, a.warmup)
+            ms, built = compile_ms(g16.__call__, x16, a.compile, a.iters)
+            best = min(best, ms)
+            extra = f"; torch.compile {a.compile} {b * 1000.0 / ms:.0f} img/s ({ms:.3f} ms, " \
+                    f"built in {built:.0f} s)"
+        row = infd_row(a.infd, a.model, b, a.iters, a.warmup, "fp16")
+        if "error" in row:
+            raise SystemExit(f"infd bench failed: {row['error']}")
         te, tg = b * 1000.0 / eager_ms, b * 1000.0 / graph_ms
         ratio = max(row["infd_img_s"], row["infd2_img_s"]) / (b * 1000.0 / best)
         print(f"{b:>5} {te:>12.0f} {tg:>12.0f} {row['infd_img_s']:>12.0f} "

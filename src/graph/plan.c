@@ -1797,8 +1797,6 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
             memcpy(stage, inputs[i].data, p->inputs[i].nbytes);
     }
     enqueue_device_inputs(p, c, n_inputs);
-    for (int i = 0; i < n_inputs; i++)
-        c->n_pieces[i] = -1;
     if (c->graph == GRAPH_READY && !c->profiling) {
         b->replay(c->stream);
     } else if (c->graph == GRAPH_NEXT && !c->profiling) {

@@ -1057,6 +1057,14 @@ static bool staged_everywhere(const infd_model *m, rt_instance *inst, int i, boo
     return true;
 }
 
+static bool has_gpu_instances(const infd_model *m)
+{
+    for (int k = 0; k < m->n_inst; k++)
+        if (m->dev[m->inst[k].device].kind == INFD_DEVICE_CUDA)
+            return true;
+    return false;
+}
+
 /* Threads that gather a batching model's large batches (scheduler.c): one
  * copy thread managed about 4.7 GB/s on the H100 machine's cores, so a
  * ResNet-50 batch of 128 (77 MB) took 16 ms to gather into a GPU instance's
@@ -1070,9 +1078,7 @@ static void create_copy_pool(infd_model *m)
 {
     if (m->max_batch <= 1)
         return;
-    bool gpu = false;
-    for (int k = 0; k < m->n_inst; k++)
-        gpu |= m->dev[m->inst[k].device].kind == INFD_DEVICE_CUDA;
+    bool gpu = has_gpu_instances(m);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = gpu && cores >= 4 ? (int)(cores / 2 < 8 ? cores / 2 : 8) : 1;
     const char *env = getenv("INFD_GATHER_THREADS");
@@ -1093,12 +1099,9 @@ static void create_copy_pool(infd_model *m)
  * (infd.h, "pinned memory pool"). Failing costs only the speed. */
 static void create_pinned_pool(infd_model *m)
 {
-    bool gpu = false;
-    for (int k = 0; k < m->n_inst; k++)
-        gpu |= m->dev[m->inst[k].device].kind == INFD_DEVICE_CUDA;
     size_t bytes = rt_server_pinned_pool_bytes(m->server);
     infd_error err = { 0 };
-    if (gpu && bytes && rt_pinned_init(bytes, &err) != INFD_STATUS_OK)
+    if (has_gpu_instances(m) && bytes && rt_pinned_init(bytes, &err) != INFD_STATUS_OK)
         infd_log(INFD_LOG_LEVEL_WARN, "model '%s': no pinned memory pool (%s)", m->name, err.msg);
 }
 

@@ -1205,7 +1205,7 @@ static void rx_watch(http_loop *loop, struct evhttp_request *ev)
     }
 }
 
-/* Where bytes [off, off + len) of `body` lie as one run of the pinned
+/* Where the `len` bytes in pieces segs[0, n) lie as one run of the pinned
  * memory pool, or NULL. A connection's reads land in its slab and
  * libevent's own reads are copied there beside them (rx_mirror), so a body
  * usually lies whole in one slab. The run is placed by the first piece in
@@ -1213,27 +1213,26 @@ static void rx_watch(http_loop *loop, struct evhttp_request *ev)
  * where the run puts it, every other piece's bytes must equal the run's
  * there. The run then lives as long as the body: its pieces in the pool
  * are reference chains that hold the slab. */
-static const uint8_t *pool_span(http_call *c, struct evbuffer *body, size_t off, size_t len)
+static const uint8_t *pool_span(const infd_data_segment *segs, int n, size_t len)
 {
-    int n = 0;
-    if (len < RX_MIN_BODY || !body_segments(c, body, off, len, &n))
+    if (len < RX_MIN_BODY)
         return NULL;
     uintptr_t run = 0;
     size_t at = 0;
     int k = 0;
     for (; k < n && !run; k++) {
-        if (infd_pinned_contains(c->segs[k].data, c->segs[k].nbytes))
-            run = (uintptr_t)c->segs[k].data - at;
-        at += c->segs[k].nbytes;
+        if (infd_pinned_contains(segs[k].data, segs[k].nbytes))
+            run = (uintptr_t)segs[k].data - at;
+        at += segs[k].nbytes;
     }
     void *slab;
     size_t slab_n;
-    if (!run || !infd_pinned_find(c->segs[k - 1].data, &slab, &slab_n) || run < (uintptr_t)slab ||
+    if (!run || !infd_pinned_find(segs[k - 1].data, &slab, &slab_n) || run < (uintptr_t)slab ||
         len > slab_n || run - (uintptr_t)slab > slab_n - len)
         return NULL;
     at = 0;
     for (k = 0; k < n; k++) {
-        const infd_data_segment *g = &c->segs[k];
+        const infd_data_segment *g = &segs[k];
         const uint8_t *want = (const uint8_t *)(run + at);
         if (infd_pinned_contains(g->data, g->nbytes) ? g->data != want
                                                      : memcmp(g->data, want, g->nbytes) != 0)
@@ -1297,14 +1296,10 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
         goto fail;
     }
-    /* Binary inputs follow the JSON in input order: one piece each when
-     * the binary part lies whole in the pinned pool (a GPU instance copies
-     * it to the device from there), else the body's chains. */
+    /* Binary inputs follow the JSON in input order, as the body's chains
+     * hold them. */
     size_t off = json_n;
     int seg_first[INFD_MAX_MODEL_IO] = { 0 }, seg_n[INFD_MAX_MODEL_IO] = { 0 }, n_segs = 0;
-    const uint8_t *run = body_n > json_n ? pool_span(c, in, json_n, body_n - json_n) : NULL;
-    if (run && !segs_reserve(c, r->n_inputs))
-        run = NULL;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
         if (ki->binary_data_size < 0)
@@ -1317,10 +1312,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
             goto fail;
         }
         seg_first[i] = n_segs;
-        if (run && ki->binary_data_size > 0)
-            c->segs[n_segs++] =
-                (infd_data_segment){ run + (off - json_n), (size_t)ki->binary_data_size };
-        else if (!run && !body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
+        if (!body_segments(c, in, off, (size_t)ki->binary_data_size, &n_segs)) {
             infd_error_set(&err, INFD_STATUS_OUT_OF_MEMORY,
                            "input '%s': cannot map the binary data (out of memory)", ki->name);
             code = 500;
@@ -1335,6 +1327,24 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
                        "binary_data_size add up to %zu",
                        body_n - json_n, off - json_n);
         goto fail;
+    }
+    /* When the binary part lies whole in the pinned pool, one piece per
+     * input there instead (a GPU instance copies it to the device from
+     * where it lies); pieces only shrink, so they are rewritten in place. */
+    const uint8_t *run = pool_span(c->segs, n_segs, body_n - json_n);
+    if (run) {
+        off = 0;
+        n_segs = 0;
+        for (int i = 0; i < r->n_inputs; i++) {
+            size_t size = (size_t)r->inputs[i].binary_data_size;
+            if (r->inputs[i].binary_data_size < 0)
+                continue;
+            seg_first[i] = n_segs;
+            seg_n[i] = size > 0;
+            if (size > 0)
+                c->segs[n_segs++] = (infd_data_segment){ run + off, size };
+            off += size;
+        }
     }
 
     if (infd_request_create(c->model, &c->req, &err) != INFD_STATUS_OK) {
@@ -1884,51 +1894,47 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
     if (fd < 0 || ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
         return;
     size_t want = (size_t)avail < HTTP_MAX_SINGLE_READ ? (size_t)avail : HTTP_MAX_SINGLE_READ;
-    if (rx && rx->slab && rx_room(rx, false, want)) {
-        /* Straight into the slab, handed over as a reference chain. */
-        uint8_t *dst = rx->slab->data + rx->fill;
-        ssize_t got = read(fd, dst, want);
-        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            shutdown(fd, SHUT_RDWR);
-        if (got <= 0)
-            return;
-        rx->fill += (size_t)got;
-        atomic_fetch_add(&rx->slab->refs, 1);
-        busy = true;
-        int added = evbuffer_add_reference(in, dst, (size_t)got, slab_chain_done, rx->slab);
-        busy = false;
-        if (added != 0) {
-            slab_unref(rx->slab);
-            infd_log(INFD_LOG_LEVEL_WARN, "http: lost %zd bytes read from a connection; closing it",
-                     got);
-            shutdown(fd, SHUT_RDWR);
-        }
-        return;
-    }
+    /* Into the connection's slab (handed over as a reference chain), else
+     * into space reserved at the end of the buffer. */
+    bool into_slab = rx && rx->slab && rx_room(rx, false, want);
     struct evbuffer_iovec vec[2];
-    int nv = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
-    if (nv <= 0)
-        return;
     struct iovec iov[2];
-    size_t left = want;
-    for (int i = 0; i < nv; i++) {
-        iov[i].iov_base = vec[i].iov_base;
-        iov[i].iov_len = vec[i].iov_len < left ? vec[i].iov_len : left;
-        left -= iov[i].iov_len;
+    int nv = 1;
+    if (into_slab) {
+        iov[0] = (struct iovec){ rx->slab->data + rx->fill, want };
+    } else {
+        nv = evbuffer_reserve_space(in, (ev_ssize_t)want, vec, 2);
+        if (nv <= 0)
+            return;
+        size_t left = want;
+        for (int i = 0; i < nv; i++) {
+            iov[i].iov_base = vec[i].iov_base;
+            iov[i].iov_len = vec[i].iov_len < left ? vec[i].iov_len : left;
+            left -= iov[i].iov_len;
+        }
     }
     ssize_t got = readv(fd, iov, nv);
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         shutdown(fd, SHUT_RDWR); /* the error is consumed: make the next read fail */
     if (got <= 0)
-        return; /* the reservation lapses */
-    size_t rest = (size_t)got;
-    int used = 0;
-    for (; used < nv && rest > 0; used++) {
-        vec[used].iov_len = iov[used].iov_len < rest ? iov[used].iov_len : rest;
-        rest -= vec[used].iov_len;
-    }
+        return; /* a reservation lapses */
+    int rc;
     busy = true;
-    int rc = evbuffer_commit_space(in, vec, used);
+    if (into_slab) {
+        rx->fill += (size_t)got;
+        atomic_fetch_add(&rx->slab->refs, 1);
+        rc = evbuffer_add_reference(in, iov[0].iov_base, (size_t)got, slab_chain_done, rx->slab);
+        if (rc != 0)
+            slab_unref(rx->slab); /* the chain's reference, never made */
+    } else {
+        size_t rest = (size_t)got;
+        int used = 0;
+        for (; used < nv && rest > 0; used++) {
+            vec[used].iov_len = iov[used].iov_len < rest ? iov[used].iov_len : rest;
+            rest -= vec[used].iov_len;
+        }
+        rc = evbuffer_commit_space(in, vec, used);
+    }
     busy = false;
     if (rc != 0) {
         /* The bytes left the socket but not into the stream: the request
