@@ -13,6 +13,7 @@
  * branchy scalar form on random data. A GPU plan converts every weight
  * through them (25M for ResNet-50), which is load time (issue #6).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -184,8 +185,8 @@ float infd_bf16_to_fp32(uint16_t bits)
  * not know "f16c". */
 static bool have_f16c(void)
 {
-    static int known; /* 0: not asked yet, 1: no, 2: yes (a benign race) */
-    if (!known) {
+    static _Atomic int known; /* 0: not asked yet, 1: no, 2: yes; threads may both ask */
+    if (!atomic_load_explicit(&known, memory_order_relaxed)) {
         unsigned a, b, c, d;
         bool ok = false;
         if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && (c & (1u << 28)) &&
@@ -194,9 +195,9 @@ static bool have_f16c(void)
             __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
             ok = (lo & 6u) == 6u;
         }
-        known = ok ? 2 : 1;
+        atomic_store_explicit(&known, ok ? 2 : 1, memory_order_relaxed);
     }
-    return known == 2;
+    return atomic_load_explicit(&known, memory_order_relaxed) == 2;
 }
 
 /* Eight at a time; the tail through the scalar form. */
