@@ -732,18 +732,27 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
         infd_ir_node *n1 = &g->nodes[next];
         int32_t residual = -1, after_add = -1;
         int32_t add_node = -1;
+        int32_t at = i; /* where the fused node runs */
         /* Conv -> Add(conv, other) [-> activation]: the residual of ResNet. */
         if (strcmp(n1->op_type, "Add") == 0 && n1->n_inputs == 2 && n1->n_outputs == 1 &&
             strcmp(prod->op_type, "Conv") == 0) {
             int32_t other = n1->inputs[0] == v ? n1->inputs[1] : n1->inputs[0];
             if (other == v || other < 0)
                 continue;
-            /* The fused node runs where the Conv is: the residual must be
-             * ready by then. (In a ResNet block the other branch's Conv
-             * usually comes later; it is fused there instead.) */
+            /* The fused node runs where the Conv is, or where the Add is
+             * when the residual is produced after the Conv (BlazeFace's
+             * channel padding of the block input): every input is ready
+             * there. A residual that comes from a later Conv is fused
+             * into that Conv instead (ResNet's projection shortcut). */
             int32_t op = g->values[other].producer;
-            if (!same_shape(&g->values[other], &g->values[n1->outputs[0]]) || (op >= 0 && op > i))
+            if (!same_shape(&g->values[other], &g->values[n1->outputs[0]]))
                 continue;
+            if (op > i) {
+                const char *t = g->nodes[op].op_type;
+                if (strcmp(t, "Conv") == 0 || strcmp(t, "Gemm") == 0 || strcmp(t, "MatMul") == 0)
+                    continue;
+                at = next;
+            }
             residual = other;
             add_node = next;
             after_add = n1->outputs[0];
@@ -781,12 +790,17 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
         }
         if (!ok)
             continue;
-        *prod = fused;
-        g->values[f.out_value].producer = i;
-        if (add_node >= 0) {
-            g->nodes[add_node].dead = true;
-            (*n_fused)++;
+        if (at != i) { /* the Add's slot takes the fused node */
+            g->nodes[at] = fused;
+            prod->dead = true;
+        } else {
+            *prod = fused;
+            if (add_node >= 0)
+                g->nodes[add_node].dead = true;
         }
+        g->values[f.out_value].producer = at;
+        if (add_node >= 0)
+            (*n_fused)++;
         if (act) {
             n1->dead = true;
             (*n_fused)++;

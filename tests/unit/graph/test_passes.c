@@ -128,6 +128,15 @@ static void mb_attr_float(mb *b, int node, const char *name, float f)
     a->f = f;
 }
 
+static void mb_attr_int(mb *b, int node, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *a = mb_attr(b, node, name);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = 1;
+    a->i = v;
+}
+
 static void mb_attr_ints(mb *b, int node, const char *name, int n, const int64_t *v)
 {
     int k = (int)b->nodes[node].n_attribute;
@@ -686,6 +695,62 @@ static void test_backend_refusals(void)
     infd_ir_graph_destroy(g2);
 }
 
+/* Conv -> Add(conv, r) -> Relu where r is produced after the Conv (a
+ * channel Concat, as BlazeFace pads its block inputs): the fused Conv
+ * takes the Add's place, after r. Where r comes from a later Conv, that
+ * Conv takes the residual instead (ResNet's projection shortcut). */
+static void test_residual_produced_after_conv(void)
+{
+    setup_data();
+    float y[NY], want[NY], c[NY];
+    char ops[256];
+    mb *b = mb_new(13, C, H, W);
+    mb_const(b, "W", 4, (int64_t[]){ M, C, 3, 3 }, wts);
+    mb_const(b, "B", 1, (int64_t[]){ M }, bias);
+    mb_conv(b, "c", "X", "W", "B");
+    int cat = mb_node(b, "Concat", "r", "X", "X", NULL);
+    mb_attr_int(b, cat, "axis", 1);
+    mb_node(b, "Add", "s", "c", "r", NULL);
+    mb_node(b, "Relu", "Y", "s", NULL, NULL);
+    mb_output(b, "Y");
+    ref_conv(xin, wts, bias, c);
+    for (int i = 0; i < NY; i++)
+        want[i] = fmaxf(c[i] + xin[i % NX], 0.0f); /* r = [X, X] */
+    bool ok = run_plan(b, xin, (float *[]){ y }, 1, NY, ops, sizeof(ops));
+    infd_ir_graph *g = run_passes(b, &backend_all);
+    free(b);
+    ASSERT_TRUE(ok && g);
+    ASSERT_STR_EQ(live_ops(g, ops, sizeof(ops)), "Concat Conv");
+    ASSERT_TRUE(infd_ir_node_attr(live_node(g, "Conv"), "_fused_sum") != NULL);
+    ASSERT_STR_EQ(attr_s(g, live_node(g, "Conv"), "_fused_activation"), "Relu");
+    infd_ir_graph_destroy(g);
+    ASSERT_NEAR_ALL(y, want, NY);
+
+    float c2[NY];
+    b = mb_new(13, C, H, W);
+    mb_const(b, "W", 4, (int64_t[]){ M, C, 3, 3 }, wts);
+    mb_const(b, "B", 1, (int64_t[]){ M }, bias);
+    mb_const(b, "W2", 4, (int64_t[]){ M, C, 3, 3 }, wts2);
+    mb_conv(b, "c", "X", "W", "B");
+    mb_conv(b, "d", "X", "W2", NULL);
+    mb_node(b, "Add", "s", "c", "d", NULL);
+    mb_node(b, "Relu", "Y", "s", NULL, NULL);
+    mb_output(b, "Y");
+    ref_conv(xin, wts2, NULL, c2);
+    for (int i = 0; i < NY; i++)
+        want[i] = fmaxf(c[i] + c2[i], 0.0f);
+    ok = run_plan(b, xin, (float *[]){ y }, 1, NY, ops, sizeof(ops));
+    g = run_passes(b, &backend_all);
+    free(b);
+    ASSERT_TRUE(ok && g);
+    ASSERT_STR_EQ(live_ops(g, ops, sizeof(ops)), "Conv Conv");
+    ASSERT_TRUE(infd_ir_node_attr(&g->nodes[0], "_fused_sum") == NULL);
+    ASSERT_TRUE(infd_ir_node_attr(&g->nodes[1], "_fused_sum") != NULL);
+    infd_ir_graph_destroy(g);
+    ASSERT_NEAR_ALL(y, want, NY);
+}
+
 TEST_MAIN(test_paddle_block_is_one_conv, test_per_channel_affine_and_mul_sixth,
           test_hardsigmoid_spelling, test_standalone_and_add_two, test_second_reader_of_conv_output,
-          test_second_reader_inside_chain, test_gate_is_not_hardswish, test_backend_refusals)
+          test_second_reader_inside_chain, test_gate_is_not_hardswish, test_backend_refusals,
+          test_residual_produced_after_conv)
