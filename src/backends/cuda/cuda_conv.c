@@ -397,6 +397,7 @@ static void try_convg(const infd_kernel_args *a, conv_kernel *k, const infd_cuda
      * throughput was 9.85k against 9.38k img/s, one run each: to be
      * repeated before it is turned on. */
     if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("convg") || k->pack ||
+        k->prepad || /* d is the packed input's, and the depthwise form reads x unpacked */
         k->hf != INFD_CUDA_FMT_F16_NHWC || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         (b && !b->data) ||
         (k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU &&
@@ -473,18 +474,21 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     if (d->groups != d->c || d->k != d->c || k->fy != k->hf || (k->has_sum && k->fr != k->hf) ||
         k->cp != d->c || k->gemm)
         return;
+    /* Pads that differ at the two ends (TF's SAME with stride 2): the
+     * kernel pads x itself, where the other forms read it packed. */
+    bool own_pads = k->prepad && k->fx == k->hf;
     infd_cuda_dw_desc dw = { .n = d->n,
                              .c = d->c,
-                             .h = d->h,
-                             .w = d->w,
+                             .h = own_pads ? k->in_dims[2] : d->h,
+                             .w = own_pads ? k->in_dims[3] : d->w,
                              .oh = d->oh,
                              .ow = d->ow,
                              .r = d->r,
                              .s = d->s,
                              .sh = d->stride_h,
                              .sw = d->stride_w,
-                             .ph = d->pad_h,
-                             .pw = d->pad_w,
+                             .ph = own_pads ? (int)k->pad_begin[2] : d->pad_h,
+                             .pw = own_pads ? (int)k->pad_begin[3] : d->pad_w,
                              .dh = d->dil_h,
                              .dw = d->dil_w };
     bool from_record = recorded_form(a, 4);
@@ -493,7 +497,11 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
         return;
     if (!from_record) {
         ms = infd_cuda_nhwc_dwconv_time(&dw, k->hf, k->has_sum, (int)k->act);
-        if (ms < 0 || (k->conv && k->chosen_ms <= ms))
+        float others = k->chosen_ms; /* plus the pack they need and this form does not */
+        if (own_pads && k->conv && ms >= 0)
+            others +=
+                infd_cuda_nhwc_pack_time(k->fx, k->xd, k->hf, k->hp, k->wp, k->pt, k->pl, k->cp);
+        if (ms < 0 || (k->conv && others <= ms))
             return;
     }
     /* [k, 1, r, s] -> [r, s, c] */
@@ -513,6 +521,7 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     k->dw_w = w16;
     *ws = 0; /* the kernel needs none */
     k->dwd = dw;
+    k->pack = k->pack && !own_pads;
     k->chosen_ms = ms;
     k->fused = true; /* bias, residual and activation are in the kernel */
     snprintf(k->name, sizeof(k->name), "cuda:dwconv_fp16");

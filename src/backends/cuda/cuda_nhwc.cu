@@ -80,6 +80,21 @@ __device__ __forceinline__ void store_at(void *p, int fmt, int64_t i, int64_t n,
         ((float *)p)[((n * d.c + c) * d.h + h) * d.w + w] = v;
 }
 
+/* V 16-bit elements moved as one word. */
+template <int V> struct vec_t;
+template <> struct vec_t<8> {
+    typedef uint4 type;
+};
+template <> struct vec_t<4> {
+    typedef uint2 type;
+};
+template <> struct vec_t<2> {
+    typedef unsigned type;
+};
+template <> struct vec_t<1> {
+    typedef unsigned short type;
+};
+
 /* ------------------------------------------------------------------------- */
 /* Pack                                                                      */
 /* ------------------------------------------------------------------------- */
@@ -101,11 +116,48 @@ __global__ void pack_kernel(const void *x, int fx, infd_cuda_dims d, T *xh, int6
     }
 }
 
+/* Eight output channels (16 bytes) per thread, 32-bit indices: the stem
+ * convolutions' zero-padded input (e.g. 3 channels to 8). */
+template <typename T>
+__global__ void pack8_kernel(const void *x, int fx, infd_cuda_dims d, uint4 *xh, int hp, int wp,
+                             int pt, int pl, int c_out, int total8)
+{
+    const int c8 = c_out / 8, dc = (int)d.c, dh = (int)d.h, dw = (int)d.w;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total8; i += gridDim.x * blockDim.x) {
+        int c0 = (i % c8) * 8, rest = i / c8;
+        int xw = rest % wp - pl;
+        rest /= wp;
+        int yh = rest % hp - pt, n = rest / hp;
+        uint4 ov;
+        T *oe = (T *)&ov;
+        bool in = yh >= 0 && yh < dh && xw >= 0 && xw < dw;
+        int base = ((n * dh + yh) * dw + xw) * dc;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = c0 + j;
+            float v = in && c < dc ? load_at(x, fx, base + c, n, c, yh, xw, d) : 0.0f;
+            oe[j] = fromf<T>(v);
+        }
+        xh[i] = ov;
+    }
+}
+
 extern "C" void infd_cuda_nhwc_pack(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d,
                                     void *xh, infd_cuda_fmt fo, int64_t hp, int64_t wp, int64_t pt,
                                     int64_t pl, int64_t c_out)
 {
     int64_t total = d.n * hp * wp * c_out;
+    if (c_out % 8 == 0 && (uintptr_t)xh % 16 == 0 && total < INT32_MAX &&
+        d.n * d.c * d.h * d.w < INT32_MAX) {
+        int total8 = (int)(total / 8);
+        if (fo == INFD_CUDA_FMT_BF16_NHWC)
+            pack8_kernel<__nv_bfloat16><<<grid_for(total8), 256, 0, stream_of(stream)>>>(
+                x, (int)fx, d, (uint4 *)xh, (int)hp, (int)wp, (int)pt, (int)pl, (int)c_out, total8);
+        else
+            pack8_kernel<__half><<<grid_for(total8), 256, 0, stream_of(stream)>>>(
+                x, (int)fx, d, (uint4 *)xh, (int)hp, (int)wp, (int)pt, (int)pl, (int)c_out, total8);
+        return;
+    }
     if (fo == INFD_CUDA_FMT_BF16_NHWC)
         pack_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(
             x, (int)fx, d, (__nv_bfloat16 *)xh, hp, wp, pt, pl, c_out, total);
@@ -233,11 +285,95 @@ __global__ void pool_kernel(infd_cuda_pool_desc p, infd_cuda_dims d, int64_t oh,
     }
 }
 
+/* Input and output in one 16-bit NHWC format: V channels per thread,
+ * 32-bit indices. */
+template <typename T, int V>
+__global__ void pool_vec_kernel(infd_cuda_pool_desc p, infd_cuda_dims d, int oh, int ow, const T *x,
+                                T *y, int total)
+{
+    typedef typename vec_t<V>::type vt;
+    const int cv = (int)d.c / V, c = (int)d.c, h = (int)d.h, w = (int)d.w;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int c0 = (i % cv) * V, rest = i / cv;
+        int ox = rest % ow;
+        rest /= ow;
+        int oy = rest % oh, n = rest / oh;
+        float acc[V];
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            acc[j] = p.max ? -FLT_MAX : 0.0f;
+        int count = 0;
+        const T *xn = x + n * h * w * c + c0;
+        for (int ky = 0; ky < p.kh; ky++) {
+            int iy = oy * p.sh - p.ph + ky * p.dh;
+            if (iy < 0 || iy >= h)
+                continue;
+            for (int kx = 0; kx < p.kw; kx++) {
+                int ix = ox * p.sw - p.pw + kx * p.dw;
+                if (ix < 0 || ix >= w)
+                    continue;
+                vt xv = *(const vt *)(xn + (iy * w + ix) * c);
+                const T *xe = (const T *)&xv;
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    acc[j] = p.max ? fmaxf(acc[j], tof(xe[j])) : acc[j] + tof(xe[j]);
+                count++;
+            }
+        }
+        float div = 1.0f;
+        if (!p.max) {
+            int cnt = count;
+            if (p.count_include_pad) {
+                int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+                int y1 = y0 + (p.kh - 1) * p.dh + 1, x1 = x0 + (p.kw - 1) * p.dw + 1;
+                y1 = y1 < h + p.ph ? y1 : h + p.ph;
+                x1 = x1 < w + p.pw ? x1 : w + p.pw;
+                cnt = ((y1 - y0 + p.dh - 1) / p.dh) * ((x1 - x0 + p.dw - 1) / p.dw);
+            }
+            div = cnt > 0 ? (float)cnt : 0.0f;
+        }
+        vt yv;
+        T *ye = (T *)&yv;
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            ye[j] = fromf<T>(p.max ? acc[j] : (div > 0.0f ? acc[j] / div : 0.0f));
+        *(vt *)(y + i * V) = yv;
+    }
+}
+
+template <typename T>
+static bool pool_vec(cudaStream_t s, const infd_cuda_pool_desc *p, infd_cuda_dims d, int64_t oh,
+                     int64_t ow, const void *x, void *y)
+{
+    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)y;
+    if (d.n * d.c * d.h * d.w >= INT32_MAX || d.n * d.c * oh * ow >= INT32_MAX)
+        return false;
+    int total = (int)(d.n * oh * ow);
+    if (d.c % 8 == 0 && ptrs % 16 == 0)
+        pool_vec_kernel<T, 8><<<grid_for(total * (d.c / 8)), 256, 0, s>>>(
+            *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 8));
+    else if (d.c % 4 == 0 && ptrs % 8 == 0)
+        pool_vec_kernel<T, 4><<<grid_for(total * (d.c / 4)), 256, 0, s>>>(
+            *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 4));
+    else if (d.c % 2 == 0 && ptrs % 4 == 0)
+        pool_vec_kernel<T, 2><<<grid_for(total * (d.c / 2)), 256, 0, s>>>(
+            *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 2));
+    else
+        return false;
+    return true;
+}
+
 extern "C" void infd_cuda_nhwc_pool(void *stream, const struct infd_cuda_pool_desc *p,
                                     infd_cuda_dims d, int64_t oh, int64_t ow, const void *x,
                                     infd_cuda_fmt fx, void *y, infd_cuda_fmt fy)
 {
     int64_t total = d.n * d.c * oh * ow;
+    if (fx == fy && fx == INFD_CUDA_FMT_F16_NHWC &&
+        pool_vec<__half>(stream_of(stream), p, d, oh, ow, x, y))
+        return;
+    if (fx == fy && fx == INFD_CUDA_FMT_BF16_NHWC &&
+        pool_vec<__nv_bfloat16>(stream_of(stream), p, d, oh, ow, x, y))
+        return;
     pool_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(*p, d, oh, ow, x, (int)fx, y,
                                                                 (int)fy, total);
 }
@@ -285,7 +421,7 @@ __global__ void concat_kernel(const void *x, int fx, infd_cuda_dims d, void *y, 
         int64_t w = rest % d.w;
         rest /= d.w;
         int64_t h = rest % d.h, n = rest / d.h;
-        float v = load_at(x, fx, i, n, c, h, w, d);
+        float v = x ? load_at(x, fx, i, n, c, h, w, d) : 0.0f;
         int64_t oi = ((n * d.h + h) * d.w + w) * c_total + c_off + c;
         store_at(y, fy, oi, n, c_off + c, h, w, od, v);
     }
@@ -298,6 +434,74 @@ extern "C" void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt
     int64_t total = d.n * d.c * d.h * d.w;
     concat_kernel<<<grid_for(total), 256, 0, stream_of(stream)>>>(x, (int)fx, d, y, (int)fy, c_off,
                                                                   c_total, total);
+}
+
+/* Every input of a channel Concat in one pass over y: V channels per
+ * thread, each group inside one input (every channel count a multiple of
+ * V), 32-bit indices. */
+struct concat_srcs {
+    const void *x[INFD_CUDA_CONCAT_MAX]; /* NULL: zeros */
+    int off[INFD_CUDA_CONCAT_MAX + 1];   /* first channel of each input in y */
+    int n;
+};
+
+template <int V> __global__ void concat_vec_kernel(concat_srcs s, void *y, int c_total, int total)
+{
+    typedef typename vec_t<V>::type vt;
+    const int cv = c_total / V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int ch = (i % cv) * V, px = i / cv;
+        /* The input holding channel ch, found with constant indices only
+         * (a dynamic index would copy s to local memory in every thread). */
+        const void *x = s.x[0];
+        int lo = 0, hi = s.off[1];
+#pragma unroll
+        for (int k = 1; k < INFD_CUDA_CONCAT_MAX; k++) {
+            if (k < s.n && ch >= s.off[k]) {
+                x = s.x[k];
+                lo = s.off[k];
+                hi = s.off[k + 1];
+            }
+        }
+        vt v;
+        if (x)
+            v = ((const vt *)x)[(px * (hi - lo) + ch - lo) / V];
+        else
+            memset(&v, 0, sizeof(v));
+        ((vt *)y)[i] = v;
+    }
+}
+
+extern "C" int infd_cuda_nhwc_concat_all(void *stream, int n_in, const void *const *xs,
+                                         const int64_t *cs, int64_t npx, void *y, int64_t c_total)
+{
+    if (n_in < 1 || n_in > INFD_CUDA_CONCAT_MAX || npx * c_total >= INT32_MAX)
+        return 0;
+    concat_srcs s;
+    memset(&s, 0, sizeof(s));
+    s.n = n_in;
+    int64_t g = c_total; /* the common factor of every channel count, up to 8 */
+    uintptr_t ptrs = (uintptr_t)y;
+    for (int i = 0; i < n_in; i++) {
+        s.x[i] = xs[i];
+        s.off[i + 1] = s.off[i] + (int)cs[i];
+        g = g % 8 == 0 && cs[i] % 8 == 0   ? 8
+            : g % 4 == 0 && cs[i] % 4 == 0 ? 4
+            : g % 2 == 0 && cs[i] % 2 == 0 ? 2
+                                           : 1;
+        ptrs |= (uintptr_t)xs[i];
+    }
+    int total = (int)(npx * c_total);
+    cudaStream_t st = stream_of(stream);
+    if (g == 8 && ptrs % 16 == 0)
+        concat_vec_kernel<8><<<grid_for(total / 8), 256, 0, st>>>(s, y, (int)c_total, total / 8);
+    else if (g >= 4 && ptrs % 8 == 0)
+        concat_vec_kernel<4><<<grid_for(total / 4), 256, 0, st>>>(s, y, (int)c_total, total / 4);
+    else if (g >= 2 && ptrs % 4 == 0)
+        concat_vec_kernel<2><<<grid_for(total / 2), 256, 0, st>>>(s, y, (int)c_total, total / 2);
+    else
+        concat_vec_kernel<1><<<grid_for(total), 256, 0, st>>>(s, y, (int)c_total, total);
+    return 1;
 }
 
 template <typename T> __global__ void to_float_kernel(const T *x, float *y, int64_t n)
@@ -337,52 +541,46 @@ extern "C" void infd_cuda_nhwc_to_float(void *stream, const void *x, infd_cuda_f
 /* ------------------------------------------------------------------------- */
 
 /* V consecutive channels of one output pixel per thread: 16-byte loads
- * (V = 8), 4-byte (V = 2) or single elements; the window's rows of x are
- * shared through L1. T is __half or __nv_bfloat16. */
-template <int V> struct vec_t;
-template <> struct vec_t<8> {
-    typedef uint4 type;
-};
-template <> struct vec_t<2> {
-    typedef unsigned type;
-};
-template <> struct vec_t<1> {
-    typedef unsigned short type;
-};
-
-template <typename T, int V>
+ * (V = 8), 8-byte (V = 4), 4-byte (V = 2) or single elements; the window's
+ * rows of x are shared through L1. T is __half or __nv_bfloat16; I the
+ * index type, int where every offset fits (64-bit division costs several
+ * times the window's arithmetic). Pads may differ at the two ends: the
+ * output size says where the window stops. */
+template <typename T, int V, typename I>
 __global__ void dw_kernel(infd_cuda_dw_desc d, const T *x, const T *w, const float *bias,
-                          const T *res, T *y, int act, float alpha, float beta, int64_t total)
+                          const T *res, T *y, int act, float alpha, float beta, I total)
 {
     typedef typename vec_t<V>::type vt;
-    int64_t cv = d.c / V;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t c0 = (i % cv) * V, rest = i / cv;
-        int64_t ox = rest % d.ow;
-        rest /= d.ow;
-        int64_t oy = rest % d.oh, n = rest / d.oh;
+    const I cv = (I)(d.c / V), c = (I)d.c, oh = (I)d.oh, ow = (I)d.ow, h = (I)d.h, wd = (I)d.w;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * (I)blockDim.x) {
+        I c0 = (i % cv) * V, rest = i / cv;
+        I ox = rest % ow;
+        rest /= ow;
+        I oy = rest % oh, n = rest / oh;
         float acc[V];
 #pragma unroll
         for (int j = 0; j < V; j++)
             acc[j] = bias ? bias[c0 + j] : 0.0f;
+        const T *xn = x + n * h * wd * c + c0;
+        I iy0 = oy * d.sh - d.ph, ix0 = ox * d.sw - d.pw;
         for (int ky = 0; ky < d.r; ky++) {
-            int64_t iy = oy * d.sh - d.ph + (int64_t)ky * d.dh;
-            if (iy < 0 || iy >= d.h)
+            I iy = iy0 + ky * d.dh;
+            if (iy < 0 || iy >= h)
                 continue;
             for (int kx = 0; kx < d.s; kx++) {
-                int64_t ix = ox * d.sw - d.pw + (int64_t)kx * d.dw;
-                if (ix < 0 || ix >= d.w)
+                I ix = ix0 + kx * d.dw;
+                if (ix < 0 || ix >= wd)
                     continue;
-                vt xv = *(const vt *)(x + ((n * d.h + iy) * d.w + ix) * d.c + c0);
-                vt wv = *(const vt *)(w + ((int64_t)ky * d.s + kx) * d.c + c0);
+                vt xv = *(const vt *)(xn + (iy * wd + ix) * c);
+                vt wv = *(const vt *)(w + (ky * d.s + kx) * c + c0);
                 const T *xe = (const T *)&xv, *we = (const T *)&wv;
 #pragma unroll
                 for (int j = 0; j < V; j++)
                     acc[j] = fmaf(tof(xe[j]), tof(we[j]), acc[j]);
             }
         }
-        int64_t o = ((n * d.oh + oy) * d.ow + ox) * d.c + c0;
+        I o = ((n * oh + oy) * ow + ox) * c + c0;
         vt rv, yv;
         if (res)
             rv = *(const vt *)(res + o);
@@ -399,27 +597,35 @@ __global__ void dw_kernel(infd_cuda_dw_desc d, const T *x, const T *w, const flo
     }
 }
 
+template <typename T, int V>
+static void dw_launch(cudaStream_t s, const infd_cuda_dw_desc *d, const T *x, const T *w,
+                      const float *bias, const T *res, T *y, int act, float alpha, float beta)
+{
+    int64_t total = d->n * d->oh * d->ow * (d->c / V);
+    int64_t xn = d->n * d->h * d->w * d->c, yn = d->n * d->oh * d->ow * d->c;
+    if (xn < INT32_MAX && yn < INT32_MAX)
+        dw_kernel<T, V, int>
+            <<<grid_for(total), 256, 0, s>>>(*d, x, w, bias, res, y, act, alpha, beta, (int)total);
+    else
+        dw_kernel<T, V, int64_t>
+            <<<grid_for(total), 256, 0, s>>>(*d, x, w, bias, res, y, act, alpha, beta, total);
+}
+
 template <typename T>
 static void dwconv(cudaStream_t s, const infd_cuda_dw_desc *d, const void *x, const void *w,
                    const float *bias, const void *res, void *y, int act, float alpha, float beta)
 {
-    int64_t px = d->n * d->oh * d->ow;
     const T *xt = (const T *)x, *wt = (const T *)w, *rt = (const T *)res;
     T *yt = (T *)y;
     uintptr_t ptrs = (uintptr_t)x | (uintptr_t)w | (uintptr_t)res | (uintptr_t)y;
-    if (d->c % 8 == 0 && ptrs % 16 == 0) {
-        int64_t total = px * (d->c / 8);
-        dw_kernel<T, 8>
-            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
-    } else if (d->c % 2 == 0 && ptrs % 4 == 0) {
-        int64_t total = px * (d->c / 2);
-        dw_kernel<T, 2>
-            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
-    } else {
-        int64_t total = px * d->c;
-        dw_kernel<T, 1>
-            <<<grid_for(total), 256, 0, s>>>(*d, xt, wt, bias, rt, yt, act, alpha, beta, total);
-    }
+    if (d->c % 8 == 0 && ptrs % 16 == 0)
+        dw_launch<T, 8>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
+    else if (d->c % 4 == 0 && ptrs % 8 == 0)
+        dw_launch<T, 4>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
+    else if (d->c % 2 == 0 && ptrs % 4 == 0)
+        dw_launch<T, 2>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
+    else
+        dw_launch<T, 1>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
 }
 
 extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
@@ -432,32 +638,17 @@ extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, 
         dwconv<__half>(stream_of(stream), d, x, w, bias, res, y, act, alpha, beta);
 }
 
-extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
-                                            int has_res, int act)
+/* ms per call of run() on the compile stream (2 warm-up and 5 timed calls),
+ * or a negative value when it failed. */
+template <typename F> static float time_runs(infd_cuda_stream *st, F run)
 {
-    char why[128];
-    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
-    if (!st)
-        return -1.0f;
-    size_t xn = (size_t)(d->n * d->h * d->w * d->c), yn = (size_t)(d->n * d->oh * d->ow * d->c);
-    size_t wn = (size_t)d->r * d->s * d->c;
-    void *x = NULL, *w = NULL, *y = NULL, *r = NULL;
-    float *b = NULL, ms = -1.0f;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    if (cudaMalloc(&x, xn * 2) == cudaSuccess && cudaMalloc(&w, wn * 2) == cudaSuccess &&
-        cudaMalloc(&y, yn * 2) == cudaSuccess && cudaMalloc(&r, yn * 2) == cudaSuccess &&
-        cudaMalloc(&b, (size_t)d->c * 4) == cudaSuccess) {
-        int kind = fmt == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
-        infd_cuda_fill_random(st, x, xn, kind, 1);
-        infd_cuda_fill_random(st, w, wn, kind, 2);
-        infd_cuda_fill_random(st, r, yn, kind, 3);
-        infd_cuda_fill_random(st, b, (size_t)d->c, 0, 4);
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
+    float ms = -1.0f;
+    if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
         for (int i = 0; i < 7; i++) {
             if (i == 2)
                 cudaEventRecord(e0, st->s);
-            infd_cuda_nhwc_dwconv(st, d, fmt, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
+            run();
         }
         cudaEventRecord(e1, st->s);
         if (cudaEventSynchronize(e1) == cudaSuccess &&
@@ -472,11 +663,64 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cud
     if (e1)
         cudaEventDestroy(e1);
     cudaStreamSynchronize(st->s);
+    cudaGetLastError();
+    return ms;
+}
+
+extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
+                                            int has_res, int act)
+{
+    char why[128];
+    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
+    if (!st)
+        return -1.0f;
+    size_t xn = (size_t)(d->n * d->h * d->w * d->c), yn = (size_t)(d->n * d->oh * d->ow * d->c);
+    size_t wn = (size_t)d->r * d->s * d->c;
+    void *x = NULL, *w = NULL, *y = NULL, *r = NULL;
+    float *b = NULL, ms = -1.0f;
+    if (cudaMalloc(&x, xn * 2) == cudaSuccess && cudaMalloc(&w, wn * 2) == cudaSuccess &&
+        cudaMalloc(&y, yn * 2) == cudaSuccess && cudaMalloc(&r, yn * 2) == cudaSuccess &&
+        cudaMalloc(&b, (size_t)d->c * 4) == cudaSuccess) {
+        int kind = fmt == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
+        infd_cuda_fill_random(st, x, xn, kind, 1);
+        infd_cuda_fill_random(st, w, wn, kind, 2);
+        infd_cuda_fill_random(st, r, yn, kind, 3);
+        infd_cuda_fill_random(st, b, (size_t)d->c, 0, 4);
+        ms = time_runs(st, [&] {
+            infd_cuda_nhwc_dwconv(st, d, fmt, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
+        });
+    }
+    cudaGetLastError();
     cudaFree(x);
     cudaFree(w);
     cudaFree(y);
     cudaFree(r);
     cudaFree(b);
+    cudaGetLastError();
+    infd_cuda_compile_stream_unlock();
+    return ms;
+}
+
+extern "C" float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt fo,
+                                          int64_t hp, int64_t wp, int64_t pt, int64_t pl,
+                                          int64_t c_out)
+{
+    char why[128];
+    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
+    if (!st)
+        return -1.0f;
+    size_t xn = (size_t)(d.n * d.c * d.h * d.w), yn = (size_t)(d.n * hp * wp * c_out);
+    void *x = NULL, *y = NULL;
+    float ms = -1.0f;
+    size_t es = fx == INFD_CUDA_FMT_F32_NCHW ? 4 : 2;
+    if (cudaMalloc(&x, xn * es) == cudaSuccess && cudaMalloc(&y, yn * 2) == cudaSuccess) {
+        infd_cuda_fill_random(st, x, xn, es == 4 ? 0 : fx == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1, 1);
+        ms =
+            time_runs(st, [&] { infd_cuda_nhwc_pack(st, x, fx, d, y, fo, hp, wp, pt, pl, c_out); });
+    }
+    cudaGetLastError();
+    cudaFree(x);
+    cudaFree(y);
     cudaGetLastError();
     infd_cuda_compile_stream_unlock();
     return ms;

@@ -75,10 +75,19 @@ void infd_cuda_nhwc_pool(void *stream, const struct infd_cuda_pool_desc *p, infd
 void infd_cuda_nhwc_global_pool(void *stream, int max, const void *xh, infd_cuda_fmt fx, float *y,
                                 infd_cuda_dims d);
 
-/* Copies x (dims `d`) into channels [c_off, c_off + d.c) of y, which has
- * c_total channels and the same n, h, w. */
+/* Copies x (dims `d`; NULL: zeros) into channels [c_off, c_off + d.c) of
+ * y, which has c_total channels and the same n, h, w. */
 void infd_cuda_nhwc_concat(void *stream, const void *x, infd_cuda_fmt fx, infd_cuda_dims d, void *y,
                            infd_cuda_fmt fy, int64_t c_off, int64_t c_total);
+
+/* A channel Concat of n_in inputs (at most INFD_CUDA_CONCAT_MAX) in one
+ * pass: xs[i] (cs[i] channels; NULL: zeros) all in y's 16-bit NHWC format,
+ * npx = n * h * w pixels, y of c_total channels. Returns 0 when it does not
+ * apply (too many inputs, or too large for 32-bit indices): the caller
+ * copies input by input with infd_cuda_nhwc_concat. */
+#define INFD_CUDA_CONCAT_MAX 8
+int infd_cuda_nhwc_concat_all(void *stream, int n_in, const void *const *xs, const int64_t *cs,
+                              int64_t npx, void *y, int64_t c_total);
 
 /* y[i] = (float)x[i] for n 16-bit values of format fx (16-bit NHWC read as
  * plain NHWC FP32: a Transpose to channels-last). */
@@ -106,6 +115,11 @@ void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, infd_cuda_f
  * runs) and returns ms per run, or a negative value when it cannot run. */
 float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt, int has_res,
                                  int act);
+
+/* Times infd_cuda_nhwc_pack like infd_cuda_nhwc_dwconv_time: what a
+ * convolution that pads its input itself saves. */
+float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt fo, int64_t hp,
+                               int64_t wp, int64_t pt, int64_t pl, int64_t c_out);
 
 /* A device copy of n floats in fmt's element type (FP32 for
  * INFD_CUDA_FMT_F32_NCHW, else FP16 or BF16; freed with cudaFree or

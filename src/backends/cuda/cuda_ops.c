@@ -579,12 +579,28 @@ typedef struct concat_kernel {
     int64_t c_total; /* nhwc: the output's channels */
     infd_cuda_fmt fy, *fx;
     infd_cuda_dims *xd;
+    bool *zero;    /* nhwc: the input is a constant of zeros (never read) */
+    bool one_pass; /* nhwc: every input in fy's format or zeros */
     int n;
     size_t out_row;
     size_t outer;
     size_t *row;    /* per input: bytes of one row */
     size_t *offset; /* per input: byte offset in the output row */
 } concat_kernel;
+
+/* Whether v is a constant whose bytes are all zero. */
+static bool is_zero_constant(const infd_ir_value *v)
+{
+    if (!v->data)
+        return false;
+    const uint8_t *b = v->data;
+    size_t n = value_bytes(v);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i])
+            return false;
+    }
+    return true;
+}
 
 static bool concat_params(const infd_kernel_args *a, int64_t *axis, infd_error *why)
 {
@@ -618,11 +634,23 @@ static void concat_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
 {
     const concat_kernel *k = (const concat_kernel *)base;
     if (k->nhwc) {
+        if (k->one_pass) {
+            const void *xs[INFD_CUDA_CONCAT_MAX];
+            int64_t cs[INFD_CUDA_CONCAT_MAX];
+            for (int i = 0; i < k->n; i++) {
+                xs[i] = k->zero[i] ? NULL : io->inputs[i];
+                cs[i] = k->xd[i].c;
+            }
+            int64_t npx = k->xd[0].n * k->xd[0].h * k->xd[0].w;
+            if (infd_cuda_nhwc_concat_all(io->stream, k->n, xs, cs, npx, io->outputs[0],
+                                          k->c_total))
+                return;
+        }
         int64_t c_off = 0;
         for (int i = 0; i < k->n; i++) {
             if (k->xd[i].n * k->xd[i].c * k->xd[i].h * k->xd[i].w != 0)
-                infd_cuda_nhwc_concat(io->stream, io->inputs[i], k->fx[i], k->xd[i], io->outputs[0],
-                                      k->fy, c_off, k->c_total);
+                infd_cuda_nhwc_concat(io->stream, k->zero[i] ? NULL : io->inputs[i], k->fx[i],
+                                      k->xd[i], io->outputs[0], k->fy, c_off, k->c_total);
             c_off += k->xd[i].c;
         }
         return;
@@ -639,6 +667,7 @@ static void concat_fini(infd_cuda_kernel *base)
     infd_free(k->offset);
     infd_free(k->fx);
     infd_free(k->xd);
+    infd_free(k->zero);
 }
 
 static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -686,15 +715,23 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
     if (k->nhwc) {
         k->fx = infd_calloc((size_t)k->n, sizeof(*k->fx));
         k->xd = infd_calloc((size_t)k->n, sizeof(*k->xd));
-        if (!k->fx || !k->xd) {
+        k->zero = infd_calloc((size_t)k->n, sizeof(*k->zero));
+        if (!k->fx || !k->xd || !k->zero) {
             concat_fini(&k->base);
             infd_free(k);
             return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
+        k->one_pass = k->fy != INFD_CUDA_FMT_F32_NCHW && k->n <= INFD_CUDA_CONCAT_MAX;
         for (int i = 0; i < k->n; i++) {
             k->fx[i] = in_fmt(a, i);
             k->xd[i] = dims_of(a->inputs[i]);
             k->c_total += k->xd[i].c;
+            /* Channel padding (BlazeFace: Concat with a ConstantOfShape of
+             * zeros): written, never read nor uploaded. */
+            k->zero[i] = i < 32 && is_zero_constant(a->inputs[i]);
+            if (k->zero[i])
+                k->base.base.unread_inputs |= 1u << i;
+            k->one_pass = k->one_pass && (k->zero[i] || k->fx[i] == k->fy);
         }
     }
     *out = &k->base.base;

@@ -23,6 +23,25 @@
  * back to FP32 NCHW on the host. */
 static bool ct_opaque_output = false;
 
+/* Bit i: ct_run hands input i (4-D) to the kernel in the case's 16-bit
+ * NHWC layout (FP16; BF16 in a BF16 case), as a plan does when the
+ * producer wrote it so, converting it on the host first. */
+static uint32_t ct_opaque_inputs = 0;
+
+/* The 16-bit NHWC tensor at `out` = in (FP32 [n, c, h, w]). */
+static inline void ct_to_nhwc(const float *in, bool bf16, const int64_t *dims, uint16_t *out)
+{
+    int64_t n = dims[0], c = dims[1], h = dims[2], w = dims[3];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                for (int64_t k = 0; k < c; k++) {
+                    float v = in[((i * c + k) * h + y) * w + x];
+                    out[((i * h + y) * w + x) * c + k] =
+                        bf16 ? infd_bf16_from_fp32(v) : infd_fp16_from_fp32(v);
+                }
+}
+
 /* out (FP32 [n, c, h, w]) = the 16-bit NHWC tensor at `in`. */
 static inline void ct_from_nhwc(const uint16_t *in, bool bf16, const int64_t *dims, float *out)
 {
@@ -65,6 +84,14 @@ static inline infd_status ct_run(kt *t, infd_precision precision, bool poison,
     a.n_slots = 1;
     a.precision = precision;
     a.output_opaque_ok = ct_opaque_output;
+    bool bf16 = precision == INFD_PRECISION_BF16;
+    const void *layouts[KT_MAX_IO] = { 0 };
+    for (int32_t i = 0; i < t->node.n_inputs && i < 32; i++) {
+        if (ct_opaque_inputs >> i & 1u)
+            layouts[i] = bf16 ? &infd_cuda_layout_bf16_nhwc : &infd_cuda_layout_f16_nhwc;
+    }
+    if (ct_opaque_inputs)
+        a.input_layouts = layouts;
     infd_status st = infd_backend_compile(cuda, &a, &k, err);
     if (st != INFD_STATUS_OK)
         return st;
@@ -77,7 +104,17 @@ static inline infd_status ct_run(kt *t, infd_precision precision, bool poison,
         din[i] = cuda->alloc(INFD_BACKEND_MEM_DEVICE, nb ? nb : 1, err);
         if (!din[i])
             st = INFD_STATUS_OUT_OF_MEMORY;
-        else if (nb)
+        else if (nb && layouts[i]) {
+            const infd_ir_value *v = &t->g->values[t->ins[i]];
+            int64_t dims[4];
+            for (int d = 0; d < 4; d++)
+                dims[d] = v->shape.dims[d].value;
+            uint16_t *h16 = malloc(nb / 2);
+            ct_to_nhwc(inputs[i], bf16, dims, h16);
+            cuda->copy(din[i], h16, nb / 2, INFD_BACKEND_COPY_H2D, NULL);
+            st = cuda->sync(NULL, err);
+            free(h16);
+        } else if (nb)
             cuda->copy(din[i], inputs[i], nb, INFD_BACKEND_COPY_H2D, NULL);
     }
     for (int32_t i = 0; i < t->node.n_outputs && st == INFD_STATUS_OK; i++) {

@@ -194,6 +194,77 @@ static void test_conv_fp16_depthwise_opaque(void)
     ASSERT_TRUE(dw_ran);
 }
 
+static void pool_case_c(const char *op, int64_t c, int64_t k, int64_t s, const int64_t *pads,
+                        int64_t h, int64_t oh, int64_t cip);
+
+/* Channel Concat of x (opaque, cx channels) with z (cz channels): a
+ * constant of zeros when zero_const, else a second runtime input. */
+static void pad_concat_case(int64_t cx, int64_t cz, bool zero_const, bool z_opaque)
+{
+    kt t;
+    size_t nx = (size_t)(2 * cx * 5 * 6), nz = (size_t)(2 * cz * 5 * 6);
+    float *x = malloc(nx * 4), *z = calloc(nz, 4);
+    ct_fill(x, nx, 21, -1, 1);
+    if (!zero_const)
+        ct_fill(z, nz, 22, -1, 1);
+    kt_init(&t, "Concat", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, cx, 5, 6), NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, cz, 5, 6), zero_const ? z : NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, cx + cz, 5, 6));
+    kt_attr_int(&t, "axis", 1);
+    ct_opaque_inputs = z_opaque ? 3u : 1u;
+    compare(&t, (const void *[]){ x, z }, nx + nz);
+    ct_opaque_inputs = 0;
+    kt_fini(&t);
+    free(x);
+    free(z);
+}
+
+/* FP16 kernels whose inputs arrive in the FP16 NHWC layout from their
+ * producer (BlazeFace's blocks): the depthwise kernel padding x itself
+ * where the pads differ at the two ends (no pack), with a residual; the
+ * vectorized pools (8, 4 and 2 channels a thread, and the element path);
+ * the one-pass channel Concat with a constant of zeros (the channel
+ * padding), written without reading it, and with runtime inputs. */
+static void test_fp16_opaque_inputs(void)
+{
+    static const char *const forms[] = { "", "cudnn,gemm,convg" };
+    cuda_precision = INFD_PRECISION_FP16;
+    tolerance = 2e-2;
+    ct_opaque_output = true;
+    bool own_pads = false;
+    for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+        setenv("INFD_CONV_DISABLE", forms[f], 1);
+        ct_opaque_inputs = 1u;
+        conv_case(2, 28, 16, 16, 28, 28, 3, 2, F4(0, 0, 1, 1), 8, 8, "Relu", 0, 0, true, false);
+        own_pads |= f == 1 && strstr(last_kernel, "dwconv") != NULL;
+        conv_case(2, 42, 15, 15, 42, 42, 3, 2, F4(0, 0, 1, 1), 7, 7, NULL, 0, 0, true, false);
+        conv_case(1, 24, 9, 9, 24, 24, 5, 2, F4(1, 1, 2, 2), 4, 4, "Clip", 0, 6, true, false);
+        conv_case(1, 3, 9, 9, 3, 3, 3, 1, F4(0, 0, 1, 1), 8, 8, NULL, 0, 0, true, false);
+        ct_opaque_inputs = 1u | 8u; /* and the residual */
+        conv_case(2, 24, 12, 12, 24, 24, 3, 1, F4(1, 1, 1, 1), 12, 12, "Relu", 0, 0, true, true);
+        ct_opaque_inputs = 0;
+    }
+    unsetenv("INFD_CONV_DISABLE");
+    ct_opaque_inputs = 1u;
+    pool_case_c("MaxPool", 24, 2, 2, F4(0, 0, 0, 0), 16, 8, 0);
+    pool_case_c("MaxPool", 28, 2, 2, F4(0, 0, 0, 0), 16, 8, 0);
+    pool_case_c("MaxPool", 6, 3, 2, F4(1, 1, 1, 1), 16, 8, 0);
+    pool_case_c("MaxPool", 5, 3, 2, F4(1, 1, 1, 1), 16, 8, 0);
+    pool_case_c("AveragePool", 12, 3, 1, F4(1, 1, 1, 1), 6, 6, 0);
+    pool_case_c("AveragePool", 12, 3, 1, F4(1, 1, 1, 1), 6, 6, 1);
+    ct_opaque_inputs = 0;
+    pad_concat_case(24, 4, true, false);
+    pad_concat_case(16, 8, true, false);
+    pad_concat_case(5, 3, true, false);
+    pad_concat_case(6, 10, false, true);
+    pad_concat_case(8, 4, false, false); /* a plain input: copied input by input */
+    ct_opaque_output = false;
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
+    ASSERT_TRUE(own_pads);
+}
+
 static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias, const char *act,
                       bool residual)
 {
@@ -371,16 +442,16 @@ static void test_clip(void)
     kt_fini(&t);
 }
 
-static void pool_case(const char *op, int64_t k, int64_t s, const int64_t *pads, int64_t h,
-                      int64_t oh, int64_t cip)
+static void pool_case_c(const char *op, int64_t c, int64_t k, int64_t s, const int64_t *pads,
+                        int64_t h, int64_t oh, int64_t cip)
 {
     kt t;
-    size_t nx = (size_t)(2 * 5 * h * h), ny = (size_t)(2 * 5 * oh * oh);
+    size_t nx = (size_t)(2 * c * h * h), ny = (size_t)(2 * c * oh * oh);
     float *x = malloc(nx * 4);
     ct_fill(x, nx, 15, -1, 1);
     kt_init(&t, op, 17);
-    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, 5, h, h), NULL);
-    kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, 5, oh, oh));
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(2, c, h, h), NULL);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(2, c, oh, oh));
     if (k) {
         kt_attr_ints(&t, "kernel_shape", 2, (int64_t[]){ k, k });
         kt_attr_ints(&t, "strides", 2, (int64_t[]){ s, s });
@@ -391,6 +462,12 @@ static void pool_case(const char *op, int64_t k, int64_t s, const int64_t *pads,
     compare(&t, (const void *[]){ x }, ny);
     kt_fini(&t);
     free(x);
+}
+
+static void pool_case(const char *op, int64_t k, int64_t s, const int64_t *pads, int64_t h,
+                      int64_t oh, int64_t cip)
+{
+    pool_case_c(op, 5, k, s, pads, h, oh, cip);
 }
 
 static void test_pool(void)
@@ -634,6 +711,7 @@ int main(int argc, char **argv)
         { "test_conv_depthwise_clip_asymmetric", test_conv_depthwise_clip_asymmetric },
         { "test_conv_fp16", test_conv_fp16 },
         { "test_conv_fp16_depthwise_opaque", test_conv_fp16_depthwise_opaque },
+        { "test_fp16_opaque_inputs", test_fp16_opaque_inputs },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
         { "test_fp32_strict_tf32_opt_in", test_fp32_strict_tf32_opt_in },
