@@ -529,6 +529,23 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
     infd_cuda_kernel_keep_tuning(&k->base, &r, sizeof(r), NULL, 0);
 }
 
+/* The time of the epilogue kernel a form leaves work to, over the output
+ * in the plan's 16-bit layout: the activation, and with bias_res the bias
+ * and residual too (cuDNN's unfused call). Added to that form's own time
+ * when forms are compared, so a fully fused form (the graph API's Clip,
+ * our depthwise kernel) wins where the two passes together are slower:
+ * MobileNetV2's ReLU6 after a cuBLASLt GEMM used to win on the GEMM's time
+ * alone and then cost a third of the network in epilogues. 0 when the
+ * output is not in that layout (every form then converts it alike). */
+static float epilogue_ms(const conv_kernel *k, bool bias_res)
+{
+    if (k->fy != k->hf)
+        return 0.0f;
+    float ms = infd_cuda_nhwc_eltwise_time(k->yd, k->hf, bias_res && k->has_bias,
+                                           bias_res && k->has_sum, (int)k->act, k->alpha, k->beta);
+    return ms > 0.0f ? ms : 0.0f;
+}
+
 /* A 1x1, stride-1, unpadded, ungrouped FP16 convolution between FP16 NHWC
  * values is Y[n*h*w, k] = X[n*h*w, c] W[k, c]^T: cuBLASLt with bias,
  * residual (beta = 1) and ReLU in the epilogue. Replaces the cuDNN
@@ -569,6 +586,9 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     infd_cuda_gemm *gm = infd_cuda_gemm_create(&g, &gws, &ms, why, sizeof(why));
     if (!gm)
         return;
+    bool post_act = k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU;
+    if (post_act && !from_record)
+        ms += epilogue_ms(k, false);
     if (k->conv && !from_record && k->chosen_ms <= ms) {
         infd_cuda_gemm_destroy(gm); /* cuDNN is faster */
         return;
@@ -577,7 +597,7 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
     k->gemm = gm;
     k->chosen_ms = ms;
     k->fused = true; /* bias, residual and ReLU are in cuBLASLt's epilogue */
-    k->post_act = k->act != INFD_CUDA_ACT_NONE && k->act != INFD_CUDA_ACT_RELU;
+    k->post_act = post_act;
     *ws = gws;
     snprintf(k->name, sizeof(k->name), "cublaslt:conv1x1_fp16%s", b ? "_bias" : "");
     conv_record r = { { 'c', 'n', 'v', '1' }, 1, 3, infd_cuda_gemm_pick(gm) };
@@ -654,6 +674,8 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     if (!k->conv && !cudnn_off && !recorded_not_cudnn(a))
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     k->chosen_ms = k->conv ? infd_cuda_conv_ms(k->conv) : 0.0f;
+    if (k->conv && !k->fused && (k->has_bias || k->has_sum || k->act != INFD_CUDA_ACT_NONE))
+        k->chosen_ms += epilogue_ms(k, true);
     try_gemm(a, k, d, &ws);
     try_dw(a, k, d, &ws);
     try_convg(a, k, d, wt, &ws);

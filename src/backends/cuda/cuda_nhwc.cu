@@ -701,6 +701,36 @@ extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cud
     return ms;
 }
 
+extern "C" float infd_cuda_nhwc_eltwise_time(infd_cuda_dims d, infd_cuda_fmt f, int has_bias,
+                                             int has_res, int act, float alpha, float beta)
+{
+    char why[128];
+    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
+    if (!st)
+        return -1.0f;
+    size_t n = (size_t)(d.n * d.c * d.h * d.w);
+    void *y = NULL, *r = NULL;
+    float *b = NULL, ms = -1.0f;
+    if (cudaMalloc(&y, n * 2) == cudaSuccess && cudaMalloc(&r, n * 2) == cudaSuccess &&
+        cudaMalloc(&b, (size_t)d.c * 4) == cudaSuccess) {
+        int kind = f == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
+        infd_cuda_fill_random(st, y, n, kind, 5);
+        infd_cuda_fill_random(st, r, n, kind, 6);
+        infd_cuda_fill_random(st, b, (size_t)d.c, 0, 7);
+        ms = time_runs(st, [&] {
+            infd_cuda_nhwc_eltwise(st, d, y, f, has_bias ? b : NULL, INFD_CUDA_BIN_ADD,
+                                   has_res ? r : NULL, f, y, f, act, alpha, beta);
+        });
+    }
+    cudaGetLastError();
+    cudaFree(y);
+    cudaFree(r);
+    cudaFree(b);
+    cudaGetLastError();
+    infd_cuda_compile_stream_unlock();
+    return ms;
+}
+
 extern "C" float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt fo,
                                           int64_t hp, int64_t wp, int64_t pt, int64_t pl,
                                           int64_t c_out)

@@ -116,6 +116,12 @@ void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, infd_cuda_f
 float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt, int has_res,
                                  int act);
 
+/* Times infd_cuda_nhwc_eltwise in place over a 16-bit NHWC tensor of dims
+ * `d` (bias, residual as asked) like infd_cuda_nhwc_dwconv_time: what a
+ * convolution form that leaves them to an epilogue pays on top. */
+float infd_cuda_nhwc_eltwise_time(infd_cuda_dims d, infd_cuda_fmt f, int has_bias, int has_res,
+                                  int act, float alpha, float beta);
+
 /* Times infd_cuda_nhwc_pack like infd_cuda_nhwc_dwconv_time: what a
  * convolution that pads its input itself saves. */
 float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt fo, int64_t hp,
