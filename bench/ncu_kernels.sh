@@ -8,11 +8,13 @@
 # default fp16) so that loading skips tuning, measures it with `infd bench`
 # (one context and two, pinned I/O), then runs one warm-up and one timed run
 # under `ncu --clock-control none --metrics gpu__time_duration.sum` and
-# prints each kernel of the timed run with its duration, the total, and the
+# prints each kernel of the last run with its duration, the total, and the
 # time per kernel name. ncu times kernels one at a time with nothing else on
 # the GPU: true durations, where `infd bench --profile` syncs around each
-# kernel and inflates the small ones. Needs ncu on the PATH (the GPU machine
-# has it) and a GPU.
+# kernel and inflates the small ones. One warm-up run and two timed ones
+# are profiled; a run is the longest tail of kernels that repeats just
+# before itself (the warm-up run may launch others: capture, first use).
+# Needs ncu on the PATH (the GPU machine has it) and a GPU.
 set -euo pipefail
 INFD=${1:?usage: bench/ncu_kernels.sh INFD_BIN MODEL.onnx [BATCH] [PRECISION]}
 MODEL=${2:?usage: bench/ncu_kernels.sh INFD_BIN MODEL.onnx [BATCH] [PRECISION]}
@@ -25,7 +27,7 @@ trap 'rm -rf "$W"' EXIT
 "$INFD" bench "$W/m.plan" --batch "$B" --pinned-io --iterations 300 --contexts 2 |
     sed -n 's/^throughput/throughput, 2 contexts/p'
 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-    "$INFD" bench "$W/m.plan" --batch "$B" --iterations 1 --warmup 1 > "$W/ncu.csv" 2> "$W/ncu.err" ||
+    "$INFD" bench "$W/m.plan" --batch "$B" --iterations 2 --warmup 1 > "$W/ncu.csv" 2> "$W/ncu.err" ||
     { tail -5 "$W/ncu.err"; exit 1; }
 python3 - "$W/ncu.csv" <<'PY'
 import collections, csv, sys
@@ -34,8 +36,10 @@ head, rows = rows[0], rows[1:]
 ki, vi, ii = head.index("Kernel Name"), head.index("Metric Value"), head.index("ID")
 ks = sorted((int(r[ii]), r[ki], float(r[vi].replace(",", ""))) for r in rows
             if r[vi].replace(",", "").replace(".", "").isdigit())
-# The warm-up run and the timed run launch the same kernels: show the second half.
-last = ks[len(ks) // 2:]
+# The two timed runs launch the same kernels: the longest tail that repeats.
+names = [k[1] for k in ks]
+per_run = next((n for n in range(len(ks) // 2, 0, -1) if names[-n:] == names[-2 * n:-n]), len(ks))
+last = ks[-per_run:]
 print(f"kernels per run {len(last)}, total {sum(k[2] for k in last) / 1000:.1f} us")
 by_name, count = collections.Counter(), collections.Counter()
 for i, (_, name, ns) in enumerate(last):
