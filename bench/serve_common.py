@@ -14,7 +14,6 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,16 +23,10 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import repo as model_repo  # noqa: E402,F401  (re-exported for the benchmarks)
+from serving import free_port  # noqa: E402,F401  (distinct ports: see there)
 
 DEFAULT_INFD = ROOT / "build" / "release" / "infd"
 READY_TIMEOUT_S = 120.0
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get_json(url, timeout=10):

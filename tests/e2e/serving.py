@@ -29,11 +29,22 @@ STOP_TIMEOUT_S = 30.0
 LOG_TAIL_CHARS = 4000
 
 
+_handed_out = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)
+    and that this process has not handed out before: two picks in a row can
+    get the same port back once the first probe is closed, and a server given
+    it for both HTTP and gRPC then fails to listen (seen in CI)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no port that was not handed out before after 1000 tries")
 
 
 class Server:
