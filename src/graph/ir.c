@@ -99,6 +99,18 @@ int32_t infd_ir_graph_intern_sym(infd_ir_graph *g, const char *name)
     return g->n_syms++;
 }
 
+bool infd_ir_value_is_zeros(const infd_ir_value *v)
+{
+    const uint8_t *b = v->data;
+    if (!b)
+        return false;
+    for (size_t i = 0; i < v->nbytes; i++) {
+        if (b[i])
+            return false;
+    }
+    return true;
+}
+
 const infd_ir_attr *infd_ir_node_attr(const infd_ir_node *node, const char *name)
 {
     for (int32_t i = 0; i < node->n_attrs; i++) {

@@ -143,6 +143,11 @@ int32_t infd_ir_graph_add_node(infd_ir_graph *g, const infd_ir_node *node);
 /* The index of symbol `name`, added if new; -1 on out of memory. */
 int32_t infd_ir_graph_intern_sym(infd_ir_graph *g, const char *name);
 
+/* Whether v is a constant whose bytes are all zero (for floats +0.0, not
+ * -0.0): the zeros a channel-padding Concat appends (BlazeFace), which
+ * backends write instead of reading. */
+bool infd_ir_value_is_zeros(const infd_ir_value *v);
+
 /* Looks up attribute `name` on `node`; NULL when absent. */
 const infd_ir_attr *infd_ir_node_attr(const infd_ir_node *node, const char *name);
 

@@ -20,7 +20,6 @@
  *     plain. Workspace: [plain copies][scratchpad].
  * BlazeFace 128 b1: 0.64 -> 0.31 ms p50 on 2 threads (bench/RESULTS.md).
  */
-#include <math.h>
 #include <string.h>
 
 #include "backends/cpu/dnnl_common.h"
@@ -160,18 +159,6 @@ static void pad_run(const infd_cpu_kernel *k, const infd_kernel_io *io)
     }
 }
 
-static bool is_zeros(const infd_ir_value *v)
-{
-    const float *f = v->data;
-    if (!f)
-        return false;
-    for (size_t i = 0; i < v->nbytes / sizeof(float); i++) {
-        if (f[i] != 0.0f || signbit(f[i]))
-            return false;
-    }
-    return true;
-}
-
 /* Makes the pad kernel when the node is one (*out stays NULL otherwise). */
 static infd_status pad_compile(const infd_kernel_args *a, const dnnl_memory_desc_t *in0,
                                infd_kernel **out, infd_error *err)
@@ -184,7 +171,7 @@ static infd_status pad_compile(const infd_kernel_args *a, const dnnl_memory_desc
     if (!a->output_opaque_ok || !infd_dnnl_input_is_opaque(a, 0))
         return INFD_STATUS_OK;
     for (int i = 1; i < a->n_inputs; i++) {
-        if (!is_zeros(a->inputs[i]))
+        if (!infd_ir_value_is_zeros(a->inputs[i]))
             return INFD_STATUS_OK;
     }
     for (int i = 0; i < 4; i++) {

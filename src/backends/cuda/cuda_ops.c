@@ -588,20 +588,6 @@ typedef struct concat_kernel {
     size_t *offset; /* per input: byte offset in the output row */
 } concat_kernel;
 
-/* Whether v is a constant whose bytes are all zero. */
-static bool is_zero_constant(const infd_ir_value *v)
-{
-    if (!v->data)
-        return false;
-    const uint8_t *b = v->data;
-    size_t n = value_bytes(v);
-    for (size_t i = 0; i < n; i++) {
-        if (b[i])
-            return false;
-    }
-    return true;
-}
-
 static bool concat_params(const infd_kernel_args *a, int64_t *axis, infd_error *why)
 {
     if (!movable_dtype(a, why) ||
@@ -728,7 +714,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
             k->c_total += k->xd[i].c;
             /* Channel padding (BlazeFace: Concat with a ConstantOfShape of
              * zeros): written, never read nor uploaded. */
-            k->zero[i] = i < 32 && is_zero_constant(a->inputs[i]);
+            k->zero[i] = i < 32 && infd_ir_value_is_zeros(a->inputs[i]);
             if (k->zero[i])
                 k->base.base.unread_inputs |= 1u << i;
             k->one_pass = k->one_pass && (k->zero[i] || k->fx[i] == k->fy);

@@ -129,4 +129,23 @@ static void test_create_out_of_memory(void)
     TEST_FAIL_("graph creation never succeeded");
 }
 
-TEST_MAIN(test_values_and_symbols, test_toposort, test_attrs, test_create_out_of_memory)
+/* infd_ir_value_is_zeros: +0.0 everywhere (any dtype: the bytes), not -0.0
+ * nor a value computed at run time. */
+static void test_value_is_zeros(void)
+{
+    float zeros[4] = { 0 }, neg[4] = { 0, 0, -0.0f, 0 }, one[4] = { 0, 0, 0, 1e-30f };
+    int64_t ints[2] = { 0, 0 };
+    infd_ir_value v = { .data = zeros, .nbytes = sizeof(zeros) };
+    ASSERT_TRUE(infd_ir_value_is_zeros(&v));
+    v.data = neg;
+    ASSERT_TRUE(!infd_ir_value_is_zeros(&v));
+    v.data = one;
+    ASSERT_TRUE(!infd_ir_value_is_zeros(&v));
+    v = (infd_ir_value){ .data = ints, .nbytes = sizeof(ints) };
+    ASSERT_TRUE(infd_ir_value_is_zeros(&v));
+    v = (infd_ir_value){ .data = NULL, .nbytes = 16 };
+    ASSERT_TRUE(!infd_ir_value_is_zeros(&v));
+}
+
+TEST_MAIN(test_values_and_symbols, test_toposort, test_attrs, test_create_out_of_memory,
+          test_value_is_zeros)
