@@ -95,6 +95,19 @@ template <> struct vec_t<1> {
     typedef unsigned short type;
 };
 
+/* The widest V (8, 4, 2, else 1) of 16-bit elements a thread can move as
+ * one word: c (a channel count, or several OR-ed: a power of two divides
+ * them all when it divides the OR) a multiple of V and every pointer in
+ * ptrs (OR-ed) aligned to the word. */
+static int vec_width(int64_t c, uintptr_t ptrs)
+{
+    for (int v = 8; v > 1; v /= 2) {
+        if (c % v == 0 && ptrs % (uintptr_t)(2 * v) == 0)
+            return v;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Pack                                                                      */
 /* ------------------------------------------------------------------------- */
@@ -345,21 +358,19 @@ template <typename T>
 static bool pool_vec(cudaStream_t s, const infd_cuda_pool_desc *p, infd_cuda_dims d, int64_t oh,
                      int64_t ow, const void *x, void *y)
 {
-    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)y;
-    if (d.n * d.c * d.h * d.w >= INT32_MAX || d.n * d.c * oh * ow >= INT32_MAX)
+    int v = vec_width(d.c, (uintptr_t)x | (uintptr_t)y);
+    if (v == 1 || d.n * d.c * d.h * d.w >= INT32_MAX || d.n * d.c * oh * ow >= INT32_MAX)
         return false;
     int total = (int)(d.n * oh * ow);
-    if (d.c % 8 == 0 && ptrs % 16 == 0)
+    if (v == 8)
         pool_vec_kernel<T, 8><<<grid_for(total * (d.c / 8)), 256, 0, s>>>(
             *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 8));
-    else if (d.c % 4 == 0 && ptrs % 8 == 0)
+    else if (v == 4)
         pool_vec_kernel<T, 4><<<grid_for(total * (d.c / 4)), 256, 0, s>>>(
             *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 4));
-    else if (d.c % 2 == 0 && ptrs % 4 == 0)
+    else
         pool_vec_kernel<T, 2><<<grid_for(total * (d.c / 2)), 256, 0, s>>>(
             *p, d, (int)oh, (int)ow, (const T *)x, (T *)y, total * (int)(d.c / 2));
-    else
-        return false;
     return true;
 }
 
@@ -480,24 +491,21 @@ extern "C" int infd_cuda_nhwc_concat_all(void *stream, int n_in, const void *con
     concat_srcs s;
     memset(&s, 0, sizeof(s));
     s.n = n_in;
-    int64_t g = c_total; /* the common factor of every channel count, up to 8 */
+    int64_t counts = c_total; /* every channel count, OR-ed for vec_width */
     uintptr_t ptrs = (uintptr_t)y;
     for (int i = 0; i < n_in; i++) {
         s.x[i] = xs[i];
         s.off[i + 1] = s.off[i] + (int)cs[i];
-        g = g % 8 == 0 && cs[i] % 8 == 0   ? 8
-            : g % 4 == 0 && cs[i] % 4 == 0 ? 4
-            : g % 2 == 0 && cs[i] % 2 == 0 ? 2
-                                           : 1;
+        counts |= cs[i];
         ptrs |= (uintptr_t)xs[i];
     }
-    int total = (int)(npx * c_total);
+    int total = (int)(npx * c_total), v = vec_width(counts, ptrs);
     cudaStream_t st = stream_of(stream);
-    if (g == 8 && ptrs % 16 == 0)
+    if (v == 8)
         concat_vec_kernel<8><<<grid_for(total / 8), 256, 0, st>>>(s, y, (int)c_total, total / 8);
-    else if (g >= 4 && ptrs % 8 == 0)
+    else if (v == 4)
         concat_vec_kernel<4><<<grid_for(total / 4), 256, 0, st>>>(s, y, (int)c_total, total / 4);
-    else if (g >= 2 && ptrs % 4 == 0)
+    else if (v == 2)
         concat_vec_kernel<2><<<grid_for(total / 2), 256, 0, st>>>(s, y, (int)c_total, total / 2);
     else
         concat_vec_kernel<1><<<grid_for(total), 256, 0, st>>>(s, y, (int)c_total, total);
@@ -617,12 +625,12 @@ static void dwconv(cudaStream_t s, const infd_cuda_dw_desc *d, const void *x, co
 {
     const T *xt = (const T *)x, *wt = (const T *)w, *rt = (const T *)res;
     T *yt = (T *)y;
-    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)w | (uintptr_t)res | (uintptr_t)y;
-    if (d->c % 8 == 0 && ptrs % 16 == 0)
+    int v = vec_width(d->c, (uintptr_t)x | (uintptr_t)w | (uintptr_t)res | (uintptr_t)y);
+    if (v == 8)
         dw_launch<T, 8>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
-    else if (d->c % 4 == 0 && ptrs % 8 == 0)
+    else if (v == 4)
         dw_launch<T, 4>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
-    else if (d->c % 2 == 0 && ptrs % 4 == 0)
+    else if (v == 2)
         dw_launch<T, 2>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
     else
         dw_launch<T, 1>(s, d, xt, wt, bias, rt, yt, act, alpha, beta);
@@ -667,93 +675,79 @@ template <typename F> static float time_runs(infd_cuda_stream *st, F run)
     return ms;
 }
 
-extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
-                                            int has_res, int act)
+/* Runs body(st, p) on the compile stream with p[i] a device scratch buffer
+ * of bytes[i] (n of them, at most 5), filled with random values of kind[i]
+ * (infd_cuda_fill_random's), and frees them after: the frame of the timings
+ * below. body returns time_runs' ms; -1 when the stream or memory is not
+ * to be had. */
+template <typename F>
+static float time_on_scratch(int n, const size_t *bytes, const int *kind, F body)
 {
     char why[128];
     infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
     if (!st)
         return -1.0f;
-    size_t xn = (size_t)(d->n * d->h * d->w * d->c), yn = (size_t)(d->n * d->oh * d->ow * d->c);
-    size_t wn = (size_t)d->r * d->s * d->c;
-    void *x = NULL, *w = NULL, *y = NULL, *r = NULL;
-    float *b = NULL, ms = -1.0f;
-    if (cudaMalloc(&x, xn * 2) == cudaSuccess && cudaMalloc(&w, wn * 2) == cudaSuccess &&
-        cudaMalloc(&y, yn * 2) == cudaSuccess && cudaMalloc(&r, yn * 2) == cudaSuccess &&
-        cudaMalloc(&b, (size_t)d->c * 4) == cudaSuccess) {
-        int kind = fmt == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
-        infd_cuda_fill_random(st, x, xn, kind, 1);
-        infd_cuda_fill_random(st, w, wn, kind, 2);
-        infd_cuda_fill_random(st, r, yn, kind, 3);
-        infd_cuda_fill_random(st, b, (size_t)d->c, 0, 4);
-        ms = time_runs(st, [&] {
-            infd_cuda_nhwc_dwconv(st, d, fmt, x, w, b, has_res ? r : NULL, y, act, 0.0f, 6.0f);
-        });
+    void *p[5] = { NULL, NULL, NULL, NULL, NULL };
+    bool ok = n <= 5;
+    for (int i = 0; ok && i < n; i++) {
+        ok = cudaMalloc(&p[i], bytes[i]) == cudaSuccess;
+        if (ok)
+            infd_cuda_fill_random(st, p[i], bytes[i] / (kind[i] ? 2 : 4), kind[i], (unsigned)i + 1);
     }
+    float ms = ok ? body(st, p) : -1.0f;
     cudaGetLastError();
-    cudaFree(x);
-    cudaFree(w);
-    cudaFree(y);
-    cudaFree(r);
-    cudaFree(b);
+    cudaStreamSynchronize(st->s);
+    for (int i = 0; i < 5; i++)
+        cudaFree(p[i]);
     cudaGetLastError();
     infd_cuda_compile_stream_unlock();
     return ms;
 }
 
+extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,
+                                            int has_res, int act)
+{
+    size_t xn = (size_t)(d->n * d->h * d->w * d->c), yn = (size_t)(d->n * d->oh * d->ow * d->c);
+    size_t wn = (size_t)d->r * d->s * d->c;
+    int k = fmt == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
+    const size_t bytes[5] = { xn * 2, wn * 2, yn * 2, yn * 2, (size_t)d->c * 4 };
+    const int kind[5] = { k, k, k, k, 0 }; /* x, w, y, residual, bias (FP32) */
+    return time_on_scratch(5, bytes, kind, [&](infd_cuda_stream *st, void **p) {
+        return time_runs(st, [&] {
+            infd_cuda_nhwc_dwconv(st, d, fmt, p[0], p[1], (const float *)p[4],
+                                  has_res ? p[3] : NULL, p[2], act, 0.0f, 6.0f);
+        });
+    });
+}
+
 extern "C" float infd_cuda_nhwc_eltwise_time(infd_cuda_dims d, infd_cuda_fmt f, int has_bias,
                                              int has_res, int act, float alpha, float beta)
 {
-    char why[128];
-    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
-    if (!st)
-        return -1.0f;
     size_t n = (size_t)(d.n * d.c * d.h * d.w);
-    void *y = NULL, *r = NULL;
-    float *b = NULL, ms = -1.0f;
-    if (cudaMalloc(&y, n * 2) == cudaSuccess && cudaMalloc(&r, n * 2) == cudaSuccess &&
-        cudaMalloc(&b, (size_t)d.c * 4) == cudaSuccess) {
-        int kind = f == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
-        infd_cuda_fill_random(st, y, n, kind, 5);
-        infd_cuda_fill_random(st, r, n, kind, 6);
-        infd_cuda_fill_random(st, b, (size_t)d.c, 0, 7);
-        ms = time_runs(st, [&] {
-            infd_cuda_nhwc_eltwise(st, d, y, f, has_bias ? b : NULL, INFD_CUDA_BIN_ADD,
-                                   has_res ? r : NULL, f, y, f, act, alpha, beta);
+    int k = f == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1;
+    const size_t bytes[3] = { n * 2, n * 2, (size_t)d.c * 4 };
+    const int kind[3] = { k, k, 0 }; /* y (in place), residual, bias (FP32) */
+    return time_on_scratch(3, bytes, kind, [&](infd_cuda_stream *st, void **p) {
+        return time_runs(st, [&] {
+            infd_cuda_nhwc_eltwise(st, d, p[0], f, has_bias ? (const float *)p[2] : NULL,
+                                   INFD_CUDA_BIN_ADD, has_res ? p[1] : NULL, f, p[0], f, act, alpha,
+                                   beta);
         });
-    }
-    cudaGetLastError();
-    cudaFree(y);
-    cudaFree(r);
-    cudaFree(b);
-    cudaGetLastError();
-    infd_cuda_compile_stream_unlock();
-    return ms;
+    });
 }
 
 extern "C" float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt fo,
                                           int64_t hp, int64_t wp, int64_t pt, int64_t pl,
                                           int64_t c_out)
 {
-    char why[128];
-    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
-    if (!st)
-        return -1.0f;
     size_t xn = (size_t)(d.n * d.c * d.h * d.w), yn = (size_t)(d.n * hp * wp * c_out);
-    void *x = NULL, *y = NULL;
-    float ms = -1.0f;
-    size_t es = fx == INFD_CUDA_FMT_F32_NCHW ? 4 : 2;
-    if (cudaMalloc(&x, xn * es) == cudaSuccess && cudaMalloc(&y, yn * 2) == cudaSuccess) {
-        infd_cuda_fill_random(st, x, xn, es == 4 ? 0 : fx == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1, 1);
-        ms =
-            time_runs(st, [&] { infd_cuda_nhwc_pack(st, x, fx, d, y, fo, hp, wp, pt, pl, c_out); });
-    }
-    cudaGetLastError();
-    cudaFree(x);
-    cudaFree(y);
-    cudaGetLastError();
-    infd_cuda_compile_stream_unlock();
-    return ms;
+    bool plain = fx == INFD_CUDA_FMT_F32_NCHW;
+    const size_t bytes[2] = { xn * (plain ? 4 : 2), yn * 2 };
+    const int kind[2] = { plain ? 0 : fx == INFD_CUDA_FMT_BF16_NHWC ? 2 : 1, 1 };
+    return time_on_scratch(2, bytes, kind, [&](infd_cuda_stream *st, void **p) {
+        return time_runs(
+            st, [&] { infd_cuda_nhwc_pack(st, p[0], fx, d, p[1], fo, hp, wp, pt, pl, c_out); });
+    });
 }
 
 /* src's n floats in fmt's element type at dst (host memory). */
