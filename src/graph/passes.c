@@ -1,6 +1,6 @@
 /*
  * passes.c - BatchNorm and constant-affine folding into Conv, hard-swish
- * recognition, activation fusion.
+ * recognition, activation fusion, depthwise + 1x1 Conv fusion.
  *
  * All need "who reads this value": consumer counts over live nodes are
  * recomputed per pass (one sweep), and a value that is a graph output counts
@@ -28,6 +28,7 @@
 
 #include "core/alloc.h"
 #include "core/common.h"
+#include "graph/node_params.h"
 
 /* Number of live readers of each value (+1 for graph outputs). */
 static int32_t *count_readers(const infd_ir_graph *g)
@@ -357,7 +358,8 @@ static infd_status build_fused(infd_ir_graph *g, const infd_ir_node *prod, const
 }
 
 static bool backend_accepts(const infd_ir_graph *g, const infd_ir_node *node,
-                            const infd_backend_ops *backend, int n_threads)
+                            const infd_backend_ops *backend, int n_threads,
+                            infd_precision precision)
 {
     const infd_ir_value *ins[16], *outs[1];
     if (node->n_inputs > 16)
@@ -372,7 +374,8 @@ static bool backend_accepts(const infd_ir_graph *g, const infd_ir_node *node,
                            .inputs = ins,
                            .outputs = outs,
                            .n_threads = n_threads,
-                           .n_slots = 1 };
+                           .n_slots = 1,
+                           .precision = precision };
     return infd_backend_supports(backend, &a, NULL);
 }
 
@@ -684,7 +687,7 @@ infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *b
                             .n_outputs = 1,
                             .inputs = ins,
                             .outputs = last->outputs };
-        if (!backend_accepts(g, &hs, backend, n_threads))
+        if (!backend_accepts(g, &hs, backend, n_threads, INFD_PRECISION_FP32))
             continue;
         *last = hs;
         for (int k = 0; k < n - 1; k++)
@@ -786,7 +789,7 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
                 return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory",
                                       g->source);
             }
-            ok = backend_accepts(g, &fused, backend, n_threads);
+            ok = backend_accepts(g, &fused, backend, n_threads, INFD_PRECISION_FP32);
         }
         if (!ok)
             continue;
@@ -809,6 +812,199 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
             g->nodes[post[k]].dead = true;
         *n_fused += n_post;
         /* Reader counts of the fused values no longer matter: they are gone. */
+    }
+    infd_free(readers);
+    return INFD_STATUS_OK;
+}
+
+/* An int attribute list of node n equal to `want` (n_want values) or, when
+ * absent, to what ONNX defaults it to (all of `dflt`). */
+static bool ints_are(const infd_ir_graph *g, const infd_ir_node *n, const char *name, int64_t dflt,
+                     int32_t n_want)
+{
+    const int64_t *v = NULL;
+    int32_t nv = 0;
+    if (infd_ir_attr_ints(g, n, name, &v, &nv, NULL) != INFD_STATUS_OK)
+        return false;
+    if (!v)
+        return true;
+    if (nv != n_want)
+        return false;
+    for (int32_t i = 0; i < nv; i++) {
+        if (v[i] != dflt)
+            return false;
+    }
+    return true;
+}
+
+/* A 2-D Conv with constant FP32 weights [k, c/group, kh, kw], the optional
+ * bias constant too, no fusion: its input, output and weight values. */
+static bool plain_conv(const infd_ir_graph *g, const infd_ir_node *n, int64_t *group,
+                       const infd_ir_value **w)
+{
+    if (n->dead || !is_op(n, "Conv") || n->n_inputs < 2 || n->n_inputs > 3 || n->n_outputs != 1 ||
+        n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0 || has_fused_attr(n))
+        return false;
+    const infd_ir_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    *w = &g->values[n->inputs[1]];
+    if (x->shape.rank != 4 || y->shape.rank != 4 || (*w)->shape.rank != 4 ||
+        !is_fp32_const(g, n->inputs[1], infd_node_numel(*w)) ||
+        (n->n_inputs > 2 && n->inputs[2] >= 0 &&
+         !is_fp32_const(g, n->inputs[2], y->shape.dims[1].value)))
+        return false;
+    return infd_ir_attr_int(g, n, "group", 1, group, NULL) == INFD_STATUS_OK;
+}
+
+/* The 1x1 Conv of the block: stride 1, no pads, group 1; it may carry an
+ * activation and residual from infd_pass_fuse_activations. */
+static bool pointwise_conv(const infd_ir_graph *g, const infd_ir_node *n)
+{
+    if (n->dead || !is_op(n, "Conv") || n->n_outputs != 1 || n->n_inputs < 2 || n->inputs[0] < 0 ||
+        n->inputs[1] < 0 || n->outputs[0] < 0 || infd_ir_node_attr(n, "_fused_post_scale"))
+        return false;
+    const infd_ir_value *w = &g->values[n->inputs[1]];
+    int64_t group = 1;
+    const infd_ir_attr *ap = infd_ir_node_attr(n, "auto_pad");
+    return w->shape.rank == 4 && w->shape.dims[2].value == 1 && w->shape.dims[3].value == 1 &&
+           is_fp32_const(g, n->inputs[1], infd_node_numel(w)) &&
+           (n->n_inputs < 3 || n->inputs[2] < 0 ||
+            is_fp32_const(g, n->inputs[2], w->shape.dims[0].value)) &&
+           infd_ir_attr_int(g, n, "group", 1, &group, NULL) == INFD_STATUS_OK && group == 1 &&
+           ints_are(g, n, "strides", 1, 2) && ints_are(g, n, "pads", 0, 4) &&
+           (!ap || (ap->type == INFD_IR_ATTR_STRING && strcmp(ap->s, "NOTSET") == 0));
+}
+
+/* A MaxPool 2x2 with stride 2, no pads, floor mode, one output: the
+ * shortcut of a stride-2 block. */
+static bool pool_2x2(const infd_ir_graph *g, const infd_ir_node *n)
+{
+    const int64_t *k = NULL;
+    int32_t nk = 0;
+    int64_t ceil = 0;
+    const infd_ir_attr *ap = infd_ir_node_attr(n, "auto_pad");
+    return !n->dead && is_op(n, "MaxPool") && n->n_inputs == 1 && n->n_outputs == 1 &&
+           infd_ir_attr_ints(g, n, "kernel_shape", &k, &nk, NULL) == INFD_STATUS_OK && nk == 2 &&
+           k[0] == 2 && k[1] == 2 && ints_are(g, n, "strides", 2, 2) &&
+           infd_ir_node_attr(n, "strides") && ints_are(g, n, "pads", 0, 4) &&
+           ints_are(g, n, "dilations", 1, 2) &&
+           infd_ir_attr_int(g, n, "ceil_mode", 0, &ceil, NULL) == INFD_STATUS_OK && ceil == 0 &&
+           (!ap || (ap->type == INFD_IR_ATTR_STRING && strcmp(ap->s, "NOTSET") == 0));
+}
+
+/* Attribute names of a Conv's window, taken from the depthwise Conv. */
+static bool window_attr(const char *name)
+{
+    static const char *const names[] = { "kernel_shape", "strides",  "pads",
+                                         "dilations",    "auto_pad", "group" };
+    for (size_t i = 0; i < INFD_ARRAY_SIZE(names); i++) {
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+infd_status infd_pass_fuse_depthwise(infd_ir_graph *g, const infd_backend_ops *backend,
+                                     int n_threads, infd_precision precision, int *n_fused,
+                                     infd_error *err)
+{
+    int32_t *readers = count_readers(g);
+    if (!readers)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        infd_ir_node *pw = &g->nodes[i];
+        if (!pointwise_conv(g, pw))
+            continue;
+        int32_t mid = pw->inputs[0], di = g->values[mid].producer;
+        int64_t group = 0;
+        const infd_ir_value *wd = NULL;
+        if (readers[mid] != 1 || di < 0 || !plain_conv(g, &g->nodes[di], &group, &wd))
+            continue;
+        infd_ir_node *dw = &g->nodes[di];
+        int64_t c = g->values[dw->inputs[0]].shape.dims[1].value;
+        if (group != c || wd->shape.dims[0].value != c || wd->shape.dims[1].value != 1 ||
+            g->values[pw->inputs[1]].shape.dims[1].value != c)
+            continue;
+        /* The residual, then narrower and pooled versions of it: a Concat
+         * of it with zeros on the channels, and a MaxPool 2x2 before. */
+        bool sum = infd_ir_node_attr(pw, "_fused_sum") != NULL;
+        int32_t res = sum && pw->n_inputs > 3 ? pw->inputs[3] : -1;
+        int32_t cand[3] = { res, -1, -1 }, gone[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+        bool pooled[3] = { false, false, false };
+        int n_cand = 1;
+        int32_t r = res, cat = -1;
+        const infd_ir_node *rp =
+            r >= 0 && g->values[r].producer >= 0 ? &g->nodes[g->values[r].producer] : NULL;
+        int64_t axis = 0;
+        if (rp && readers[r] == 1 && is_op(rp, "Concat") && rp->n_inputs == 2 &&
+            rp->n_outputs == 1 && rp->inputs[0] >= 0 && rp->inputs[1] >= 0 &&
+            rp->inputs[0] != rp->inputs[1] &&
+            infd_ir_attr_int(g, rp, "axis", 0, &axis, NULL) == INFD_STATUS_OK &&
+            (axis == 1 || axis == -3) && g->values[rp->inputs[1]].data &&
+            infd_ir_value_is_zeros(&g->values[rp->inputs[1]])) {
+            cat = g->values[r].producer;
+            r = rp->inputs[0];
+            cand[n_cand] = r;
+            gone[n_cand][0] = cat;
+            n_cand++;
+        }
+        const infd_ir_node *pp =
+            r >= 0 && g->values[r].producer >= 0 ? &g->nodes[g->values[r].producer] : NULL;
+        if (pp && readers[r] == 1 && pool_2x2(g, pp)) {
+            cand[n_cand] = pp->inputs[0];
+            gone[n_cand][0] = cat;
+            gone[n_cand][1] = g->values[r].producer;
+            pooled[n_cand] = true;
+            n_cand++;
+        }
+        int32_t *ins = infd_arena_alloc(&g->arena, 6 * sizeof(int32_t), 0);
+        infd_ir_attr *attrs = infd_arena_alloc(
+            &g->arena, (size_t)(pw->n_attrs + dw->n_attrs + 1) * sizeof(infd_ir_attr), 0);
+        if (!ins || !attrs) {
+            infd_free(readers);
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+        }
+        int32_t na = 0;
+        for (int32_t k = 0; k < pw->n_attrs; k++) {
+            if (!window_attr(pw->attrs[k].name))
+                attrs[na++] = pw->attrs[k];
+        }
+        for (int32_t k = 0; k < dw->n_attrs; k++) {
+            if (window_attr(dw->attrs[k].name))
+                attrs[na++] = dw->attrs[k];
+        }
+        infd_ir_node fused = *pw;
+        fused.op_type = "_DwPwConv";
+        fused.domain = "";
+        fused.inputs = ins;
+        fused.n_inputs = 6;
+        fused.attrs = attrs;
+        ins[0] = dw->inputs[0];
+        ins[1] = pw->inputs[1];
+        ins[2] = pw->n_inputs > 2 ? pw->inputs[2] : -1;
+        ins[4] = dw->inputs[1];
+        ins[5] = dw->n_inputs > 2 ? dw->inputs[2] : -1;
+        int pick = -1;
+        for (int k = n_cand - 1; k >= 0 && pick < 0; k--) { /* the most fused first */
+            ins[3] = cand[k];
+            fused.n_attrs = na;
+            if (pooled[k])
+                attrs[fused.n_attrs++] = (infd_ir_attr){
+                    .name = "residual_pool", .type = INFD_IR_ATTR_INT, .i = 2, .tensor = -1
+                };
+            if (backend_accepts(g, &fused, backend, n_threads, precision))
+                pick = k;
+        }
+        if (pick < 0)
+            continue;
+        *pw = fused;
+        dw->dead = true;
+        (*n_fused)++;
+        for (int k = 0; k < 2; k++) {
+            if (gone[pick][k] >= 0) {
+                g->nodes[gone[pick][k]].dead = true;
+                (*n_fused)++;
+            }
+        }
     }
     infd_free(readers);
     return INFD_STATUS_OK;

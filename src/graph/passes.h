@@ -59,4 +59,21 @@ infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *b
 infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops *backend,
                                        int n_threads, int *n_fused, infd_error *err);
 
+/* Fuses a depthwise Conv (group == channels in == channels out, constant
+ * weights, nothing fused into it) and the 1x1 Conv (stride 1, no pads,
+ * group 1) that is its only reader into one _DwPwConv node at the 1x1
+ * Conv's place: inputs x, W, B, residual, the depthwise W and B (see
+ * src/backends/cuda/cuda_dwpw.c), the depthwise Conv's window attributes
+ * and the 1x1 Conv's activation and residual hooks. Run after
+ * infd_pass_fuse_activations. Where the residual is a Concat of r with a
+ * constant of zeros along the channels (a block widening its shortcut),
+ * the node reads r instead (fewer channels than the output: the rest add
+ * 0), and where r is a MaxPool 2x2 with stride 2 of t, it reads t with
+ * residual_pool = 2; each only when the removed node's output has no
+ * other reader and `backend` accepts the node (checked with `precision`),
+ * the most fused first. `*n_fused` counts the nodes removed. */
+infd_status infd_pass_fuse_depthwise(infd_ir_graph *g, const infd_backend_ops *backend,
+                                     int n_threads, infd_precision precision, int *n_fused,
+                                     infd_error *err);
+
 #endif /* INFD_GRAPH_PASSES_H */

@@ -1285,6 +1285,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_pass_fuse_depthwise(g, p->backend, p->n_threads, p->precision, &p->stats.n_fused,
+                                      err);
     if (st != INFD_STATUS_OK)
         goto fail;
     st = device_ready(&prep, p, path, err);

@@ -21,7 +21,8 @@
 static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
 {
     const infd_cuda_op *const tables[] = { infd_cuda_ops_conv, infd_cuda_ops_gemm,
-                                           infd_cuda_ops_misc, infd_cuda_ops_extra };
+                                           infd_cuda_ops_misc, infd_cuda_ops_extra,
+                                           infd_cuda_ops_dwpw };
     int seen = 0;
     infd_error last = { 0 };
     if (a->node->domain[0] != '\0') {
@@ -65,12 +66,14 @@ static infd_status cuda_compile(const infd_kernel_args *a, infd_kernel **out, in
 
 static bool cuda_produces_opaque(const infd_kernel_args *a)
 {
-    return infd_cuda_conv_opaque(a, -1) || infd_cuda_misc_opaque(a, -1);
+    return infd_cuda_conv_opaque(a, -1) || infd_cuda_misc_opaque(a, -1) ||
+           infd_cuda_dwpw_opaque(a, -1);
 }
 
 static bool cuda_accepts_opaque(const infd_kernel_args *a, int i)
 {
-    return infd_cuda_conv_opaque(a, i) || infd_cuda_misc_opaque(a, i);
+    return infd_cuda_conv_opaque(a, i) || infd_cuda_misc_opaque(a, i) ||
+           infd_cuda_dwpw_opaque(a, i);
 }
 
 static void cuda_run(const infd_kernel *k, const infd_kernel_io *io)

@@ -112,15 +112,12 @@ static int record_precision(const infd_cuda_conv_desc *d)
     return d->tf32 ? 3 : 0;
 }
 
-typedef struct window {
-    int64_t k[2], s[2], d[2], pl[2], pr[2];
-} window;
+typedef infd_cuda_window window;
 
-/* The conv window over (H, W) with 1-D convs as H = 1, pads resolved from
- * auto_pad and widened at the end to produce the graph's output size. */
-static bool get_window(const infd_kernel_args *a, window *w, infd_error *why)
+bool infd_cuda_conv_window(const infd_kernel_args *a, const infd_ir_value *wt, window *w,
+                           infd_error *why)
 {
-    const infd_ir_value *x = a->inputs[0], *wt = a->inputs[1], *y = a->outputs[0];
+    const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     int sp = x->shape.rank - 2;
     const int64_t *strides = NULL, *dil = NULL, *pads = NULL;
     int32_t ns = 0, nd = 0, np = 0;
@@ -219,7 +216,8 @@ static bool conv_supports(const infd_kernel_args *a, infd_error *why)
             return false;
         }
     }
-    return get_window(a, &w, why) && infd_cuda_fused_activation(a, &act, &alpha, &beta, why);
+    return infd_cuda_conv_window(a, a->inputs[1], &w, why) &&
+           infd_cuda_fused_activation(a, &act, &alpha, &beta, why);
 }
 
 static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
@@ -709,7 +707,7 @@ static infd_status conv_compile(const infd_kernel_args *a, infd_kernel **out, in
     window w;
     int64_t group = 1;
     char why[256] = "";
-    if (!get_window(a, &w, err) ||
+    if (!infd_cuda_conv_window(a, a->inputs[1], &w, err) ||
         infd_ir_attr_int(a->g, a->node, "group", 1, &group, err) != INFD_STATUS_OK)
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
     conv_kernel *k =

@@ -44,6 +44,7 @@ extern const infd_cuda_op infd_cuda_ops_conv[];
 extern const infd_cuda_op infd_cuda_ops_gemm[];
 extern const infd_cuda_op infd_cuda_ops_misc[];
 extern const infd_cuda_op infd_cuda_ops_extra[]; /* cuda_extra.c */
+extern const infd_cuda_op infd_cuda_ops_dwpw[];  /* cuda_dwpw.c */
 
 /* A zeroed kernel struct of `size` bytes (>= sizeof(infd_cuda_kernel)) with
  * the base filled in; NULL when out of memory. Freed by the backend's
@@ -79,10 +80,24 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
 /* Whether the node has the _fused_sum hook (a residual input). */
 bool infd_cuda_fused_sum(const infd_kernel_args *a);
 
+/* A convolution's window over (H, W), 1-D convolutions as H = 1: kernel,
+ * strides, dilations and the pads at the two ends, resolved from auto_pad
+ * and widened at the end to produce the output's size. */
+typedef struct infd_cuda_window {
+    int64_t k[2], s[2], d[2], pl[2], pr[2];
+} infd_cuda_window;
+
+/* The window of the node's attributes (kernel_shape, strides, dilations,
+ * pads, auto_pad) for weights `wt` ([k, c/group, kh, kw]) between input 0
+ * and output 0; false with a message when they do not fit. */
+bool infd_cuda_conv_window(const infd_kernel_args *a, const infd_ir_value *wt, infd_cuda_window *w,
+                           infd_error *why);
+
 /* The FP16 NHWC layout policy (cuda_nhwc.h), per op family: whether the
  * node can write output 0 (i == -1) or read input i in that layout. Only
  * FP16 plans use it. */
 bool infd_cuda_conv_opaque(const infd_kernel_args *a, int i);
 bool infd_cuda_misc_opaque(const infd_kernel_args *a, int i);
+bool infd_cuda_dwpw_opaque(const infd_kernel_args *a, int i);
 
 #endif /* INFD_BACKENDS_CUDA_OPS_H */

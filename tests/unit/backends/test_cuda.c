@@ -2,7 +2,8 @@
  * test_cuda.c - the CUDA backend's kernels against the CPU backend on small
  * shapes: Conv (bias, fused ReLU/Clip, residual, depthwise, asymmetric
  * pads, 1-D), Gemm/MatMul (bias, ReLU, transposes), broadcast binaries,
- * unary ops, pooling, softmax, Concat, Transpose, Pad, Resize, Reshape, an
+ * unary ops, pooling, softmax, Concat, Transpose, Pad, Resize, Reshape, the
+ * fused depthwise + 1x1 block (against a host reference), an
  * unsupported op failing with its name, and a whole plan run through two
  * contexts (eager, captured and replayed runs).
  *
@@ -38,22 +39,16 @@ static double tolerance = 1e-4;
 static char last_kernel[64];
 static double last_worst; /* compare()'s largest relative error */
 
-/* Runs the node on both backends (inputs: data for every input, constants
- * included) and compares output 0 of `n` floats. */
-static void compare(kt *t, const void *const *inputs, size_t n)
+/* Runs the node on CUDA (inputs: data for every input, constants included)
+ * and compares output 0 of `n` floats with `ref`. */
+static void compare_to(kt *t, const void *const *inputs, const float *ref, size_t n)
 {
     infd_error err = { 0 };
-    float *ref = calloc(n + 1, sizeof(float)), *got = calloc(n + 1, sizeof(float));
-    void *ref_out[KT_MAX_IO] = { ref }, *got_out[KT_MAX_IO] = { got };
-    infd_status st = kt_run(t, inputs, ref_out, &err);
+    float *got = calloc(n + 1, sizeof(float));
+    void *got_out[KT_MAX_IO] = { got };
+    infd_status st =
+        ct_run(t, cuda_precision, false, inputs, got_out, last_kernel, sizeof(last_kernel), &err);
     if (st != INFD_STATUS_OK) {
-        free(ref);
-        free(got);
-        TEST_FAIL_("CPU reference failed: %s", err.msg);
-    }
-    st = ct_run(t, cuda_precision, false, inputs, got_out, last_kernel, sizeof(last_kernel), &err);
-    if (st != INFD_STATUS_OK) {
-        free(ref);
         free(got);
         TEST_FAIL_("CUDA failed: %s", err.msg);
     }
@@ -67,12 +62,26 @@ static void compare(kt *t, const void *const *inputs, size_t n)
         }
     }
     float r = ref[at], g = got[at];
-    free(ref);
     free(got);
     last_worst = worst;
     if (!(worst <= tolerance))
-        TEST_FAIL_("%s: element %zu: cuda %.7g vs cpu %.7g (relative error %.3g)", t->node.op_type,
-                   at, (double)g, (double)r, worst);
+        TEST_FAIL_("%s: element %zu: cuda %.7g vs reference %.7g (relative error %.3g)",
+                   t->node.op_type, at, (double)g, (double)r, worst);
+}
+
+/* Runs the node on both backends and compares output 0 of `n` floats. */
+static void compare(kt *t, const void *const *inputs, size_t n)
+{
+    infd_error err = { 0 };
+    float *ref = calloc(n + 1, sizeof(float));
+    void *ref_out[KT_MAX_IO] = { ref };
+    infd_status st = kt_run(t, inputs, ref_out, &err);
+    if (st != INFD_STATUS_OK) {
+        free(ref);
+        TEST_FAIL_("CPU reference failed: %s", err.msg);
+    }
+    compare_to(t, inputs, ref, n);
+    free(ref);
 }
 
 #define F4(a, b, c, d) ((int64_t[]){ a, b, c, d })
@@ -263,6 +272,135 @@ static void test_fp16_opaque_inputs(void)
     cuda_precision = INFD_PRECISION_FP32;
     tolerance = 1e-4;
     ASSERT_TRUE(own_pads);
+}
+
+/* The fused depthwise + 1x1 block (_DwPwConv, cuda_dwpw.h) on n images of
+ * c x h x w: depthwise r x r at stride st with pads (pt, pl, pb, pr), 1x1
+ * to k channels with bias, a residual of cres channels (0: none; pooled:
+ * max 2x2 of an [n, cres, h, w] input, else [n, cres, oh, ow]) and the
+ * activation; against a host reference in FP32. */
+static void dwpw_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t st,
+                      const int64_t *pads, int64_t cres, bool pooled, bool dw_bias, const char *act,
+                      float alpha, float beta)
+{
+    int64_t oh = (h + pads[0] + pads[2] - r) / st + 1, ow = (w + pads[1] + pads[3] - r) / st + 1;
+    int64_t rh = pooled ? h : oh, rw = pooled ? w : ow;
+    size_t nx = (size_t)(n * c * h * w), ny = (size_t)(n * k * oh * ow);
+    size_t nr = (size_t)(n * (cres ? cres : 1) * rh * rw), nd = (size_t)(n * c * oh * ow);
+    float *x = malloc(nx * 4), *wd = malloc((size_t)(c * r * r) * 4), *bd = malloc((size_t)c * 4);
+    float *wp = malloc((size_t)(k * c) * 4), *bp = malloc((size_t)k * 4), *res = malloc(nr * 4);
+    float *d = calloc(nd, 4), *ref = calloc(ny, 4);
+    ct_fill(x, nx, 31, -1, 1);
+    ct_fill(wd, (size_t)(c * r * r), 32, -0.5f, 0.5f);
+    ct_fill(bd, (size_t)c, 33, -0.2f, 0.2f);
+    ct_fill(wp, (size_t)(k * c), 34, -0.3f, 0.3f);
+    ct_fill(bp, (size_t)k, 35, -0.2f, 0.2f);
+    ct_fill(res, nr, 36, -1, 1);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t y = 0; y < oh; y++)
+                for (int64_t xo = 0; xo < ow; xo++) {
+                    float sum = dw_bias ? bd[ch] : 0.0f;
+                    for (int64_t ky = 0; ky < r; ky++)
+                        for (int64_t kx = 0; kx < r; kx++) {
+                            int64_t iy = y * st - pads[0] + ky, ix = xo * st - pads[1] + kx;
+                            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+                                sum += x[((i * c + ch) * h + iy) * w + ix] *
+                                       wd[(ch * r + ky) * r + kx];
+                        }
+                    d[((i * c + ch) * oh + y) * ow + xo] = sum;
+                }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < k; o++)
+            for (int64_t p = 0; p < oh * ow; p++) {
+                float sum = bp[o];
+                for (int64_t ch = 0; ch < c; ch++)
+                    sum += wp[o * c + ch] * d[(i * c + ch) * oh * ow + p];
+                if (o < cres) {
+                    int64_t y = p / ow, xo = p % ow;
+                    float add = -INFINITY;
+                    if (!pooled)
+                        add = res[((i * cres + o) * rh + y) * rw + xo];
+                    for (int64_t q = 0; pooled && q < 4; q++)
+                        add = fmaxf(
+                            add, res[((i * cres + o) * rh + 2 * y + q / 2) * rw + 2 * xo + q % 2]);
+                    sum += add;
+                }
+                if (act && !strcmp(act, "Relu"))
+                    sum = fmaxf(sum, 0.0f);
+                else if (act)
+                    sum = fminf(fmaxf(sum, alpha), beta);
+                ref[(i * k + o) * oh * ow + p] = sum;
+            }
+    kt t;
+    kt_init(&t, "_DwPwConv", 17);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(n, c, h, w), NULL);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(k, c, 1, 1), wp);
+    kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ k }, bp);
+    if (cres)
+        kt_input(&t, INFD_DTYPE_FP32, 4, F4(n, cres, rh, rw), NULL);
+    else
+        kt_input_omitted(&t);
+    kt_input(&t, INFD_DTYPE_FP32, 4, F4(c, 1, r, r), wd);
+    if (dw_bias)
+        kt_input(&t, INFD_DTYPE_FP32, 1, (int64_t[]){ c }, bd);
+    else
+        kt_input_omitted(&t);
+    kt_output(&t, INFD_DTYPE_FP32, 4, F4(n, k, oh, ow));
+    kt_attr_ints(&t, "kernel_shape", 2, (int64_t[]){ r, r });
+    kt_attr_ints(&t, "strides", 2, (int64_t[]){ st, st });
+    kt_attr_ints(&t, "pads", 4, pads);
+    kt_attr_int(&t, "group", c);
+    if (act) {
+        kt_attr_string(&t, "_fused_activation", act);
+        kt_attr_float(&t, "_fused_alpha", alpha);
+        kt_attr_float(&t, "_fused_beta", beta);
+    }
+    if (cres)
+        kt_attr_int(&t, "_fused_sum", 1);
+    if (pooled)
+        kt_attr_int(&t, "residual_pool", 2);
+    compare_to(&t, (const void *[]){ x, wp, bp, cres ? res : NULL, wd, dw_bias ? bd : NULL }, ref,
+               ny);
+    kt_fini(&t);
+    free(x);
+    free(wd);
+    free(bd);
+    free(wp);
+    free(bp);
+    free(res);
+    free(d);
+    free(ref);
+}
+
+/* The fused depthwise block on BlazeFace's shapes and the kernel's edges:
+ * 8, 4 and 2 channels a thread (24, 28 and 42 channels), a residual with
+ * fewer channels than the output, a pooled one (the stride-2 block), none;
+ * 5x5 and 3x3 windows with pads that differ at the two ends; 96 and 128
+ * channels (the most), pixel counts that are not a multiple of the 64-pixel
+ * tile; x, the residual and y in the FP16 NHWC layout (as in a plan) and
+ * plain (converted through the workspace). */
+static void test_fp16_depthwise_block(void)
+{
+    cuda_precision = INFD_PRECISION_FP16;
+    tolerance = 2e-2;
+    for (int plain = 0; plain < 2; plain++) {
+        ct_opaque_output = !plain;
+        ct_opaque_inputs = plain ? 0u : 1u | 8u;
+        dwpw_case(2, 24, 16, 16, 24, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
+        ASSERT_TRUE(strstr(last_kernel, "dwpw") != NULL);
+        dwpw_case(2, 24, 16, 16, 28, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
+        dwpw_case(2, 28, 16, 16, 32, 5, 2, F4(1, 1, 2, 2), 28, true, true, "Relu", 0, 0);
+        dwpw_case(1, 36, 9, 7, 42, 3, 1, F4(1, 1, 1, 1), 0, false, false, "Clip", 0, 6);
+        dwpw_case(3, 96, 8, 8, 96, 5, 1, F4(2, 2, 2, 2), 96, false, true, "Relu", 0, 0);
+        dwpw_case(1, 88, 16, 16, 96, 5, 2, F4(1, 1, 2, 2), 88, true, true, "Relu", 0, 0);
+        dwpw_case(1, 128, 5, 5, 128, 3, 1, F4(1, 1, 1, 1), 0, false, true, NULL, 0, 0);
+        dwpw_case(1, 16, 11, 13, 8, 3, 2, F4(0, 0, 1, 1), 8, false, true, NULL, 0, 0);
+    }
+    ct_opaque_output = false;
+    ct_opaque_inputs = 0;
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
 }
 
 static void gemm_case(int64_t m, int64_t k, int64_t n, int ta, int tb, bool bias, const char *act,
@@ -712,6 +850,7 @@ int main(int argc, char **argv)
         { "test_conv_fp16", test_conv_fp16 },
         { "test_conv_fp16_depthwise_opaque", test_conv_fp16_depthwise_opaque },
         { "test_fp16_opaque_inputs", test_fp16_opaque_inputs },
+        { "test_fp16_depthwise_block", test_fp16_depthwise_block },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
         { "test_fp32_strict_tf32_opt_in", test_fp32_strict_tf32_opt_in },

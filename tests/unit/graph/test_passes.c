@@ -290,6 +290,8 @@ static infd_ir_graph *run_passes(mb *b, const infd_backend_ops *backend)
         st = infd_pass_fuse_hardswish(g, backend, 1, &n_fused, &err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_activations(g, backend, 1, &n_fused, &err);
+    if (st == INFD_STATUS_OK)
+        st = infd_pass_fuse_depthwise(g, backend, 1, INFD_PRECISION_FP16, &n_fused, &err);
     if (st != INFD_STATUS_OK) {
         fprintf(stderr, "    %s\n", err.msg);
         infd_ir_graph_destroy(g);
@@ -359,6 +361,22 @@ static bool no_hardswish(const infd_kernel_args *a, infd_error *why)
     return strcmp(a->node->op_type, "HardSwish") != 0;
 }
 
+/* Stand-ins for the fused depthwise block: one takes it (in FP16) without
+ * a pooled residual, one never. */
+static bool no_pooled_residual(const infd_kernel_args *a, infd_error *why)
+{
+    (void)why;
+    if (strcmp(a->node->op_type, "_DwPwConv") != 0)
+        return true;
+    return a->precision == INFD_PRECISION_FP16 && !infd_ir_node_attr(a->node, "residual_pool");
+}
+
+static bool no_dwpw(const infd_kernel_args *a, infd_error *why)
+{
+    (void)why;
+    return strcmp(a->node->op_type, "_DwPwConv") != 0;
+}
+
 static const infd_backend_ops backend_all = { .version = INFD_BACKEND_OPS_VERSION,
                                               .size = sizeof(infd_backend_ops),
                                               .name = "all",
@@ -371,6 +389,15 @@ static const infd_backend_ops backend_no_hardswish = { .version = INFD_BACKEND_O
                                                        .size = sizeof(infd_backend_ops),
                                                        .name = "no-hardswish",
                                                        .supports = no_hardswish };
+
+static const infd_backend_ops backend_no_pool = { .version = INFD_BACKEND_OPS_VERSION,
+                                                  .size = sizeof(infd_backend_ops),
+                                                  .name = "no-pooled-residual",
+                                                  .supports = no_pooled_residual };
+static const infd_backend_ops backend_no_dwpw = { .version = INFD_BACKEND_OPS_VERSION,
+                                                  .size = sizeof(infd_backend_ops),
+                                                  .name = "no-dwpw",
+                                                  .supports = no_dwpw };
 
 /* ---- Reference ------------------------------------------------------------ */
 
@@ -750,7 +777,76 @@ static void test_residual_produced_after_conv(void)
     ASSERT_NEAR_ALL(y, want, NY);
 }
 
+/* A stride-2 BlazeFace block: depthwise 3x3 stride 2 -> 1x1 (4 -> 8
+ * channels) + Concat(MaxPool 2x2 (x), zeros) -> Relu becomes one _DwPwConv
+ * reading x as its residual, pooled; a backend without the pooled residual
+ * gets the narrower residual (the MaxPool stays, the Concat goes); one
+ * without the node keeps the graph. A second reader of the depthwise
+ * output keeps it too. (The fused node's numbers: test_cuda.c.) */
+static void test_depthwise_block(void)
+{
+    static const float zeros[4 * 3 * 3] = { 0 };
+    float wd[4 * 9], wp[8 * 4], bp[8];
+    fill(wd, 4 * 9, 11, 0.5f);
+    fill(wp, 8 * 4, 12, 0.5f);
+    fill(bp, 8, 13, 0.1f);
+    char ops[256];
+    for (int variant = 0; variant < 4; variant++) {
+        mb *b = mb_new(13, 4, 6, 6);
+        mb_const(b, "WD", 4, (int64_t[]){ 4, 1, 3, 3 }, wd);
+        mb_const(b, "WP", 4, (int64_t[]){ 8, 4, 1, 1 }, wp);
+        mb_const(b, "BP", 1, (int64_t[]){ 8 }, bp);
+        mb_const(b, "Z", 4, (int64_t[]){ 1, 4, 3, 3 }, zeros);
+        int dw = mb_node(b, "Conv", "d", "X", "WD", NULL);
+        mb_attr_ints(b, dw, "kernel_shape", 2, (int64_t[]){ 3, 3 });
+        mb_attr_ints(b, dw, "strides", 2, (int64_t[]){ 2, 2 });
+        mb_attr_ints(b, dw, "pads", 4, (int64_t[]){ 0, 0, 1, 1 });
+        mb_attr_int(b, dw, "group", 4);
+        mb_node(b, "Conv", "p", "d", "WP", "BP");
+        int pool = mb_node(b, "MaxPool", "m", "X", NULL, NULL);
+        mb_attr_ints(b, pool, "kernel_shape", 2, (int64_t[]){ 2, 2 });
+        mb_attr_ints(b, pool, "strides", 2, (int64_t[]){ 2, 2 });
+        int cat = mb_node(b, "Concat", "r", "m", "Z", NULL);
+        mb_attr_int(b, cat, "axis", 1);
+        mb_node(b, "Add", "s", "p", "r", NULL);
+        mb_node(b, "Relu", "Y", "s", NULL, NULL);
+        mb_output(b, "Y");
+        if (variant == 3)
+            mb_output(b, "d"); /* a second reader of the depthwise output */
+        const infd_backend_ops *be = variant == 0   ? &backend_all
+                                     : variant == 1 ? &backend_no_pool
+                                     : variant == 2 ? &backend_no_dwpw
+                                                    : &backend_all;
+        infd_ir_graph *g = run_passes(b, be);
+        free(b);
+        ASSERT_TRUE(g != NULL);
+        /* Unfused, the 1x1 Conv (with the residual and Relu) runs last. */
+        static const char *const want[4] = { "_DwPwConv", "MaxPool _DwPwConv",
+                                             "Conv MaxPool Concat Conv",
+                                             "Conv MaxPool Concat Conv" };
+        ASSERT_STR_EQ(live_ops(g, ops, sizeof(ops)), want[variant]);
+        const infd_ir_node *f = live_node(g, "_DwPwConv");
+        if (variant <= 1) {
+            ASSERT_TRUE(f != NULL && f->n_inputs == 6);
+            int32_t res = f->inputs[3];
+            ASSERT_STR_EQ(g->values[res].name, variant == 0 ? "X" : "m");
+            ASSERT_EQ_INT(g->values[res].shape.dims[1].value, 4);
+            ASSERT_TRUE((infd_ir_node_attr(f, "residual_pool") != NULL) == (variant == 0));
+            ASSERT_STR_EQ(g->values[f->inputs[0]].name, "X");
+            ASSERT_STR_EQ(g->values[f->inputs[4]].name, "WD");
+            ASSERT_TRUE(f->inputs[5] < 0);
+            ASSERT_STR_EQ(attr_s(g, f, "_fused_activation"), "Relu");
+            int64_t group = 0;
+            infd_ir_attr_int(g, f, "group", 1, &group, NULL);
+            ASSERT_EQ_INT(group, 4);
+        } else {
+            ASSERT_TRUE(f == NULL);
+        }
+        infd_ir_graph_destroy(g);
+    }
+}
+
 TEST_MAIN(test_paddle_block_is_one_conv, test_per_channel_affine_and_mul_sixth,
           test_hardsigmoid_spelling, test_standalone_and_add_two, test_second_reader_of_conv_output,
           test_second_reader_inside_chain, test_gate_is_not_hardswish, test_backend_refusals,
-          test_residual_produced_after_conv)
+          test_residual_produced_after_conv, test_depthwise_block)
