@@ -502,17 +502,10 @@ static void try_dw(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_co
         if (ms < 0 || (k->conv && others <= ms))
             return;
     }
-    /* [k, 1, r, s] -> [r, s, c] */
-    const float *w = a->inputs[1]->data;
-    size_t rs = (size_t)d->r * d->s;
-    float *rsc = infd_malloc((size_t)d->c * rs * sizeof(float));
-    if (!rsc)
-        return;
-    for (int c = 0; c < d->c; c++)
-        for (size_t j = 0; j < rs; j++)
-            rsc[j * (size_t)d->c + (size_t)c] = w[(size_t)c * rs + j];
-    void *w16 = infd_cuda_upload(rsc, (size_t)d->c * rs, k->hf, why, sizeof(why));
-    infd_free(rsc);
+    /* [k, 1, r, s] is KCRS with one output row of c channels: its KRSC
+     * copy is [r, s, c]. */
+    void *w16 = infd_cuda_upload_krsc(a->inputs[1]->data, 1, d->c, (int64_t)d->r * d->s, k->hf, why,
+                                      sizeof(why));
     if (!w16)
         return;
     free_forms(k);

@@ -34,6 +34,7 @@
 #include "cuda_dwpw.h"
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_vec.cuh"
 
 using namespace nvcuda;
 
@@ -105,17 +106,6 @@ struct dwpw_args {
     const float *b_dw, *b_pw;
 };
 
-template <int V> struct dwpw_vec;
-template <> struct dwpw_vec<8> {
-    typedef uint4 type;
-};
-template <> struct dwpw_vec<4> {
-    typedef uint2 type;
-};
-template <> struct dwpw_vec<2> {
-    typedef unsigned type;
-};
-
 /* V: channels per thread; NTW: 16-column tiles per warp (the ceiling of
  * half of np / 16). */
 template <int V, int NTW>
@@ -123,7 +113,7 @@ __global__ void __launch_bounds__(THREADS)
     dwpw_kernel(dwpw_args p, const __half *__restrict__ x, const __half *__restrict__ res,
                 __half *__restrict__ y)
 {
-    typedef typename dwpw_vec<V>::type vt;
+    typedef typename vec_t<V>::type vt;
     extern __shared__ __align__(128) unsigned char smem[];
     const infd_cuda_dwpw_desc &d = p.d;
     const dwpw_layout &l = p.l;
@@ -340,28 +330,6 @@ extern "C" int infd_cuda_dwpw_fits(const infd_cuda_dwpw_desc *d, char *why, size
     return 1;
 }
 
-/* The widest of 8, 4, 2 channels that divides c, k and cres. */
-static int pick_v(const infd_cuda_dwpw_desc *d)
-{
-    int all = d->c | d->k | (d->cres ? d->cres : 8);
-    return all % 8 == 0 ? 8 : all % 4 == 0 ? 4 : 2;
-}
-
-static void *upload(const void *host, size_t bytes, char *why, size_t why_n)
-{
-    void *p = NULL;
-    cudaError_t rc = cudaMalloc(&p, bytes);
-    if (rc == cudaSuccess)
-        rc = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
-    if (rc != cudaSuccess) {
-        snprintf(why, why_n, "uploading the fused block's weights: %s", cudaGetErrorString(rc));
-        cudaGetLastError();
-        cudaFree(p);
-        return NULL;
-    }
-    return p;
-}
-
 extern "C" void infd_cuda_dwpw_destroy(infd_cuda_dwpw *p)
 {
     if (!p)
@@ -386,33 +354,32 @@ extern "C" infd_cuda_dwpw *infd_cuda_dwpw_create(const infd_cuda_dwpw_desc *d, c
     }
     p->d = *d;
     layout_of(d, &p->l);
-    p->v = pick_v(d);
-    for (int v = p->v; v >= 2; v /= 2) /* narrower ones for pointers aligned less (run) */
+    p->v = vec_width(d->c | d->k | d->cres, 0); /* >= 2: the counts are even (fits) */
+    for (int v = p->v; v >= 2; v /= 2)          /* narrower ones for pointers aligned less (run) */
         p->fn[v] = pick_kernel(v, (p->l.np / 16 + 1) / 2);
     const int kp = p->l.kp, np = p->l.np;
 
-    size_t rs = (size_t)d->r * d->s;
-    __half *hw = (__half *)calloc(rs * d->c + (size_t)np * kp, sizeof(__half));
-    if (!hw) {
-        free(p);
+    /* [c, 1, r, s] is KCRS with k = 1, so its KRSC copy is [r, s, c];
+     * [k, c] is uploaded padded to [np, kp] with zeros. */
+    float *wp = (float *)calloc((size_t)np * kp, sizeof(float));
+    bool ok = wp != NULL;
+    if (!ok)
         snprintf(why, why_n, "out of memory");
-        return NULL;
-    }
-    for (int c = 0; c < d->c; c++) /* [c, 1, r, s] -> [r, s, c] */
-        for (size_t j = 0; j < rs; j++)
-            hw[j * d->c + c] = __float2half_rn(w_dw[c * rs + j]);
-    __half *hp = hw + rs * d->c; /* [k, c] -> [np, kp], zeros around */
-    for (int o = 0; o < d->k; o++)
-        for (int c = 0; c < d->c; c++)
-            hp[(size_t)o * kp + c] = __float2half_rn(w_pw[(size_t)o * d->c + c]);
-    p->w_dw = (__half *)upload(hw, rs * d->c * 2, why, why_n);
-    p->w_pw = p->w_dw ? (__half *)upload(hp, (size_t)np * kp * 2, why, why_n) : NULL;
-    free(hw);
-    bool ok = p->w_pw != NULL;
+    for (int o = 0; ok && o < d->k; o++)
+        memcpy(wp + (size_t)o * kp, w_pw + (size_t)o * d->c, (size_t)d->c * sizeof(float));
+    if (ok)
+        ok = (p->w_dw = (__half *)infd_cuda_upload_krsc(w_dw, 1, d->c, (int64_t)d->r * d->s,
+                                                        INFD_CUDA_FMT_F16_NHWC, why, why_n));
+    if (ok)
+        ok = (p->w_pw = (__half *)infd_cuda_upload(wp, (size_t)np * kp, INFD_CUDA_FMT_F16_NHWC, why,
+                                                   why_n));
+    free(wp);
     if (ok && b_dw)
-        ok = (p->b_dw = (float *)upload(b_dw, (size_t)d->c * 4, why, why_n)) != NULL;
+        ok = (p->b_dw = (float *)infd_cuda_upload(b_dw, (size_t)d->c, INFD_CUDA_FMT_F32_NCHW, why,
+                                                  why_n));
     if (ok && b_pw)
-        ok = (p->b_pw = (float *)upload(b_pw, (size_t)d->k * 4, why, why_n)) != NULL;
+        ok = (p->b_pw = (float *)infd_cuda_upload(b_pw, (size_t)d->k, INFD_CUDA_FMT_F32_NCHW, why,
+                                                  why_n));
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t rc = cudaSuccess;
     if (ok) {
@@ -452,10 +419,10 @@ extern "C" void infd_cuda_dwpw_run(const infd_cuda_dwpw *p, void *stream, const 
     const __half *xp = (const __half *)x, *rp = (const __half *)res;
     __half *yp = (__half *)y;
     void *args[] = { &a, &xp, &rp, &yp };
-    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)res | (uintptr_t)y;
-    int v = p->v;
-    while (v > 2 && ptrs % (uintptr_t)(2 * v) != 0)
-        v /= 2;
+    /* Narrower for pointers aligned less (never below 2: the plan's
+     * 16-bit values are at least 4-byte aligned). */
+    int v = vec_width(p->v, (uintptr_t)x | (uintptr_t)res | (uintptr_t)y);
+    v = v < 2 ? 2 : v;
     cudaLaunchKernel(p->fn[v], dim3((unsigned)p->blocks), dim3(THREADS), args, p->l.smem,
                      ((infd_cuda_stream *)stream)->s);
 }

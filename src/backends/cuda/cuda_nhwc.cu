@@ -22,6 +22,7 @@
 #include "cuda_nhwc.h"
 #include "cuda_pool.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_vec.cuh"
 
 const infd_cuda_layout infd_cuda_layout_f16_nhwc = { INFD_CUDA_FMT_F16_NHWC };
 const infd_cuda_layout infd_cuda_layout_bf16_nhwc = { INFD_CUDA_FMT_BF16_NHWC };
@@ -78,34 +79,6 @@ __device__ __forceinline__ void store_at(void *p, int fmt, int64_t i, int64_t n,
         ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
     else
         ((float *)p)[((n * d.c + c) * d.h + h) * d.w + w] = v;
-}
-
-/* V 16-bit elements moved as one word. */
-template <int V> struct vec_t;
-template <> struct vec_t<8> {
-    typedef uint4 type;
-};
-template <> struct vec_t<4> {
-    typedef uint2 type;
-};
-template <> struct vec_t<2> {
-    typedef unsigned type;
-};
-template <> struct vec_t<1> {
-    typedef unsigned short type;
-};
-
-/* The widest V (8, 4, 2, else 1) of 16-bit elements a thread can move as
- * one word: c (a channel count, or several OR-ed: a power of two divides
- * them all when it divides the OR) a multiple of V and every pointer in
- * ptrs (OR-ed) aligned to the word. */
-static int vec_width(int64_t c, uintptr_t ptrs)
-{
-    for (int v = 8; v > 1; v /= 2) {
-        if (c % v == 0 && ptrs % (uintptr_t)(2 * v) == 0)
-            return v;
-    }
-    return 1;
 }
 
 /* ------------------------------------------------------------------------- */
