@@ -20,11 +20,13 @@
  * Each FP16 convolution times the forms that apply to it and keeps the
  * fastest: cuDNN's legacy call (fused or with the epilogue), a cuBLASLt
  * GEMM for 1x1 stride-1 convolutions (bias, residual and ReLU in its
- * epilogue), our depthwise kernel (cuda_nhwc.h) for groups == channels, and
+ * epilogue), our depthwise kernel (cuda_nhwc.h) for groups == channels,
  * cuDNN's graph API with everything fused (cuda_convg.h; FP16 only, and not
- * for a packed stem: see try_convg). INFD_CONV_DISABLE=gemm,dw,convg,cudnn
- * turns forms off for debugging and tests (cuDNN's legacy call stays the
- * last resort when no other form applies).
+ * for a packed stem: see try_convg), and our stem kernel (cuda_stem.h) for
+ * few input channels, which reads x unpacked (try_stem).
+ * INFD_CONV_DISABLE=gemm,dw,convg,stem,cudnn turns forms off for debugging
+ * and tests (cuDNN's legacy call stays the last resort when no other form
+ * applies).
  *
  * TF32 plans (INFD_PRECISION_TF32): the FP32 path above with TF32 tensor
  * cores allowed (cuda_conv.h, tf32); plain FP32 plans never use them.
@@ -43,8 +45,10 @@
 #include "backends/cuda/cuda_nhwc.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/cuda_stem.h"
 #include "core/alloc.h"
 #include "core/common.h"
+#include "core/log.h"
 
 typedef struct conv_kernel {
     infd_cuda_kernel base;
@@ -62,6 +66,9 @@ typedef struct conv_kernel {
      * cuDNN's graph API (cuda_convg.h), when one of its engines times
      * fastest. */
     infd_cuda_convg *convg;
+    /* FP16 convolutions over few channels (the image): our implicit GEMM
+     * (cuda_stem.h) reading x as it arrives, bias and activation fused. */
+    infd_cuda_stem *stem;
     float chosen_ms; /* the time of the form chosen so far (compile only) */
     char name[96];
     infd_cuda_act act;
@@ -98,7 +105,7 @@ typedef struct conv_kernel {
  * way round: the same algorithm id runs other kernels under the two math
  * modes). fused: 0 plain, 1 and 2 cuDNN's fused forms, 3 the GEMM (then
  * followed by cuBLASLt's algorithm, INFD_CUDA_GEMM_ALGO_BYTES), 4 our
- * depthwise kernel; a graph-API record is "cng1" and cuda_convg's. */
+ * depthwise kernel, 5 our stem kernel; a graph-API record is "cng1" and cuda_convg's. */
 typedef struct conv_record {
     char tag[4]; /* "cnv1" */
     int32_t fp16, fused, algo;
@@ -243,6 +250,8 @@ static void conv_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
         }
         if (k->convg)
             infd_cuda_convg_run(k->convg, io->stream, x, res, yh, ws);
+        else if (k->stem)
+            infd_cuda_stem_run(k->stem, io->stream, x, yh);
         else if (k->dw_w)
             infd_cuda_nhwc_dwconv(io->stream, &k->dwd, k->hf, x, k->dw_w, b, res, yh, (int)k->act,
                                   k->alpha, k->beta);
@@ -276,10 +285,12 @@ static void free_forms(conv_kernel *k)
     infd_cuda_gemm_destroy(k->gemm);
     infd_cuda_free(0, k->dw_w);
     infd_cuda_convg_destroy(k->convg);
+    infd_cuda_stem_destroy(k->stem);
     k->conv = NULL;
     k->gemm = NULL;
     k->dw_w = NULL;
     k->convg = NULL;
+    k->stem = NULL;
 }
 
 static void conv_fini(infd_cuda_kernel *base)
@@ -346,7 +357,7 @@ static infd_cuda_conv *create_conv(const infd_kernel_args *a, conv_kernel *k,
 }
 
 /* Whether a tuning record chose a form other than cuDNN: the GEMM
- * (conv_record.fused == 3) or our depthwise kernel (4). */
+ * (conv_record.fused == 3), our depthwise kernel (4) or our stem (5). */
 static bool recorded_form(const infd_kernel_args *a, int form)
 {
     conv_record r;
@@ -363,7 +374,7 @@ static bool recorded_convg(const infd_kernel_args *a)
 
 static bool recorded_not_cudnn(const infd_kernel_args *a)
 {
-    return recorded_form(a, 3) || recorded_form(a, 4) || recorded_convg(a);
+    return recorded_form(a, 3) || recorded_form(a, 4) || recorded_form(a, 5) || recorded_convg(a);
 }
 
 /* Whether the kernel has a tuning record naming some form, so forms it
@@ -602,6 +613,78 @@ static void try_gemm(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_
  * falls back to kernels many times slower. */
 #define PAD_CHANNELS 8
 
+/* A convolution over few input channels (the image at a network's first
+ * conv: c = 3) with FP16 output: our implicit GEMM (cuda_stem.h), which
+ * reads x as it arrives (plain FP32 NCHW or FP16 NHWC) and pads it itself,
+ * with bias and activation fused, replacing cuDNN when it times faster
+ * than cuDNN's convolution plus the pack (conversion, padding, channels to
+ * PAD_CHANNELS) cuDNN needs first. */
+static void try_stem(const infd_kernel_args *a, conv_kernel *k, const infd_cuda_conv_desc *d,
+                     size_t *ws)
+{
+    const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
+    char why[256] = "";
+    if (k->hf != INFD_CUDA_FMT_F16_NHWC || a->inputs[0]->shape.rank != 4 || d->groups != 1 ||
+        k->has_sum || (b && !b->data) || k->xd.c >= PAD_CHANNELS ||
+        (k->fx != INFD_CUDA_FMT_F32_NCHW && k->fx != INFD_CUDA_FMT_F16_NHWC))
+        return;
+    bool from_record = recorded_form(a, 5);
+    if ((have_record(a) && !from_record) || infd_cuda_conv_disabled("stem"))
+        return;
+    /* With asymmetric pads d has the padded sizes and no padding; the
+     * kernel takes x unpadded with its top and left pads. */
+    infd_cuda_stem_desc sd = { .n = d->n,
+                               .c = (int)k->xd.c,
+                               .h = (int)k->xd.h,
+                               .w = (int)k->xd.w,
+                               .fx = (int)k->fx,
+                               .k = d->k,
+                               .oh = d->oh,
+                               .ow = d->ow,
+                               .r = d->r,
+                               .s = d->s,
+                               .sh = d->stride_h,
+                               .sw = d->stride_w,
+                               .pt = k->prepad ? (int)k->pad_begin[2] : d->pad_h,
+                               .pl = k->prepad ? (int)k->pad_begin[3] : d->pad_w,
+                               .dh = d->dil_h,
+                               .dw = d->dil_w,
+                               .act = (int)k->act,
+                               .alpha = k->alpha,
+                               .beta = k->beta };
+    if (!infd_cuda_stem_fits(&sd, why, sizeof(why)))
+        return;
+    infd_cuda_stem *st =
+        infd_cuda_stem_create(&sd, a->inputs[1]->data, b ? b->data : NULL, why, sizeof(why));
+    if (!st)
+        return;
+    float ms = 0.0f;
+    if (!from_record) {
+        ms = infd_cuda_stem_time(st);
+        bool others = k->conv || k->gemm || k->dw_w || k->convg;
+        float theirs = k->chosen_ms; /* plus the pack they need and this form does not */
+        if (others && k->pack && ms >= 0)
+            theirs +=
+                infd_cuda_nhwc_pack_time(k->fx, k->xd, k->hf, k->hp, k->wp, k->pt, k->pl, k->cp);
+        INFD_LOG_DEBUG("'%s': the stem kernel takes %.3f ms, %s %.3f ms", a->node->name, ms,
+                       others ? k->name : "no other form", others ? theirs : 0.0f);
+        if (ms < 0 || (others && theirs <= ms)) {
+            infd_cuda_stem_destroy(st);
+            return;
+        }
+    }
+    free_forms(k);
+    k->stem = st;
+    *ws = 0; /* the kernel needs none */
+    k->pack = false;
+    k->chosen_ms = ms;
+    k->fused = true; /* bias and activation are in the kernel */
+    k->post_act = false;
+    snprintf(k->name, sizeof(k->name), "cuda:stem_fp16");
+    conv_record r = { { 'c', 'n', 'v', '1' }, 1, 5, 0 };
+    infd_cuda_kernel_keep_tuning(&k->base, &r, sizeof(r), NULL, 0);
+}
+
 /* The FP16 variant of the convolution `d` describes (FP32 NCHW sizes,
  * padded when k->prepad); false when cuDNN has none (the caller builds
  * FP32 instead, which works only with plain layouts). */
@@ -670,10 +753,12 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     try_gemm(a, k, d, &ws);
     try_dw(a, k, d, &ws);
     try_convg(a, k, d, wt, &ws);
-    if (!k->conv && !k->gemm && !k->dw_w && !k->convg) /* the record's form failed */
+    try_stem(a, k, d, &ws);
+    bool none = !k->conv && !k->gemm && !k->dw_w && !k->convg && !k->stem;
+    if (none) /* the record's form failed */
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     infd_free(wpad);
-    if (!k->conv && !k->gemm && !k->dw_w && !k->convg)
+    if (!k->conv && !k->gemm && !k->dw_w && !k->convg && !k->stem)
         return false;
     k->fp16 = true;
     k->prepad = false; /* the pack pads */

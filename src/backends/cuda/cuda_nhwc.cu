@@ -22,6 +22,7 @@
 #include "cuda_nhwc.h"
 #include "cuda_pool.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_time.cuh"
 #include "cuda_vec.cuh"
 
 const infd_cuda_layout infd_cuda_layout_f16_nhwc = { INFD_CUDA_FMT_F16_NHWC };
@@ -617,64 +618,6 @@ extern "C" void infd_cuda_nhwc_dwconv(void *stream, const infd_cuda_dw_desc *d, 
         dwconv<__nv_bfloat16>(stream_of(stream), d, x, w, bias, res, y, act, alpha, beta);
     else
         dwconv<__half>(stream_of(stream), d, x, w, bias, res, y, act, alpha, beta);
-}
-
-/* ms per call of run() on the compile stream (2 warm-up and 5 timed calls),
- * or a negative value when it failed. */
-template <typename F> static float time_runs(infd_cuda_stream *st, F run)
-{
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    float ms = -1.0f;
-    if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
-        for (int i = 0; i < 7; i++) {
-            if (i == 2)
-                cudaEventRecord(e0, st->s);
-            run();
-        }
-        cudaEventRecord(e1, st->s);
-        if (cudaEventSynchronize(e1) == cudaSuccess &&
-            cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
-            ms /= 5.0f;
-        else
-            ms = -1.0f;
-    }
-    cudaGetLastError();
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
-    cudaStreamSynchronize(st->s);
-    cudaGetLastError();
-    return ms;
-}
-
-/* Runs body(st, p) on the compile stream with p[i] a device scratch buffer
- * of bytes[i] (n of them, at most 5), filled with random values of kind[i]
- * (infd_cuda_fill_random's), and frees them after: the frame of the timings
- * below. body returns time_runs' ms; -1 when the stream or memory is not
- * to be had. */
-template <typename F>
-static float time_on_scratch(int n, const size_t *bytes, const int *kind, F body)
-{
-    char why[128];
-    infd_cuda_stream *st = (infd_cuda_stream *)infd_cuda_compile_stream_lock(why, sizeof(why));
-    if (!st)
-        return -1.0f;
-    void *p[5] = { NULL, NULL, NULL, NULL, NULL };
-    bool ok = n <= 5;
-    for (int i = 0; ok && i < n; i++) {
-        ok = cudaMalloc(&p[i], bytes[i]) == cudaSuccess;
-        if (ok)
-            infd_cuda_fill_random(st, p[i], bytes[i] / (kind[i] ? 2 : 4), kind[i], (unsigned)i + 1);
-    }
-    float ms = ok ? body(st, p) : -1.0f;
-    cudaGetLastError();
-    cudaStreamSynchronize(st->s);
-    for (int i = 0; i < 5; i++)
-        cudaFree(p[i]);
-    cudaGetLastError();
-    infd_cuda_compile_stream_unlock();
-    return ms;
 }
 
 extern "C" float infd_cuda_nhwc_dwconv_time(const infd_cuda_dw_desc *d, infd_cuda_fmt fmt,

@@ -77,10 +77,11 @@ infd_status infd_cuda_set_device(int index, infd_error *err);
 void infd_cuda_fill_random(void *stream, void *p, size_t n, int kind, unsigned seed);
 
 /* INFD_CONV_DISABLE (a debugging knob): a list naming what FP16
- * convolutions must not use: the forms "gemm", "dw", "convg" and "cudnn"
- * (cuda_conv.c; "cudnn" stays the fallback when nothing else applies), and
- * "share", plans shared between graph-API convolutions of one description
- * (cuda_convg.cu). E.g. "dw,gemm". True when `what` is listed. */
+ * convolutions must not use: the forms "gemm", "dw", "convg", "stem" and
+ * "cudnn" (cuda_conv.c; "cudnn" stays the fallback when nothing else
+ * applies), and "share", plans shared between graph-API convolutions of
+ * one description (cuda_convg.cu). E.g. "dw,gemm". True when `what` is
+ * listed. */
 bool infd_cuda_conv_disabled(const char *what);
 
 #ifdef __cplusplus

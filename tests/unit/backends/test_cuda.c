@@ -3,9 +3,10 @@
  * shapes: Conv (bias, fused ReLU/Clip, residual, depthwise, asymmetric
  * pads, 1-D), Gemm/MatMul (bias, ReLU, transposes), broadcast binaries,
  * unary ops, pooling, softmax, Concat, Transpose, Pad, Resize, Reshape, the
- * fused depthwise + 1x1 block (against a host reference), an
- * unsupported op failing with its name, and a whole plan run through two
- * contexts (eager, captured and replayed runs).
+ * fused depthwise + 1x1 block (against a host reference), the stem
+ * convolution over few channels, an unsupported op failing with its name,
+ * and a whole plan run through two contexts (eager, captured and replayed
+ * runs).
  *
  * Each case builds one node (kernel_test.h), runs it on the CPU backend for
  * the reference, then compiles it with infd_cuda_backend and runs it on
@@ -397,6 +398,46 @@ static void test_fp16_depthwise_block(void)
         dwpw_case(1, 128, 5, 5, 128, 3, 1, F4(1, 1, 1, 1), 0, false, true, NULL, 0, 0);
         dwpw_case(1, 16, 11, 13, 8, 3, 2, F4(0, 0, 1, 1), 8, false, true, NULL, 0, 0);
     }
+    ct_opaque_output = false;
+    ct_opaque_inputs = 0;
+    cuda_precision = INFD_PRECISION_FP32;
+    tolerance = 1e-4;
+}
+
+/* FP16 convolutions over few input channels (a network's stem) through
+ * our implicit GEMM kernel (cuda_stem.h), cuDNN turned off, then with every
+ * form timed: BlazeFace's (5x5, stride 2, pads differing at the two ends,
+ * x arriving in the FP16 NHWC layout as after its Transpose),
+ * MobileNetV2's (3x3, stride 2, ReLU6), ResNet-50's (7x7: 147 values a
+ * window, the most), one channel without bias over a pixel count that is
+ * no multiple of the 64-pixel tile, and 4 channels to 8 (one column tile);
+ * y in the FP16 NHWC layout and plain (converted by the epilogue). */
+static void test_fp16_stem(void)
+{
+    static const char *const forms[] = { "cudnn", "" };
+    cuda_precision = INFD_PRECISION_FP16;
+    tolerance = 2e-2;
+    for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+        setenv("INFD_CONV_DISABLE", forms[f], 1);
+        for (int plain = 0; plain < 2; plain++) {
+            ct_opaque_output = !plain;
+            ct_opaque_inputs = plain ? 0u : 1u;
+            conv_case(2, 3, 32, 32, 24, 1, 5, 2, F4(1, 1, 2, 2), 16, 16, "Relu", 0, 0, true, false);
+            if (f == 0)
+                ASSERT_TRUE(strstr(last_kernel, "stem") != NULL);
+            ct_opaque_inputs = 0;
+            conv_case(2, 3, 30, 30, 32, 1, 3, 2, F4(1, 1, 1, 1), 15, 15, "Clip", 0, 6, true, false);
+            if (f == 0)
+                ASSERT_TRUE(strstr(last_kernel, "stem") != NULL);
+            conv_case(1, 3, 40, 40, 64, 1, 7, 2, F4(3, 3, 3, 3), 20, 20, "Relu", 0, 0, true, false);
+            conv_case(1, 1, 13, 11, 16, 1, 3, 1, F4(1, 1, 1, 1), 13, 11, NULL, 0, 0, false, false);
+            conv_case(3, 4, 20, 20, 8, 1, 3, 2, F4(0, 0, 1, 1), 10, 10, "Sigmoid", 0, 0, true,
+                      false);
+            if (f == 0)
+                ASSERT_TRUE(strstr(last_kernel, "stem") != NULL);
+        }
+    }
+    unsetenv("INFD_CONV_DISABLE");
     ct_opaque_output = false;
     ct_opaque_inputs = 0;
     cuda_precision = INFD_PRECISION_FP32;
@@ -851,6 +892,7 @@ int main(int argc, char **argv)
         { "test_conv_fp16_depthwise_opaque", test_conv_fp16_depthwise_opaque },
         { "test_fp16_opaque_inputs", test_fp16_opaque_inputs },
         { "test_fp16_depthwise_block", test_fp16_depthwise_block },
+        { "test_fp16_stem", test_fp16_stem },
         { "test_gemm", test_gemm },
         { "test_matmul", test_matmul },
         { "test_fp32_strict_tf32_opt_in", test_fp32_strict_tf32_opt_in },
