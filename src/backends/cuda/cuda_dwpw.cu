@@ -8,7 +8,8 @@
  * shared memory once per block:
  *   1. the patch of input pixels the tile's depthwise windows cover, into
  *      shared memory with coalesced 16-, 8- or 4-byte loads (V channels a
- *      thread), zeros where a window reads padding;
+ *      thread, several loads in flight before their stores), zeros where
+ *      a window reads padding;
  *   2. the 64 pixels' depthwise outputs from the patch into A [64 x kp] in
  *      shared memory, FP16, zero past c: each window row is summed in
  *      packed FP16 (HFMA2: the FP32 form, converting every element, was
@@ -114,6 +115,11 @@ __global__ void __launch_bounds__(THREADS)
                 __half *__restrict__ y)
 {
     typedef typename vec_t<V>::type vt;
+    /* Patch words a thread has in flight. BlazeFace FP16 at batch 128
+     * (H100): the stride-2 blocks 54 -> 45 us (V = 4) and 34 -> 28 us (V =
+     * 2) against one word at a time; with V = 8, 4 words made the 16 x 16
+     * blocks slower (20-23 -> 24-28 us), 2 words 19-22 us. */
+    constexpr int CH = V >= 8 ? 2 : 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const infd_cuda_dwpw_desc &d = p.d;
     const dwpw_layout &l = p.l;
@@ -131,21 +137,44 @@ __global__ void __launch_bounds__(THREADS)
     for (int i = threadIdx.x; i < d.r * d.s * cv; i += THREADS)
         ((vt *)sdw)[i] = ((const vt *)p.w_dw)[i];
     const int warp = threadIdx.x >> 5, rt = warp & 3, half = warp >> 2, nt_all = l.np / 16;
-    const int patch = l.ph * l.pw * cv;
     for (int t = blockIdx.x; t < l.tiles; t += gridDim.x) {
         const int n = t / (l.tiles_x * l.tiles_y), txy = t % (l.tiles_x * l.tiles_y);
         const int oy0 = txy / l.tiles_x * l.th, ox0 = txy % l.tiles_x * l.tw;
         const int iy0 = oy0 * d.sh - d.pt, ix0 = ox0 * d.sw - d.pl;
         __syncthreads(); /* the weights are in; the last tile's epilogue is done with C */
-        /* 1. the input patch, zeros where the window reads padding */
-        const __half *xn = x + (size_t)n * d.h * d.w * d.c;
-#pragma unroll 4
-        for (int i = threadIdx.x; i < patch; i += THREADS) {
-            int px = i / cv % l.pw, py = i / cv / l.pw, iy = iy0 + py, ix = ix0 + px;
-            vt v = {};
-            if (iy >= 0 && iy < d.h && ix >= 0 && ix < d.w)
-                v = *(const vt *)(xn + (iy * d.w + ix) * d.c + i % cv * V);
-            ((vt *)sx)[i] = v;
+        /* 1. the input patch, zeros where the window reads padding. A
+         * patch row is one run of x (words e = ix0 * cv + j, inside the
+         * image when 0 <= e < w * cv); CH words a thread are loaded before
+         * any is stored, so their latencies overlap. */
+        {
+            const vt *xv = (const vt *)(x + (size_t)n * d.h * d.w * d.c);
+            const int rowv = l.pw * cv, j0 = ix0 * cv, wv = d.w * cv;
+            int py = 0, j = threadIdx.x;
+            for (; j >= rowv && py < l.ph; j -= rowv)
+                py++;
+            while (py < l.ph) {
+                vt v[CH];
+                int at[CH];
+#pragma unroll
+                for (int m = 0; m < CH; m++) {
+                    at[m] = -1;
+                    if (py < l.ph) {
+                        int iy = iy0 + py, e = j0 + j;
+                        vt t = {};
+                        if ((unsigned)iy < (unsigned)d.h && (unsigned)e < (unsigned)wv)
+                            t = xv[iy * wv + e];
+                        v[m] = t;
+                        at[m] = py * rowv + j;
+                        for (j += THREADS; j >= rowv && py < l.ph; j -= rowv)
+                            py++;
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < CH; m++) {
+                    if (at[m] >= 0)
+                        ((vt *)sx)[at[m]] = v[m];
+                }
+            }
         }
         __syncthreads();
         /* 2. the depthwise outputs into A, zero past c and past the image */
