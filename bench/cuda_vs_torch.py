@@ -21,6 +21,10 @@ batch, torch.onnx.export with dynamo=False), then for each batch size:
   the contexts' page-locked buffers (as a frontend receiving into them
   does) and two contexts on two streams, so one's copies overlap the
   other's kernels: the throughput a server with two instances gets.
+- infd a third time adding `--device-input`: the inputs stay in device
+  memory (a device-to-device copy per run, no host copy), as PyTorch's
+  input does; the outputs still go to host memory. The "dev/torch" column
+  compares this one with PyTorch's best.
 
 Prints one row per (model, batch): images/s for each side and infd /
 best-PyTorch; --json writes the rows too. `--compile max-autotune
@@ -127,7 +131,8 @@ def export(name, path):
 
 def infd_row(infd, model, b, iters, warmup, precision, contexts=2):
     row = {}
-    for key, extra in (("infd", []), ("infd2", ["--pinned-io", "--contexts", str(contexts)])):
+    pinned = ["--pinned-io", "--contexts", str(contexts)]
+    for key, extra in (("infd", []), ("infd2", pinned), ("infd_dev", pinned + ["--device-input"])):
         r = subprocess.run([infd, "bench", model, "--device", "cuda", "--precision", precision,
                             "--batch", str(b), "--iterations", str(iters), "--warmup",
                             str(warmup), "--json", *extra],
@@ -161,8 +166,8 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     out = []
     print(f"{'model':<13} {'batch':>5} {'torch eager':>12} {'torch graph':>12} {'infd':>12} "
-          f"{'infd 2ctx':>10} {'best/torch':>10}  (images/s; infd p50 ms, 1 context)",
-          flush=True)
+          f"{'infd 2ctx':>10} {'best/torch':>10} {'infd dev':>10} {'dev/torch':>10}  "
+          f"(images/s; infd p50 ms, 1 context)", flush=True)
     for name in a.models.split(","):
         path = os.path.join(a.dir, f"{name}.onnx")
         if not os.path.exists(path):
@@ -184,11 +189,13 @@ def main():
                 print(f"# {name} batch {b}: torch.compile {a.compile} "
                       f"{row['torch_compile_img_s']:.0f} img/s ({row['torch_compile_ms']:.2f} ms; "
                       f"built in {row['torch_compile_build_s']:.0f} s)", flush=True)
-            if "infd2_img_s" in row:
+            if "infd_dev_img_s" in row:
                 ratio = max(row["infd_img_s"], row["infd2_img_s"]) / best
                 row["ratio_vs_best_torch"] = ratio
+                row["dev_ratio_vs_best_torch"] = row["infd_dev_img_s"] / best
                 print(f"{name:<13} {b:>5} {te:>12.0f} {tg:>12.0f} {row['infd_img_s']:>12.0f} "
-                      f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f}  "
+                      f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f} "
+                      f"{row['infd_dev_img_s']:>10.0f} {row['dev_ratio_vs_best_torch']:>10.2f}  "
                       f"(infd p50 {row['infd_ms']:.3f} ms)", flush=True)
             else:
                 print(f"{name:<13} {b:>5} {te:>12.0f} {tg:>12.0f} {'error':>12}  "

@@ -18,7 +18,8 @@ runs after warm-up; its FP32 output is checked against its FP16 output
 so a wrong translation shows. infd: `infd bench MODEL --device cuda
 --precision fp16 --batch B --json` (FP32 input from host memory, one
 context, p50), then `--pinned-io --contexts 2` (throughput of two
-contexts), as bench/cuda_vs_torch.py.
+contexts), then that with `--device-input` (inputs kept in device memory,
+as torch's are: "dev/torch"), as bench/cuda_vs_torch.py.
 
 The graph is read with the `onnx` package. Where python3 lacks it (the GPU
 machine may), `--export-npz FILE` on a machine that has it writes the
@@ -221,7 +222,8 @@ def main():
     if err > 1e-3:
         raise SystemExit("the torch translation does not match the model")
     print(f"{'batch':>5} {'torch eager':>12} {'torch graph':>12} {'infd':>12} {'infd 2ctx':>10} "
-          f"{'best/torch':>10}  (images/s; infd p50 ms, 1 context)", flush=True)
+          f"{'best/torch':>10} {'infd dev':>10} {'dev/torch':>10}  "
+          f"(images/s; infd p50 ms, 1 context)", flush=True)
     for b in [int(x) for x in a.batches.split(",")]:
         x32 = torch.rand(b, 128, 128, 3, device="cuda") * 2 - 1
         x16 = x32.half()
@@ -242,8 +244,10 @@ def main():
             raise SystemExit(f"infd bench failed: {row['error']}")
         te, tg = b * 1000.0 / eager_ms, b * 1000.0 / graph_ms
         ratio = max(row["infd_img_s"], row["infd2_img_s"]) / (b * 1000.0 / best)
+        dev = row["infd_dev_img_s"] / (b * 1000.0 / best)
         print(f"{b:>5} {te:>12.0f} {tg:>12.0f} {row['infd_img_s']:>12.0f} "
-              f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f}  (infd p50 {row['infd_ms']:.3f} ms; "
+              f"{row['infd2_img_s']:>10.0f} {ratio:>10.2f} {row['infd_dev_img_s']:>10.0f} "
+              f"{dev:>10.2f}  (infd p50 {row['infd_ms']:.3f} ms; "
               f"torch graph {graph_ms:.3f} ms; torch fp16 vs fp32 {err:.1e}{extra})", flush=True)
     return 0
 

@@ -56,6 +56,24 @@ INFD_API infd_status infd_engine_device_describe(infd_device_kind kind, int inde
 INFD_API void *infd_engine_host_alloc(infd_device_kind kind, size_t bytes, infd_error *err);
 INFD_API void infd_engine_host_free(infd_device_kind kind, void *ptr);
 
+/* `bytes` of memory on device `index` of `kind` (CUDA: cudaMalloc on that
+ * GPU), for inputs that are already on the device when a run starts
+ * (infd_context_set_device_input): what Triton's CUDA shared memory gives
+ * a client. NULL with UNAVAILABLE when `kind` has no device backend or no
+ * such device, OUT_OF_MEMORY when the driver refuses; INVALID_ARGUMENT
+ * for a device that does not exist. Slow: allocate once. Free with
+ * infd_engine_device_free (same kind and index). */
+INFD_API void *infd_engine_device_alloc(infd_device_kind kind, int index, size_t bytes,
+                                        infd_error *err);
+INFD_API void infd_engine_device_free(infd_device_kind kind, int index, void *ptr);
+
+/* A synchronous copy of `bytes` between host memory and memory from
+ * infd_engine_device_alloc(kind, index): to the device when `to_device`,
+ * else from it. */
+INFD_API infd_status infd_engine_device_copy(infd_device_kind kind, int index, void *dst,
+                                             const void *src, size_t bytes, bool to_device,
+                                             infd_error *err);
+
 /* ------------------------------------------------------------------------- */
 /* Plans and contexts                                                        */
 /* ------------------------------------------------------------------------- */
@@ -330,6 +348,17 @@ INFD_API void *infd_context_output_buffer(infd_context *ctx, int i);
  * than the input. */
 INFD_API infd_status infd_context_set_input_pieces(infd_context *ctx, int i,
                                                    const infd_data_segment *pieces, int n,
+                                                   infd_error *err);
+
+/* Input already on the device: the next infd_plan_run on `ctx` copies
+ * input i from `dev` (the input's nbytes of memory from
+ * infd_engine_device_alloc on the plan's device) with a device-to-device
+ * copy on the context's stream, no host copy, and ignores that input's
+ * tensor data, which may then be NULL. `dev` must hold the input until that
+ * run returns; the run consumes the setting whatever its outcome.
+ * INVALID_ARGUMENT for an input the plan does not copy to a device
+ * (infd_context_input_buffer NULL) or a NULL `dev`. */
+INFD_API infd_status infd_context_set_device_input(infd_context *ctx, int i, const void *dev,
                                                    infd_error *err);
 
 /* Per-kernel timing, off by default. When on, each run times every kernel

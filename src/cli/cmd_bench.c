@@ -4,7 +4,7 @@
  *   infd bench MODEL.onnx|MODEL.plan [--batch N] [--threads N] [--iterations N]
  *              [--warmup N] [--shape NAME=D0,D1,...] [--precision fp32|tf32|bf16|fp16] [--device
  * cpu|cuda]
- *              [--json] [--profile] [--contexts N] [--pinned-io]
+ *              [--json] [--profile] [--contexts N] [--pinned-io] [--device-input]
  *
  * Compiles the plan (the load time printed is file to ready plan), runs
  * `warmup` untimed iterations, then `iterations` timed ones on random
@@ -17,6 +17,11 @@
  * throughput counts all of them. --pinned-io feeds a device plan through
  * the contexts' own page-locked buffers (infd_context_input_buffer), as a
  * frontend that receives into them does: no copy through caller memory.
+ * --device-input keeps each context's inputs in device memory
+ * (infd_engine_device_alloc, filled once) and runs from there
+ * (infd_context_set_device_input): a device-to-device copy per run, no
+ * host copy, as a client whose data is already on the GPU (Triton's CUDA
+ * shared memory) or PyTorch's rows in bench/ get.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -35,7 +40,8 @@ static void usage(void)
     fprintf(stderr, "usage: infd bench MODEL.onnx [--batch N] [--threads N] [--iterations N]\n"
                     "                  [--warmup N] [--shape NAME=D0,D1,...] "
                     "[--precision fp32|tf32|bf16|fp16] [--device cpu|cuda]\n"
-                    "                  [--json] [--profile] [--contexts N] [--pinned-io]\n");
+                    "                  [--json] [--profile] [--contexts N] [--pinned-io]\n"
+                    "                  [--device-input]\n");
 }
 
 /* Time per op type, then the ten slowest kernels, as shares of the run. */
@@ -97,6 +103,9 @@ typedef struct bench_worker {
     infd_context *ctx;
     infd_tensor *ins, *outs;         /* owned (random inputs, output space) */
     infd_tensor *run_ins, *run_outs; /* what runs pass: these, or the pinned buffers */
+    void **dev_in;                   /* --device-input: per input, its device copy or NULL */
+    infd_device_kind kind;           /* the plan's device */
+    int index;
     long warmup, iterations;
     bool profile;      /* per-kernel profile of the timed runs */
     infd_histogram *h; /* shared; recording is lock-free */
@@ -108,15 +117,17 @@ typedef struct bench_worker {
 } bench_worker;
 
 /* Allocates the worker's tensors (random inputs seeded like a single-context
- * bench) and, with `pinned`, points the runs at the context's buffers. */
-static infd_status worker_init(bench_worker *w, bool pinned, infd_error *err)
+ * bench) and, with `pinned`, points the runs at the context's buffers; with
+ * `device_input`, copies the inputs to device memory for the runs. */
+static infd_status worker_init(bench_worker *w, bool pinned, bool device_input, infd_error *err)
 {
     int n_in = infd_plan_n_inputs(w->plan), n_out = infd_plan_n_outputs(w->plan);
     w->ins = infd_calloc((size_t)n_in + 1, sizeof(*w->ins));
     w->outs = infd_calloc((size_t)n_out + 1, sizeof(*w->outs));
     w->run_ins = infd_calloc((size_t)n_in + 1, sizeof(*w->run_ins));
     w->run_outs = infd_calloc((size_t)n_out + 1, sizeof(*w->run_outs));
-    if (!w->ins || !w->outs || !w->run_ins || !w->run_outs)
+    w->dev_in = infd_calloc((size_t)n_in + 1, sizeof(*w->dev_in));
+    if (!w->ins || !w->outs || !w->run_ins || !w->run_outs || !w->dev_in)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < n_in; i++) {
         infd_tensor_info info;
@@ -126,12 +137,21 @@ static infd_status worker_init(bench_worker *w, bool pinned, infd_error *err)
         infd_cli_fill_random(&w->ins[i], (uint64_t)i + 1);
         w->run_ins[i] = w->ins[i];
         w->run_ins[i].owns_data = false;
-        void *buf = pinned ? infd_context_input_buffer(w->ctx, i) : NULL;
-        if (buf) {
+        void *buf = pinned || device_input ? infd_context_input_buffer(w->ctx, i) : NULL;
+        if (buf && device_input) {
+            w->dev_in[i] = infd_engine_device_alloc(w->kind, w->index, info.nbytes, err);
+            if (!w->dev_in[i] ||
+                infd_engine_device_copy(w->kind, w->index, w->dev_in[i], w->ins[i].data,
+                                        info.nbytes, true, err) != INFD_STATUS_OK)
+                return err->code;
+        } else if (buf) {
             memcpy(buf, w->ins[i].data, info.nbytes);
             w->run_ins[i].data = buf;
         }
     }
+    if (device_input && n_in > 0 && !w->dev_in[0])
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "--device-input needs a plan on a GPU (--device cuda)");
     for (int i = 0; i < n_out; i++) {
         infd_tensor_info info;
         infd_plan_output(w->plan, i, &info);
@@ -152,11 +172,25 @@ static void worker_fini(bench_worker *w)
         infd_tensor_fini(&w->ins[i]);
     for (int i = 0; w->outs && i < infd_plan_n_outputs(w->plan); i++)
         infd_tensor_fini(&w->outs[i]);
+    for (int i = 0; w->dev_in && i < infd_plan_n_inputs(w->plan); i++)
+        infd_engine_device_free(w->kind, w->index, w->dev_in[i]);
+    infd_free(w->dev_in);
     infd_free(w->ins);
     infd_free(w->outs);
     infd_free(w->run_ins);
     infd_free(w->run_outs);
     infd_context_destroy(w->ctx);
+}
+
+/* One run, its inputs from device memory with --device-input. */
+static infd_status worker_run(bench_worker *w, int n_in, int n_out)
+{
+    for (int i = 0; i < n_in; i++) {
+        if (w->dev_in[i] &&
+            infd_context_set_device_input(w->ctx, i, w->dev_in[i], &w->err) != INFD_STATUS_OK)
+            return w->err.code;
+    }
+    return infd_plan_run(w->plan, w->ctx, w->run_ins, n_in, w->run_outs, n_out, &w->err);
 }
 
 /* Warm-up, then (after every worker is warm) the timed runs. */
@@ -165,13 +199,13 @@ static void *worker_main(void *arg)
     bench_worker *w = arg;
     int n_in = infd_plan_n_inputs(w->plan), n_out = infd_plan_n_outputs(w->plan);
     for (long i = 0; i < w->warmup && w->st == INFD_STATUS_OK; i++)
-        w->st = infd_plan_run(w->plan, w->ctx, w->run_ins, n_in, w->run_outs, n_out, &w->err);
+        w->st = worker_run(w, n_in, n_out);
     infd_context_set_profiling(w->ctx, w->profile);
     pthread_barrier_wait(w->ready);
     w->start_ns = infd_clock_ns();
     for (long i = 0; i < w->iterations && w->st == INFD_STATUS_OK; i++) {
         uint64_t t = infd_clock_ns();
-        w->st = infd_plan_run(w->plan, w->ctx, w->run_ins, n_in, w->run_outs, n_out, &w->err);
+        w->st = worker_run(w, n_in, n_out);
         infd_histogram_record(w->h, infd_clock_ns() - t);
     }
     w->end_ns = infd_clock_ns();
@@ -182,7 +216,7 @@ int infd_cli_bench(int argc, char **argv)
 {
     infd_cli_common c;
     long iterations = 100, warmup = 10, n_ctx = 1;
-    int json = 0, profile = 0, pinned = 0;
+    int json = 0, profile = 0, pinned = 0, device_input = 0;
     infd_plan *plan = NULL;
     bench_worker *ws = NULL;
     infd_histogram *h = NULL;
@@ -224,6 +258,8 @@ int infd_cli_bench(int argc, char **argv)
             profile = 1;
         } else if (strcmp(argv[i], "--pinned-io") == 0) {
             pinned = 1;
+        } else if (strcmp(argv[i], "--device-input") == 0) {
+            device_input = 1;
         } else if (argv[i][0] == '-' || c.model) {
             fprintf(stderr, "infd bench: unexpected argument '%s'\n", argv[i]);
             usage();
@@ -259,8 +295,10 @@ int infd_cli_bench(int argc, char **argv)
         ws[w].iterations = iterations;
         ws[w].h = h;
         ws[w].ready = &ready;
+        ws[w].kind = c.plan.device;
+        ws[w].index = c.plan.device_index;
         if ((w > 0 && infd_context_create(plan, &ws[w].ctx, &err) != INFD_STATUS_OK) ||
-            worker_init(&ws[w], pinned, &err) != INFD_STATUS_OK)
+            worker_init(&ws[w], pinned, device_input, &err) != INFD_STATUS_OK)
             goto fail_msg;
     }
     int64_t batch = 1;
@@ -311,11 +349,12 @@ int infd_cli_bench(int argc, char **argv)
                "\"load_ms\": %.2f, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                "\"throughput_per_s\": %.2f, \"peak_rss_mib\": %.1f, \"kernels\": %d, "
                "\"opaque_values\": %d, \"image_kernels\": %d, \"tuned\": %d, "
-               "\"from_cache\": %d, \"contexts\": %ld, \"pinned_io\": %s}\n",
+               "\"from_cache\": %d, \"contexts\": %ld, \"pinned_io\": %s, "
+               "\"device_input\": %s}\n",
                c.model, device, (long long)batch, threads, infd_precision_name(c.plan.precision),
                iterations, load_ms, p50, p90, p99, tput, rss_mib, stats.n_kernels, stats.n_opaque,
                stats.n_image_kernels, stats.n_tuned, stats.n_from_cache, n_ctx,
-               pinned ? "true" : "false");
+               pinned ? "true" : "false", device_input ? "true" : "false");
     } else {
         printf("model       %s\n", c.model);
         printf("plan        %d nodes -> %d kernels (%d folded, %d fused), %d blocked values, "
@@ -328,10 +367,10 @@ int infd_cli_bench(int argc, char **argv)
                "from the plan file)\n",
                load_ms, stats.n_tuned, stats.n_from_cache);
         printf("batch       %lld, device %s, threads %d, precision %s, %ld iterations after %ld "
-               "warm-up, %ld context%s%s\n",
+               "warm-up, %ld context%s%s%s\n",
                (long long)batch, device, threads, infd_precision_name(c.plan.precision), iterations,
-               warmup, n_ctx, n_ctx == 1 ? "" : "s (one thread each)",
-               pinned ? ", pinned I/O" : "");
+               warmup, n_ctx, n_ctx == 1 ? "" : "s (one thread each)", pinned ? ", pinned I/O" : "",
+               device_input ? ", inputs in device memory" : "");
         printf("latency     p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n", p50, p90, p99);
         printf("throughput  %.1f samples/s\n", tput);
         printf("peak RSS    %.1f MiB\n", rss_mib);

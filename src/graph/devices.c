@@ -63,6 +63,52 @@ void infd_engine_host_free(infd_device_kind kind, void *ptr)
         b->free(INFD_BACKEND_MEM_HOST, ptr);
 }
 
+/* The device backend of `kind` with device `index` current on this
+ * thread, or NULL with the reason in err. */
+static const infd_backend_ops *device_backend(infd_device_kind kind, int index, infd_error *err)
+{
+    const infd_backend_ops *b = infd_backend_for(kind);
+    if (!b || !infd_backend_is_device(b)) {
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                       "device memory needs a device backend; this build has none for device "
+                       "kind %d",
+                       (int)kind);
+        return NULL;
+    }
+    infd_error why = { 0 };
+    if (infd_engine_device_count(kind, &why) == 0) {
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no device for device memory: %s", why.msg);
+        return NULL;
+    }
+    return infd_backend_set_device(b, index, err) == INFD_STATUS_OK ? b : NULL;
+}
+
+void *infd_engine_device_alloc(infd_device_kind kind, int index, size_t bytes, infd_error *err)
+{
+    const infd_backend_ops *b = device_backend(kind, index, err);
+    return b ? b->alloc(INFD_BACKEND_MEM_DEVICE, bytes, err) : NULL;
+}
+
+void infd_engine_device_free(infd_device_kind kind, int index, void *ptr)
+{
+    const infd_backend_ops *b = ptr ? device_backend(kind, index, NULL) : NULL;
+    if (b)
+        b->free(INFD_BACKEND_MEM_DEVICE, ptr);
+}
+
+infd_status infd_engine_device_copy(infd_device_kind kind, int index, void *dst, const void *src,
+                                    size_t bytes, bool to_device, infd_error *err)
+{
+    const infd_backend_ops *b = device_backend(kind, index, err);
+    if (!b)
+        return err ? err->code : INFD_STATUS_UNAVAILABLE;
+    if (bytes && (!dst || !src))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a device copy needs two buffers");
+    if (bytes)
+        b->copy(dst, src, bytes, to_device ? INFD_BACKEND_COPY_H2D : INFD_BACKEND_COPY_D2H, NULL);
+    return b->sync(NULL, err);
+}
+
 int infd_engine_device_count(infd_device_kind kind, infd_error *err)
 {
     switch (kind) {

@@ -48,7 +48,9 @@
  * device memory. A context adds a stream and one pinned host staging
  * buffer; a run copies the caller's inputs into staging, enqueues the H2D
  * copies (from staging, or from the caller's page-locked pieces:
- * infd_context_set_input_pieces), the kernels and the D2H copies of the
+ * infd_context_set_input_pieces; or device-to-device copies from the
+ * caller's device memory: infd_context_set_device_input), the kernels and
+ * the D2H copies of the
  * outputs on the stream, waits once (sync), and copies staging to the
  * caller's buffers. Callers
  * keep plain host memory on both sides. A device plan lives on one device
@@ -173,7 +175,17 @@ struct infd_context {
      * from (infd_context_set_input_pieces; borrowed), -1 when none. */
     const infd_data_segment **pieces;
     int *n_pieces;
+    /* Device plans: per graph input, the device memory the next run copies
+     * it from (infd_context_set_device_input; borrowed), NULL when none. */
+    const void **dev_in;
 };
+
+/* Whether the next run of c takes input i from the caller's tensor data
+ * (through the staging buffer), not from pieces or device memory. */
+static bool input_from_data(const infd_context *c, int i)
+{
+    return c->n_pieces[i] < 0 && !c->dev_in[i];
+}
 
 /* ------------------------------------------------------------------------- */
 /* Compile                                                                   */
@@ -1561,9 +1573,11 @@ infd_status infd_context_create(infd_plan *p, infd_context **out, infd_error *er
     c->image_out = infd_calloc(n_out + 1, sizeof(*c->image_out));
     c->pieces = infd_calloc((size_t)g->n_inputs + 1, sizeof(*c->pieces));
     c->n_pieces = infd_calloc((size_t)g->n_inputs + 1, sizeof(*c->n_pieces));
+    c->dev_in = infd_calloc((size_t)g->n_inputs + 1, sizeof(*c->dev_in));
     if ((p->arena_bytes && !c->arena) || !c->in_ptrs || !c->out_ptrs || !c->in_start ||
         !c->out_start || !c->patch || !c->patch_start || !c->step_ns || !c->in_stride ||
-        !c->out_stride || !c->image_in || !c->image_out || !c->pieces || !c->n_pieces) {
+        !c->out_stride || !c->image_in || !c->image_out || !c->pieces || !c->n_pieces ||
+        !c->dev_in) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
                             "out of memory creating a context (%zu-byte arena)", p->arena_bytes);
         goto fail;
@@ -1649,6 +1663,7 @@ void infd_context_destroy(infd_context *c)
     infd_free(c->image_out);
     infd_free(c->pieces);
     infd_free(c->n_pieces);
+    infd_free(c->dev_in);
     infd_free(c);
 }
 
@@ -1690,6 +1705,24 @@ infd_status infd_context_set_input_pieces(infd_context *c, int i, const infd_dat
     }
     c->pieces[i] = pieces;
     c->n_pieces[i] = n;
+    c->dev_in[i] = NULL;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_context_set_device_input(infd_context *c, int i, const void *dev, infd_error *err)
+{
+    const infd_plan *p = c->plan;
+    if (!infd_context_input_buffer(c, i))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input %d is not copied to a device, so it cannot come from "
+                              "device memory",
+                              p->g->source, i);
+    if (!dev)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: input '%s': no device memory given", p->g->source,
+                              p->inputs[i].name);
+    c->dev_in[i] = dev;
+    c->n_pieces[i] = -1;
     return INFD_STATUS_OK;
 }
 
@@ -1718,9 +1751,10 @@ infd_status infd_context_step_profile(const infd_context *c, int i, infd_step_pr
 }
 
 /* Enqueues the input copies of a device plan's run on the context's
- * stream: each input from its staging, or from the pieces the caller set.
- * They stay out of the captured graph, whose pointers are frozen, so that
- * the pieces may lie anywhere; one more enqueue per input per run. */
+ * stream: each input from its staging, from the pieces the caller set, or
+ * (device to device) from the caller's device memory. They stay out of
+ * the captured graph, whose pointers are frozen, so that the pieces may
+ * lie anywhere; one more enqueue per input per run. */
 static void enqueue_device_inputs(const infd_plan *p, infd_context *c, int n_inputs)
 {
     const infd_ir_graph *g = p->g;
@@ -1730,6 +1764,10 @@ static void enqueue_device_inputs(const infd_plan *p, infd_context *c, int n_inp
         size_t nb = p->inputs[i].nbytes;
         if (p->home[v] != HOME_ARENA || !nb)
             continue;
+        if (c->dev_in[i]) {
+            b->copy(c->arena + p->offset[v], c->dev_in[i], nb, INFD_BACKEND_COPY_D2D, c->stream);
+            continue;
+        }
         if (c->n_pieces[i] < 0) {
             b->copy(c->arena + p->offset[v], c->staging + p->stage_offset[i], nb,
                     INFD_BACKEND_COPY_H2D, c->stream);
@@ -1795,7 +1833,7 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
     infd_status st = INFD_STATUS_OK;
     for (int i = 0; i < n_inputs; i++) {
         uint8_t *stage = c->staging + p->stage_offset[i];
-        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes && c->n_pieces[i] < 0 &&
+        if (p->home[g->inputs[i]] == HOME_ARENA && p->inputs[i].nbytes && input_from_data(c, i) &&
             inputs[i].data != stage) /* infd_context_input_buffer: already there */
             memcpy(stage, inputs[i].data, p->inputs[i].nbytes);
     }
@@ -1883,8 +1921,10 @@ infd_status infd_plan_run(const infd_plan *p, infd_context *c, const infd_tensor
 {
     infd_status st = plan_run(p, c, inputs, n_inputs, outputs, n_outputs, err);
     if (c->plan == p) /* the pieces are for one run, whatever came of it */
-        for (int32_t i = 0; i < p->g->n_inputs; i++)
+        for (int32_t i = 0; i < p->g->n_inputs; i++) {
             c->n_pieces[i] = -1;
+            c->dev_in[i] = NULL;
+        }
     return st;
 }
 
@@ -1904,7 +1944,7 @@ static infd_status plan_run(const infd_plan *p, infd_context *c, const infd_tens
         const infd_tensor_info *info = &p->inputs[i];
         const infd_tensor *t = &inputs[i];
         if (t->dtype != info->dtype || !infd_shape_equal(&t->shape, &info->shape) ||
-            t->nbytes != info->nbytes || (info->nbytes && !t->data && c->n_pieces[i] < 0))
+            t->nbytes != info->nbytes || (info->nbytes && !t->data && input_from_data(c, i)))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: input '%s' must be %s %s (%zu bytes), got %s %s (%zu bytes)",
                                   g->source, info->name, infd_dtype_name(info->dtype),

@@ -130,6 +130,29 @@ def test_bench_cuda_json(gpu, infd_bin, repo_root):
     assert j["p50_ms"] > 0
 
 
+def test_bench_device_input(gpu, infd_bin, repo_root):
+    """`infd bench --device-input` runs from inputs kept in device memory
+    (with two contexts, and pinned outputs), and says so."""
+    model = repo_root / "models/blazeface/1/model.onnx"
+    r = subprocess.run([str(infd_bin), "bench", str(model), "--device", "cuda", "--precision",
+                        "fp16", "--batch", "8", "--iterations", "20", "--warmup", "2",
+                        "--contexts", "2", "--pinned-io", "--device-input", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["device_input"] is True and j["contexts"] == 2
+    assert j["throughput_per_s"] > 0
+
+
+def test_bench_device_input_needs_a_gpu_plan(infd_bin, repo_root):
+    """On a CPU plan --device-input is refused with the reason."""
+    model = repo_root / "models/add_sub/1/model.onnx"
+    r = subprocess.run([str(infd_bin), "bench", str(model), "--iterations", "1",
+                        "--device-input"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout
+    assert "--device-input needs a plan on a GPU" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("name,rel,where,least", [
     ("resnet50", "models/resnet50.onnx", "cache", 50),
     # BlazeFace's FP16 plan fuses its depthwise + 1x1 blocks (_DwPwConv),

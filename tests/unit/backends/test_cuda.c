@@ -5,8 +5,8 @@
  * unary ops, pooling, softmax, Concat, Transpose, Pad, Resize, Reshape, the
  * fused depthwise + 1x1 block (against a host reference), the stem
  * convolution over few channels, an unsupported op failing with its name,
- * and a whole plan run through two contexts (eager, captured and replayed
- * runs).
+ * a whole plan run through two contexts (eager, captured and replayed
+ * runs), and plan inputs from page-locked pieces and from device memory.
  *
  * Each case builds one node (kernel_test.h), runs it on the CPU backend for
  * the reference, then compiles it with infd_cuda_backend and runs it on
@@ -876,6 +876,60 @@ static void test_plan_input_pieces(void)
     infd_plan_destroy(plan);
 }
 
+/* An input already in device memory (infd_context_set_device_input): the
+ * run copies it device to device and ignores the tensor's data; the
+ * setting lasts one run, and bad arguments are refused. */
+static void test_plan_device_input(void)
+{
+    static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+    uint8_t *model = NULL;
+    size_t n = onnx_model_tiny(&model);
+    infd_plan_options opts;
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    infd_plan_options_init(&opts);
+    opts.device = INFD_DEVICE_CUDA;
+    opts.batch = 3;
+    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, &plan, &err);
+    free(model);
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+    void *dev = infd_engine_device_alloc(INFD_DEVICE_CUDA, 0, 48, &err);
+    ASSERT_TRUE(dev != NULL);
+    int64_t dims[2] = { 3, 4 };
+    int bad = -1;
+    for (int r = 0; r < 4 && st == INFD_STATUS_OK && bad < 0; r++) { /* eager, capture, replays */
+        float x[12], y[12];
+        ct_fill(x, 12, 400 + (uint32_t)r, -2, 2);
+        st = infd_engine_device_copy(INFD_DEVICE_CUDA, 0, dev, x, sizeof(x), true, &err);
+        if (st == INFD_STATUS_OK)
+            st = infd_context_set_device_input(ctx, 0, dev, &err);
+        infd_tensor in = { .dtype = INFD_DTYPE_FP32, .data = NULL, .nbytes = sizeof(x) };
+        infd_tensor out = { .data = y, .nbytes = sizeof(y) };
+        infd_shape_init(&in.shape, 2, dims, NULL);
+        if (st == INFD_STATUS_OK)
+            st = infd_plan_run(plan, ctx, &in, 1, &out, 1, &err);
+        for (int i = 0; i < 12 && st == INFD_STATUS_OK; i++) {
+            float want = x[i] + bias[i % 4] > 0 ? x[i] + bias[i % 4] : 0.0f;
+            if (fabsf(y[i] - want) > 1e-6f)
+                bad = r * 100 + i;
+        }
+    }
+    ASSERT_STATUS(st, INFD_STATUS_OK);
+    ASSERT_EQ_INT(bad, -1);
+    float y[12];
+    infd_tensor in = { .dtype = INFD_DTYPE_FP32, .data = NULL, .nbytes = 48 };
+    infd_tensor out = { .data = y, .nbytes = sizeof(y) };
+    infd_shape_init(&in.shape, 2, dims, NULL);
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &in, 1, &out, 1, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(infd_context_set_device_input(ctx, 0, NULL, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(infd_context_set_device_input(ctx, 1, dev, &err), INFD_STATUS_INVALID_ARGUMENT);
+    infd_engine_device_free(INFD_DEVICE_CUDA, 0, dev);
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+}
+
 int main(int argc, char **argv)
 {
     infd_error err = { 0 };
@@ -906,6 +960,7 @@ int main(int argc, char **argv)
         { "test_unsupported_names_op", test_unsupported_names_op },
         { "test_plan_runs_on_cuda", test_plan_runs_on_cuda },
         { "test_plan_input_pieces", test_plan_input_pieces },
+        { "test_plan_device_input", test_plan_device_input },
     };
     return test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }
