@@ -37,23 +37,31 @@ bool infd_engine_has_backend(infd_device_kind kind)
     return infd_backend_for(kind) != NULL;
 }
 
-void *infd_engine_host_alloc(infd_device_kind kind, size_t bytes, infd_error *err)
+/* The device backend of `kind` when this build has one and it sees a
+ * device, or NULL with UNAVAILABLE ("`what` needs a device backend ...")
+ * in err. */
+static const infd_backend_ops *backend_with_device(infd_device_kind kind, const char *what,
+                                                   infd_error *err)
 {
     const infd_backend_ops *b = infd_backend_for(kind);
     if (!b || !infd_backend_is_device(b)) {
         infd_error_set(err, INFD_STATUS_UNAVAILABLE,
-                       "page-locked memory needs a device backend; this build has none for "
-                       "device kind %d",
+                       "%s needs a device backend; this build has none for device kind %d", what,
                        (int)kind);
         return NULL;
     }
     infd_error why = { 0 };
     if (infd_engine_device_count(kind, &why) == 0) {
-        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no device for page-locked memory: %s",
-                       why.msg);
+        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no device for %s: %s", what, why.msg);
         return NULL;
     }
-    return b->alloc(INFD_BACKEND_MEM_HOST, bytes, err);
+    return b;
+}
+
+void *infd_engine_host_alloc(infd_device_kind kind, size_t bytes, infd_error *err)
+{
+    const infd_backend_ops *b = backend_with_device(kind, "page-locked memory", err);
+    return b ? b->alloc(INFD_BACKEND_MEM_HOST, bytes, err) : NULL;
 }
 
 void infd_engine_host_free(infd_device_kind kind, void *ptr)
@@ -67,20 +75,8 @@ void infd_engine_host_free(infd_device_kind kind, void *ptr)
  * thread, or NULL with the reason in err. */
 static const infd_backend_ops *device_backend(infd_device_kind kind, int index, infd_error *err)
 {
-    const infd_backend_ops *b = infd_backend_for(kind);
-    if (!b || !infd_backend_is_device(b)) {
-        infd_error_set(err, INFD_STATUS_UNAVAILABLE,
-                       "device memory needs a device backend; this build has none for device "
-                       "kind %d",
-                       (int)kind);
-        return NULL;
-    }
-    infd_error why = { 0 };
-    if (infd_engine_device_count(kind, &why) == 0) {
-        infd_error_set(err, INFD_STATUS_UNAVAILABLE, "no device for device memory: %s", why.msg);
-        return NULL;
-    }
-    return infd_backend_set_device(b, index, err) == INFD_STATUS_OK ? b : NULL;
+    const infd_backend_ops *b = backend_with_device(kind, "device memory", err);
+    return b && infd_backend_set_device(b, index, err) == INFD_STATUS_OK ? b : NULL;
 }
 
 void *infd_engine_device_alloc(infd_device_kind kind, int index, size_t bytes, infd_error *err)
@@ -99,9 +95,10 @@ void infd_engine_device_free(infd_device_kind kind, int index, void *ptr)
 infd_status infd_engine_device_copy(infd_device_kind kind, int index, void *dst, const void *src,
                                     size_t bytes, bool to_device, infd_error *err)
 {
-    const infd_backend_ops *b = device_backend(kind, index, err);
+    infd_error local = { 0 }, *e = err ? err : &local;
+    const infd_backend_ops *b = device_backend(kind, index, e);
     if (!b)
-        return err ? err->code : INFD_STATUS_UNAVAILABLE;
+        return e->code;
     if (bytes && (!dst || !src))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a device copy needs two buffers");
     if (bytes)

@@ -409,35 +409,18 @@ extern "C" infd_cuda_dwpw *infd_cuda_dwpw_create(const infd_cuda_dwpw_desc *d, c
     if (ok && b_pw)
         ok = (p->b_pw = (float *)infd_cuda_upload(b_pw, (size_t)d->k, INFD_CUDA_FMT_F32_NCHW, why,
                                                   why_n));
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t rc = cudaSuccess;
-    if (ok) {
-        /* The most any block takes, not this one's: the setting is the
-         * instance's, shared by every layer that launches it (a smaller
-         * one set later made the larger ones' launches fail). */
-        for (int v = p->v; v >= 2 && rc == cudaSuccess; v /= 2)
-            rc = cudaFuncSetAttribute(p->fn[v], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      SMEM_MAX);
-        if (rc == cudaSuccess)
-            rc = cudaGetDevice(&dev);
-        if (rc == cudaSuccess)
-            rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (rc == cudaSuccess)
-            rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, p->fn[p->v], THREADS,
-                                                               p->l.smem);
-        if (rc != cudaSuccess || per_sm < 1) {
-            snprintf(why, why_n, "the fused depthwise block cannot launch: %s",
-                     rc != cudaSuccess ? cudaGetErrorString(rc) : "no room for a block");
-            cudaGetLastError();
-            ok = false;
-        }
-    }
+    const void *fns[3]; /* the widest instance first: it sizes the grid */
+    int n_fns = 0;
+    for (int v = p->v; v >= 2; v /= 2)
+        fns[n_fns++] = p->fn[v];
+    if (ok)
+        ok = (p->blocks =
+                  infd_cuda_persistent_grid(fns, n_fns, THREADS, p->l.smem, SMEM_MAX, p->l.tiles,
+                                            "the fused depthwise block", why, why_n)) > 0;
     if (!ok) {
         infd_cuda_dwpw_destroy(p);
         return NULL;
     }
-    long long most = (long long)sms * per_sm;
-    p->blocks = (int)(p->l.tiles < most ? p->l.tiles : most);
     return p;
 }
 

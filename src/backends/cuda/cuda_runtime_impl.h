@@ -1,9 +1,12 @@
 /*
  * cuda_runtime_impl.h - the stream object behind cuda_runtime.h's `void *`,
- * for the .cu files of this backend only (it names CUDA types).
+ * and launch geometry helpers, for the .cu files of this backend only (it
+ * names CUDA types).
  */
 #ifndef INFD_BACKENDS_CUDA_RUNTIME_IMPL_H
 #define INFD_BACKENDS_CUDA_RUNTIME_IMPL_H
+
+#include <stdio.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -29,6 +32,38 @@ static inline unsigned infd_cuda_blocks(long long n)
     if (b < 1)
         b = 1;
     return b > 2147483647LL ? 2147483647u : (unsigned)b;
+}
+
+/* The grid of a persistent kernel (each block loops over the tiles): as
+ * many blocks of `threads` threads and `smem` bytes of dynamic shared
+ * memory as fit on the current GPU at once, at most `tiles`. Each of the
+ * n kernel instances in fns (fns[0] sizes the grid) is first allowed
+ * `smem_cap` bytes: the setting is the instance's, shared by every layer
+ * that launches it, so it is the cap and never one layer's size (a smaller
+ * one set later made the larger layers' launches fail). 0 with the reason
+ * (`what` cannot launch: ...) in `why` when no block fits. */
+static inline int infd_cuda_persistent_grid(const void *const *fns, int n, int threads, size_t smem,
+                                            int smem_cap, long long tiles, const char *what,
+                                            char *why, size_t why_n)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t rc = cudaSuccess;
+    for (int i = 0; i < n && rc == cudaSuccess; i++)
+        rc = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, smem_cap);
+    if (rc == cudaSuccess)
+        rc = cudaGetDevice(&dev);
+    if (rc == cudaSuccess)
+        rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (rc == cudaSuccess)
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fns[0], threads, smem);
+    if (rc != cudaSuccess || per_sm < 1) {
+        snprintf(why, why_n, "%s cannot launch: %s", what,
+                 rc != cudaSuccess ? cudaGetErrorString(rc) : "no room for a block");
+        cudaGetLastError();
+        return 0;
+    }
+    long long most = (long long)sms * per_sm;
+    return (int)(tiles < most ? tiles : most);
 }
 
 #endif /* INFD_BACKENDS_CUDA_RUNTIME_IMPL_H */

@@ -375,31 +375,14 @@ extern "C" infd_cuda_stem *infd_cuda_stem_create(const infd_cuda_stem_desc *d, c
     if (ok && b)
         ok =
             (p->b = (float *)infd_cuda_upload(b, (size_t)d->k, INFD_CUDA_FMT_F32_NCHW, why, why_n));
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t rc = cudaSuccess;
-    if (ok) {
-        /* The cap, not this layer's size: the setting is the instance's,
-         * shared by every layer that launches it (see cuda_dwpw.cu). */
-        rc = cudaFuncSetAttribute(p->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_MAX);
-        if (rc == cudaSuccess)
-            rc = cudaGetDevice(&dev);
-        if (rc == cudaSuccess)
-            rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (rc == cudaSuccess)
-            rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, p->fn, THREADS, p->l.smem);
-        if (rc != cudaSuccess || per_sm < 1) {
-            snprintf(why, why_n, "the stem convolution cannot launch: %s",
-                     rc != cudaSuccess ? cudaGetErrorString(rc) : "no room for a block");
-            cudaGetLastError();
-            ok = false;
-        }
-    }
+    if (ok)
+        ok = (p->blocks =
+                  infd_cuda_persistent_grid(&p->fn, 1, THREADS, p->l.smem, SMEM_MAX, p->l.tiles,
+                                            "the stem convolution", why, why_n)) > 0;
     if (!ok) {
         infd_cuda_stem_destroy(p);
         return NULL;
     }
-    long long most = (long long)sms * per_sm;
-    p->blocks = (int)(p->l.tiles < most ? p->l.tiles : most);
     return p;
 }
 

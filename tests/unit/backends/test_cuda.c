@@ -798,6 +798,21 @@ static void test_plan_runs_on_cuda(void)
     ASSERT_EQ_INT(bad, -1);
 }
 
+/* onnx_model_tiny (y = relu(x + bias), x [batch, 4]) as a CUDA plan at
+ * batch 3 and a context of it. */
+static infd_status tiny_cuda_plan(infd_plan **plan, infd_context **ctx, infd_error *err)
+{
+    uint8_t *model = NULL;
+    size_t n = onnx_model_tiny(&model);
+    infd_plan_options opts;
+    infd_plan_options_init(&opts);
+    opts.device = INFD_DEVICE_CUDA;
+    opts.batch = 3;
+    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, plan, err);
+    free(model);
+    return st == INFD_STATUS_OK ? infd_context_create(*plan, ctx, err) : st;
+}
+
 /* Input from pieces (infd_context_set_input_pieces): rows from page-locked
  * memory of infd_engine_host_alloc and from the context's staging, in
  * three pieces, through the eager, captured and replayed runs; a run
@@ -806,19 +821,11 @@ static void test_plan_runs_on_cuda(void)
 static void test_plan_input_pieces(void)
 {
     static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
-    uint8_t *model = NULL;
-    size_t n = onnx_model_tiny(&model);
-    infd_plan_options opts;
     infd_plan *plan = NULL;
     infd_context *ctx = NULL;
     infd_error err = { 0 };
-    infd_plan_options_init(&opts);
-    opts.device = INFD_DEVICE_CUDA;
-    opts.batch = 3;
-    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, &plan, &err);
-    free(model);
+    infd_status st = tiny_cuda_plan(&plan, &ctx, &err);
     ASSERT_STATUS(st, INFD_STATUS_OK);
-    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
     float *host = infd_engine_host_alloc(INFD_DEVICE_CUDA, 64 * sizeof(float), &err);
     ASSERT_TRUE(host != NULL);
     float *stage = infd_context_input_buffer(ctx, 0);
@@ -882,19 +889,11 @@ static void test_plan_input_pieces(void)
 static void test_plan_device_input(void)
 {
     static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
-    uint8_t *model = NULL;
-    size_t n = onnx_model_tiny(&model);
-    infd_plan_options opts;
     infd_plan *plan = NULL;
     infd_context *ctx = NULL;
     infd_error err = { 0 };
-    infd_plan_options_init(&opts);
-    opts.device = INFD_DEVICE_CUDA;
-    opts.batch = 3;
-    infd_status st = infd_plan_create_from_memory(model, n, "tiny.onnx", &opts, &plan, &err);
-    free(model);
+    infd_status st = tiny_cuda_plan(&plan, &ctx, &err);
     ASSERT_STATUS(st, INFD_STATUS_OK);
-    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
     void *dev = infd_engine_device_alloc(INFD_DEVICE_CUDA, 0, 48, &err);
     ASSERT_TRUE(dev != NULL);
     int64_t dims[2] = { 3, 4 };
