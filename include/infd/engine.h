@@ -69,7 +69,8 @@ INFD_API void infd_engine_device_free(infd_device_kind kind, int index, void *pt
 
 /* A synchronous copy of `bytes` between host memory and memory from
  * infd_engine_device_alloc(kind, index): to the device when `to_device`,
- * else from it. */
+ * else from it. It waits for all work queued on that device (it reports
+ * the copy's errors that way): for setting up, not for a run's path. */
 INFD_API infd_status infd_engine_device_copy(infd_device_kind kind, int index, void *dst,
                                              const void *src, size_t bytes, bool to_device,
                                              infd_error *err);

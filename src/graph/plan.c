@@ -50,10 +50,9 @@
  * copies (from staging, or from the caller's page-locked pieces:
  * infd_context_set_input_pieces; or device-to-device copies from the
  * caller's device memory: infd_context_set_device_input), the kernels and
- * the D2H copies of the
- * outputs on the stream, waits once (sync), and copies staging to the
- * caller's buffers. Callers
- * keep plain host memory on both sides. A device plan lives on one device
+ * the D2H copies of the outputs on the stream, waits once (sync), and
+ * copies staging to the caller's buffers. Callers keep plain host memory
+ * on both sides (device inputs aside). A device plan lives on one device
  * (infd_plan_options.device_index): plan create and destroy, context create
  * and destroy, and every run make it current on the calling thread first
  * (the backend's set_device), so one thread may serve plans on several GPUs.

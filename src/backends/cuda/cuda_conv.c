@@ -105,7 +105,8 @@ typedef struct conv_kernel {
  * way round: the same algorithm id runs other kernels under the two math
  * modes). fused: 0 plain, 1 and 2 cuDNN's fused forms, 3 the GEMM (then
  * followed by cuBLASLt's algorithm, INFD_CUDA_GEMM_ALGO_BYTES), 4 our
- * depthwise kernel, 5 our stem kernel; a graph-API record is "cng1" and cuda_convg's. */
+ * depthwise kernel, 5 our stem kernel; a graph-API record is "cng1" and
+ * cuda_convg's. */
 typedef struct conv_record {
     char tag[4]; /* "cnv1" */
     int32_t fp16, fused, algo;
@@ -754,8 +755,7 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     try_dw(a, k, d, &ws);
     try_convg(a, k, d, wt, &ws);
     try_stem(a, k, d, &ws);
-    bool none = !k->conv && !k->gemm && !k->dw_w && !k->convg && !k->stem;
-    if (none) /* the record's form failed */
+    if (!k->conv && !k->gemm && !k->dw_w && !k->convg && !k->stem) /* the record's form failed */
         k->conv = create_conv(a, k, &h, wt, NULL, &ws, why, sizeof(why));
     infd_free(wpad);
     if (!k->conv && !k->gemm && !k->dw_w && !k->convg && !k->stem)
