@@ -659,7 +659,8 @@ static int match_hardswish(const infd_ir_graph *g, const int32_t *readers, int32
 }
 
 infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *backend,
-                                     int n_threads, int *n_fused, infd_error *err)
+                                     int n_threads, infd_precision precision, int *n_fused,
+                                     infd_error *err)
 {
     int32_t *readers = count_readers(g);
     if (!readers)
@@ -687,7 +688,7 @@ infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *b
                             .n_outputs = 1,
                             .inputs = ins,
                             .outputs = last->outputs };
-        if (!backend_accepts(g, &hs, backend, n_threads, INFD_PRECISION_FP32))
+        if (!backend_accepts(g, &hs, backend, n_threads, precision))
             continue;
         *last = hs;
         for (int k = 0; k < n - 1; k++)
@@ -714,7 +715,8 @@ static int scalar_affine_chain(const infd_ir_graph *g, const int32_t *readers, i
 }
 
 infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops *backend,
-                                       int n_threads, int *n_fused, infd_error *err)
+                                       int n_threads, infd_precision precision, int *n_fused,
+                                       infd_error *err)
 {
     int32_t *readers = count_readers(g);
     if (!readers)
@@ -789,7 +791,7 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
                 return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory",
                                       g->source);
             }
-            ok = backend_accepts(g, &fused, backend, n_threads, INFD_PRECISION_FP32);
+            ok = backend_accepts(g, &fused, backend, n_threads, precision);
         }
         if (!ok)
             continue;
@@ -855,6 +857,13 @@ static bool plain_conv(const infd_ir_graph *g, const infd_ir_node *n, int64_t *g
     return infd_ir_attr_int(g, n, "group", 1, group, NULL) == INFD_STATUS_OK;
 }
 
+/* Whether node n's auto_pad is absent or NOTSET (its pads attribute rules). */
+static bool no_auto_pad(const infd_ir_node *n)
+{
+    const infd_ir_attr *ap = infd_ir_node_attr(n, "auto_pad");
+    return !ap || (ap->type == INFD_IR_ATTR_STRING && strcmp(ap->s, "NOTSET") == 0);
+}
+
 /* The 1x1 Conv of the block: stride 1, no pads, group 1; it may carry an
  * activation and residual from infd_pass_fuse_activations. */
 static bool pointwise_conv(const infd_ir_graph *g, const infd_ir_node *n)
@@ -864,14 +873,12 @@ static bool pointwise_conv(const infd_ir_graph *g, const infd_ir_node *n)
         return false;
     const infd_ir_value *w = &g->values[n->inputs[1]];
     int64_t group = 1;
-    const infd_ir_attr *ap = infd_ir_node_attr(n, "auto_pad");
     return w->shape.rank == 4 && w->shape.dims[2].value == 1 && w->shape.dims[3].value == 1 &&
            is_fp32_const(g, n->inputs[1], infd_node_numel(w)) &&
            (n->n_inputs < 3 || n->inputs[2] < 0 ||
             is_fp32_const(g, n->inputs[2], w->shape.dims[0].value)) &&
            infd_ir_attr_int(g, n, "group", 1, &group, NULL) == INFD_STATUS_OK && group == 1 &&
-           ints_are(g, n, "strides", 1, 2) && ints_are(g, n, "pads", 0, 4) &&
-           (!ap || (ap->type == INFD_IR_ATTR_STRING && strcmp(ap->s, "NOTSET") == 0));
+           ints_are(g, n, "strides", 1, 2) && ints_are(g, n, "pads", 0, 4) && no_auto_pad(n);
 }
 
 /* A MaxPool 2x2 with stride 2, no pads, floor mode, one output: the
@@ -881,14 +888,13 @@ static bool pool_2x2(const infd_ir_graph *g, const infd_ir_node *n)
     const int64_t *k = NULL;
     int32_t nk = 0;
     int64_t ceil = 0;
-    const infd_ir_attr *ap = infd_ir_node_attr(n, "auto_pad");
     return !n->dead && is_op(n, "MaxPool") && n->n_inputs == 1 && n->n_outputs == 1 &&
            infd_ir_attr_ints(g, n, "kernel_shape", &k, &nk, NULL) == INFD_STATUS_OK && nk == 2 &&
            k[0] == 2 && k[1] == 2 && ints_are(g, n, "strides", 2, 2) &&
            infd_ir_node_attr(n, "strides") && ints_are(g, n, "pads", 0, 4) &&
            ints_are(g, n, "dilations", 1, 2) &&
            infd_ir_attr_int(g, n, "ceil_mode", 0, &ceil, NULL) == INFD_STATUS_OK && ceil == 0 &&
-           (!ap || (ap->type == INFD_IR_ATTR_STRING && strcmp(ap->s, "NOTSET") == 0));
+           no_auto_pad(n);
 }
 
 /* Attribute names of a Conv's window, taken from the depthwise Conv. */

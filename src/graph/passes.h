@@ -41,9 +41,12 @@ infd_status infd_pass_fold_conv_affine(infd_ir_graph *g, int *n_folded, infd_err
  * inside the chain has no other reader and is not a graph output and
  * `backend` accepts the HardSwish node; x itself may have other readers.
  * x * HardSigmoid(y) for another y (a squeeze-excitation gate) is not
- * hard-swish and is left alone. `*n_fused` counts the nodes removed. */
+ * hard-swish and is left alone. `backend` is asked with the plan's
+ * `precision`, as in the passes below. `*n_fused` counts the nodes
+ * removed. */
 infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *backend,
-                                     int n_threads, int *n_fused, infd_error *err);
+                                     int n_threads, infd_precision precision, int *n_fused,
+                                     infd_error *err);
 
 /* Fuses an activation (Relu, Clip with constant bounds, Sigmoid,
  * HardSigmoid, LeakyRelu, HardSwish) into the Conv/Gemm/MatMul before it,
@@ -57,7 +60,8 @@ infd_status infd_pass_fuse_hardswish(infd_ir_graph *g, const infd_backend_ops *b
  * fused node; one the backend refuses with the trailing scale and shift is
  * tried without them. `*n_fused` counts the nodes removed. */
 infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops *backend,
-                                       int n_threads, int *n_fused, infd_error *err);
+                                       int n_threads, infd_precision precision, int *n_fused,
+                                       infd_error *err);
 
 /* Fuses a depthwise Conv (group == channels in == channels out, constant
  * weights, nothing fused into it) and the 1x1 Conv (stride 1, no pads,

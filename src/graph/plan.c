@@ -1293,9 +1293,11 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     if (st == INFD_STATUS_OK)
         st = infd_pass_fold_conv_affine(g, &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
-        st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, &p->stats.n_fused, err);
+        st = infd_pass_fuse_hardswish(g, p->backend, p->n_threads, p->precision, &p->stats.n_fused,
+                                      err);
     if (st == INFD_STATUS_OK)
-        st = infd_pass_fuse_activations(g, p->backend, p->n_threads, &p->stats.n_fused, err);
+        st = infd_pass_fuse_activations(g, p->backend, p->n_threads, p->precision,
+                                        &p->stats.n_fused, err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_depthwise(g, p->backend, p->n_threads, p->precision, &p->stats.n_fused,
                                       err);

@@ -696,11 +696,9 @@ static bool compile_fp16(const infd_kernel_args *a, conv_kernel *k, const infd_c
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     const infd_ir_value *b = a->n_inputs > 2 ? a->inputs[2] : NULL;
     bool sp1 = x->shape.rank == 3;
-    const void *const *lay = a->input_layouts;
     k->hf = a->precision == INFD_PRECISION_BF16 ? INFD_CUDA_FMT_BF16_NHWC : INFD_CUDA_FMT_F16_NHWC;
-    k->fx = lay && lay[0] ? ((const infd_cuda_layout *)lay[0])->fmt : INFD_CUDA_FMT_F32_NCHW;
-    k->fr = k->has_sum && lay && a->n_inputs > 3 && lay[3] ? ((const infd_cuda_layout *)lay[3])->fmt
-                                                           : INFD_CUDA_FMT_F32_NCHW;
+    k->fx = infd_cuda_input_fmt(a, 0);
+    k->fr = k->has_sum ? infd_cuda_input_fmt(a, 3) : INFD_CUDA_FMT_F32_NCHW;
     k->fy = a->output_opaque_ok && !sp1 ? k->hf : INFD_CUDA_FMT_F32_NCHW;
     k->xd = (infd_cuda_dims){ d->n, d->c, k->prepad ? k->in_dims[2] : d->h,
                               k->prepad ? k->in_dims[3] : d->w };

@@ -178,13 +178,6 @@ static void dwpw_fini(infd_cuda_kernel *base)
     infd_cuda_dwpw_destroy(((dwpw_kernel *)base)->block);
 }
 
-static infd_cuda_fmt layout_fmt(const infd_kernel_args *a, int i)
-{
-    const void *const *lay = a->input_layouts;
-    return lay && i < a->n_inputs && lay[i] ? ((const infd_cuda_layout *)lay[i])->fmt
-                                            : INFD_CUDA_FMT_F32_NCHW;
-}
-
 static infd_status dwpw_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
     dwpw_kernel *k = (dwpw_kernel *)infd_cuda_kernel_new(sizeof(dwpw_kernel), "cuda:dwpw_fp16",
@@ -204,8 +197,8 @@ static infd_status dwpw_compile(const infd_kernel_args *a, infd_kernel **out, in
         infd_free(k);
         return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED, "%s", why);
     }
-    k->fx = layout_fmt(a, 0);
-    k->fr = layout_fmt(a, 3);
+    k->fx = infd_cuda_input_fmt(a, 0);
+    k->fr = infd_cuda_input_fmt(a, 3);
     k->fy = a->output_opaque_ok ? INFD_CUDA_FMT_F16_NHWC : INFD_CUDA_FMT_F32_NCHW;
     size_t yn = (size_t)d->n * d->oh * d->ow * d->k;
     if (k->fx != INFD_CUDA_FMT_F16_NHWC)

@@ -30,8 +30,7 @@ static size_t value_bytes(const infd_ir_value *v)
     return (size_t)infd_node_numel(v) * infd_dtype_size(v->dtype);
 }
 
-/* 16-bit NHWC layouts (cuda_nhwc.h): input i's format as the plan gave it. */
-static infd_cuda_fmt in_fmt(const infd_kernel_args *a, int i)
+infd_cuda_fmt infd_cuda_input_fmt(const infd_kernel_args *a, int i)
 {
     if (!a->input_layouts || i >= a->n_inputs || !a->input_layouts[i])
         return INFD_CUDA_FMT_F32_NCHW;
@@ -182,7 +181,7 @@ static infd_status unary_compile(const infd_kernel_args *a, infd_kernel **out, i
         infd_free(k);
         return err ? err->code : INFD_STATUS_UNIMPLEMENTED;
     }
-    k->fx = in_fmt(a, 0);
+    k->fx = infd_cuda_input_fmt(a, 0);
     k->fy = out_fmt(a, &k->base.base);
     k->nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW || k->fy != INFD_CUDA_FMT_F32_NCHW;
     if (k->nhwc)
@@ -302,8 +301,8 @@ static infd_status binary_compile(const infd_kernel_args *a, infd_kernel **out, 
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
-    k->fa = in_fmt(a, 0);
-    k->fb = in_fmt(a, 1);
+    k->fa = infd_cuda_input_fmt(a, 0);
+    k->fb = infd_cuda_input_fmt(a, 1);
     k->fy = out_fmt(a, &k->base.base);
     k->nhwc = k->fa != INFD_CUDA_FMT_F32_NCHW || k->fb != INFD_CUDA_FMT_F32_NCHW ||
               k->fy != INFD_CUDA_FMT_F32_NCHW;
@@ -440,7 +439,7 @@ static infd_status pool_compile(const infd_kernel_args *a, infd_kernel **out, in
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
-    k->fx = in_fmt(a, 0);
+    k->fx = infd_cuda_input_fmt(a, 0);
     k->fy = tmp.global ? INFD_CUDA_FMT_F32_NCHW : out_fmt(a, &k->base.base);
     k->nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW || k->fy != INFD_CUDA_FMT_F32_NCHW;
     if (k->nhwc)
@@ -697,7 +696,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
     k->fy = out_fmt(a, &k->base.base);
     k->nhwc = k->fy != INFD_CUDA_FMT_F32_NCHW;
     for (int i = 0; i < k->n; i++)
-        k->nhwc = k->nhwc || in_fmt(a, i) != INFD_CUDA_FMT_F32_NCHW;
+        k->nhwc = k->nhwc || infd_cuda_input_fmt(a, i) != INFD_CUDA_FMT_F32_NCHW;
     if (k->nhwc) {
         k->fx = infd_calloc((size_t)k->n, sizeof(*k->fx));
         k->xd = infd_calloc((size_t)k->n, sizeof(*k->xd));
@@ -709,7 +708,7 @@ static infd_status concat_compile(const infd_kernel_args *a, infd_kernel **out, 
         }
         k->one_pass = k->fy != INFD_CUDA_FMT_F32_NCHW && k->n <= INFD_CUDA_CONCAT_MAX;
         for (int i = 0; i < k->n; i++) {
-            k->fx[i] = in_fmt(a, i);
+            k->fx[i] = infd_cuda_input_fmt(a, i);
             k->xd[i] = dims_of(a->inputs[i]);
             k->c_total += k->xd[i].c;
             /* Channel padding (BlazeFace: Concat with a ConstantOfShape of
@@ -803,7 +802,7 @@ static infd_status transpose_compile(const infd_kernel_args *a, infd_kernel **ou
     infd_cuda_kernel keep = k->base;
     *k = tmp;
     k->base = keep;
-    k->fx = in_fmt(a, 0);
+    k->fx = infd_cuda_input_fmt(a, 0);
     k->from_nhwc = k->fx != INFD_CUDA_FMT_F32_NCHW;
     k->fy = out_fmt(a, &k->base.base); /* plain unless the plan agreed (misc_opaque) */
     *out = &k->base.base;

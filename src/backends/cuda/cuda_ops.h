@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #include "backends/cuda/cuda_eltwise.h"
+#include "backends/cuda/cuda_nhwc.h"
 #include "graph/backend.h"
 #include "graph/node_params.h"
 
@@ -79,6 +80,11 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
 
 /* Whether the node has the _fused_sum hook (a residual input). */
 bool infd_cuda_fused_sum(const infd_kernel_args *a);
+
+/* Input i's format as the plan hands it over: the backend's 16-bit NHWC
+ * layout (cuda_nhwc.h) where the plan keeps the value in it, else plain
+ * FP32 NCHW (also for an input past n_inputs). */
+infd_cuda_fmt infd_cuda_input_fmt(const infd_kernel_args *a, int i);
 
 /* A convolution's window over (H, W), 1-D convolutions as H = 1: kernel,
  * strides, dilations and the pads at the two ends, resolved from auto_pad

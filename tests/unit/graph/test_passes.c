@@ -287,9 +287,9 @@ static infd_ir_graph *run_passes(mb *b, const infd_backend_ops *backend)
     if (st == INFD_STATUS_OK)
         st = infd_pass_fold_conv_affine(g, &n_fused, &err);
     if (st == INFD_STATUS_OK)
-        st = infd_pass_fuse_hardswish(g, backend, 1, &n_fused, &err);
+        st = infd_pass_fuse_hardswish(g, backend, 1, INFD_PRECISION_FP16, &n_fused, &err);
     if (st == INFD_STATUS_OK)
-        st = infd_pass_fuse_activations(g, backend, 1, &n_fused, &err);
+        st = infd_pass_fuse_activations(g, backend, 1, INFD_PRECISION_FP16, &n_fused, &err);
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_depthwise(g, backend, 1, INFD_PRECISION_FP16, &n_fused, &err);
     if (st != INFD_STATUS_OK) {
