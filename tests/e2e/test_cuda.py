@@ -156,8 +156,9 @@ def test_bench_device_input_needs_a_gpu_plan(infd_bin, repo_root):
 @pytest.mark.parametrize("name,rel,where,least", [
     ("resnet50", "models/resnet50.onnx", "cache", 50),
     # BlazeFace's FP16 plan fuses its depthwise + 1x1 blocks (_DwPwConv),
-    # which leaves fewer values between kernels: 29 on the H100 (BF16: 52).
-    ("blazeface", "models/blazeface/1/model.onnx", "repo", 25),
+    # which leaves fewer values between kernels: 22 on the H100 since all
+    # of them fuse (BF16: 52).
+    ("blazeface", "models/blazeface/1/model.onnx", "repo", 20),
 ])
 def test_fp16_keeps_nhwc_between_kernels(gpu, name, rel, where, least, infd_bin, repo_root):
     """FP16 plans keep activations in FP16 NHWC between convolutions, pools,

@@ -52,6 +52,30 @@ __device__ __forceinline__ float apply_act(int act, float x, float alpha, float 
     return x;
 }
 
+/* apply_act on n values, the activation chosen once for all of them. */
+template <int N>
+__device__ __forceinline__ void apply_act_n(int act, float *v, float alpha, float beta)
+{
+    switch (act) {
+    case INFD_CUDA_ACT_NONE:
+        return;
+    case INFD_CUDA_ACT_RELU:
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = v[j] > 0.0f ? v[j] : 0.0f;
+        return;
+    case INFD_CUDA_ACT_CLIP:
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = fminf(fmaxf(v[j], alpha), beta);
+        return;
+    default:
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = apply_act(act, v[j], alpha, beta);
+    }
+}
+
 __device__ __forceinline__ float apply_bin(int op, float a, float b)
 {
     switch (op) {

@@ -5,12 +5,13 @@
  *
  *   y = act(W_pw * (dw(x) + b_dw) + b_pw + residual)
  *
- * A thread block takes 64 output pixels: it computes their depthwise
- * outputs into shared memory (FP32 sums rounded to FP16, as the separate
- * depthwise kernel stores them), multiplies them by the 1x1 weights on
- * tensor cores (WMMA, FP32 accumulation), adds bias and residual, applies
- * the activation and writes the pixels' k channels. The depthwise output
- * never reaches device memory, and the block reads its input once.
+ * A thread block takes a tile of output pixels: it computes their
+ * depthwise outputs into shared memory (FP32 sums rounded to FP16, as the
+ * separate depthwise kernel stores them), multiplies them by the 1x1
+ * weights on tensor cores (WMMA, FP32 accumulation), adds bias and
+ * residual, applies the activation and writes the pixels' k channels. The
+ * depthwise output never reaches device memory, and the block reads its
+ * input once.
  *
  * The residual may have fewer channels than y (cres < k: the channels past
  * it add 0, what a Concat of the block input with a constant of zeros

@@ -378,9 +378,13 @@ static void dwpw_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int
  * 8, 4 and 2 channels a thread (24, 28 and 42 channels), a residual with
  * fewer channels than the output, a pooled one (the stride-2 block), none;
  * 5x5 and 3x3 windows with pads that differ at the two ends; 96 and 128
- * channels (the most), pixel counts that are not a multiple of the 64-pixel
- * tile; x, the residual and y in the FP16 NHWC layout (as in a plan) and
- * plain (converted through the workspace). */
+ * channels (the most), pixel counts that are not a multiple of the tile;
+ * both forms: register-tiled (stride 1, outputs of 16 x 16 and more with
+ * rows a multiple of 4 wide: 64 x 64, 32 x 32, 16 x 16, one channel pair,
+ * and rows wider than its 128-pixel tile) and the tile form (strided, 8 x
+ * 8, rows 7 and 5 wide, and stride 1 again with INFD_CONV_DISABLE=regtile);
+ * x, the residual and y in the FP16 NHWC layout (as in a plan) and plain
+ * (converted through the workspace). */
 static void test_fp16_depthwise_block(void)
 {
     cuda_precision = INFD_PRECISION_FP16;
@@ -397,6 +401,14 @@ static void test_fp16_depthwise_block(void)
         dwpw_case(1, 88, 16, 16, 96, 5, 2, F4(1, 1, 2, 2), 88, true, true, "Relu", 0, 0);
         dwpw_case(1, 128, 5, 5, 128, 3, 1, F4(1, 1, 1, 1), 0, false, true, NULL, 0, 0);
         dwpw_case(1, 16, 11, 13, 8, 3, 2, F4(0, 0, 1, 1), 8, false, true, NULL, 0, 0);
+        dwpw_case(1, 24, 64, 64, 28, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
+        dwpw_case(2, 32, 32, 32, 36, 5, 1, F4(2, 2, 2, 2), 32, false, true, "Relu", 0, 0);
+        dwpw_case(1, 32, 9, 136, 16, 3, 1, F4(1, 1, 1, 1), 0, false, true, "Clip", 0, 6);
+        dwpw_case(1, 2, 16, 16, 4, 3, 1, F4(1, 0, 1, 2), 2, false, false, NULL, 0, 0);
+        setenv("INFD_CONV_DISABLE", "regtile", 1);
+        dwpw_case(2, 24, 16, 16, 28, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
+        dwpw_case(1, 32, 9, 136, 16, 3, 1, F4(1, 1, 1, 1), 0, false, true, "Clip", 0, 6);
+        unsetenv("INFD_CONV_DISABLE");
     }
     ct_opaque_output = false;
     ct_opaque_inputs = 0;
