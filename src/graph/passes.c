@@ -845,8 +845,14 @@ static bool plain_conv(const infd_ir_graph *g, const infd_ir_node *n, int64_t *g
                        const infd_ir_value **w)
 {
     if (n->dead || !is_op(n, "Conv") || n->n_inputs < 2 || n->n_inputs > 3 || n->n_outputs != 1 ||
-        n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0 || has_fused_attr(n))
+        n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
         return false;
+    for (int32_t k = 0; k < n->n_attrs; k++) { /* an activation only */
+        const char *name = n->attrs[k].name;
+        if (strncmp(name, "_fused_", 7) == 0 && strcmp(name, "_fused_activation") != 0 &&
+            strcmp(name, "_fused_alpha") != 0 && strcmp(name, "_fused_beta") != 0)
+            return false;
+    }
     const infd_ir_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
     *w = &g->values[n->inputs[1]];
     if (x->shape.rank != 4 || y->shape.rank != 4 || (*w)->shape.rank != 4 ||
@@ -975,8 +981,15 @@ infd_status infd_pass_fuse_depthwise(infd_ir_graph *g, const infd_backend_ops *b
                 attrs[na++] = pw->attrs[k];
         }
         for (int32_t k = 0; k < dw->n_attrs; k++) {
-            if (window_attr(dw->attrs[k].name))
+            const char *name = dw->attrs[k].name;
+            if (window_attr(name))
                 attrs[na++] = dw->attrs[k];
+            else if (strncmp(name, "_fused_", 7) == 0) { /* its activation: _dw_... */
+                attrs[na] = dw->attrs[k];
+                attrs[na++].name = strcmp(name, "_fused_activation") == 0 ? "_dw_activation"
+                                   : strcmp(name, "_fused_alpha") == 0    ? "_dw_alpha"
+                                                                          : "_dw_beta";
+            }
         }
         infd_ir_node fused = *pw;
         fused.op_type = "_DwPwConv";

@@ -64,11 +64,13 @@ infd_status infd_pass_fuse_activations(infd_ir_graph *g, const infd_backend_ops 
                                        infd_error *err);
 
 /* Fuses a depthwise Conv (group == channels in == channels out, constant
- * weights, nothing fused into it) and the 1x1 Conv (stride 1, no pads,
- * group 1) that is its only reader into one _DwPwConv node at the 1x1
- * Conv's place: inputs x, W, B, residual, the depthwise W and B (see
- * src/backends/cuda/cuda_dwpw.c), the depthwise Conv's window attributes
- * and the 1x1 Conv's activation and residual hooks. Run after
+ * weights, nothing but an activation fused into it) and the 1x1 Conv
+ * (stride 1, no pads, group 1) that is its only reader into one _DwPwConv
+ * node at the 1x1 Conv's place: inputs x, W, B, residual, the depthwise W
+ * and B (see src/backends/cuda/cuda_dwpw.c), the depthwise Conv's window
+ * attributes and its activation (as _dw_activation, _dw_alpha, _dw_beta:
+ * applied to the depthwise output), and the 1x1 Conv's activation and
+ * residual hooks. Run after
  * infd_pass_fuse_activations. Where the residual is a Concat of r with a
  * constant of zeros along the channels (a block widening its shortcut),
  * the node reads r instead (fewer channels than the output: the rest add

@@ -254,21 +254,21 @@ bool infd_cuda_fused_known(const infd_kernel_args *a, bool fuses, infd_error *wh
     return true;
 }
 
-bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
-                                float *beta, infd_error *why)
+/* The activation that the node's attributes `names` (kind, alpha, beta)
+ * name: NONE without the first. */
+static bool activation_attrs(const infd_kernel_args *a, const char *const names[3],
+                             infd_cuda_act *act, float *alpha, float *beta, infd_error *why)
 {
     const char *kind = NULL;
     *act = INFD_CUDA_ACT_NONE;
     *alpha = 0.0f;
     *beta = 0.0f;
-    if (!infd_cuda_fused_known(a, true, why))
-        return false;
-    if (infd_ir_attr_string(a->g, a->node, "_fused_activation", NULL, &kind, why) != INFD_STATUS_OK)
+    if (infd_ir_attr_string(a->g, a->node, names[0], NULL, &kind, why) != INFD_STATUS_OK)
         return false;
     if (!kind)
         return true;
-    if (infd_ir_attr_float(a->g, a->node, "_fused_alpha", 0.0f, alpha, why) != INFD_STATUS_OK ||
-        infd_ir_attr_float(a->g, a->node, "_fused_beta", 0.0f, beta, why) != INFD_STATUS_OK)
+    if (infd_ir_attr_float(a->g, a->node, names[1], 0.0f, alpha, why) != INFD_STATUS_OK ||
+        infd_ir_attr_float(a->g, a->node, names[2], 0.0f, beta, why) != INFD_STATUS_OK)
         return false;
     static const struct {
         const char *name;
@@ -290,6 +290,21 @@ bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, f
     infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
                     "fused activation '%s' is not supported on CUDA", kind);
     return false;
+}
+
+bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
+                                float *beta, infd_error *why)
+{
+    static const char *const names[3] = { "_fused_activation", "_fused_alpha", "_fused_beta" };
+    *act = INFD_CUDA_ACT_NONE;
+    return infd_cuda_fused_known(a, true, why) && activation_attrs(a, names, act, alpha, beta, why);
+}
+
+bool infd_cuda_dw_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
+                             float *beta, infd_error *why)
+{
+    static const char *const names[3] = { "_dw_activation", "_dw_alpha", "_dw_beta" };
+    return activation_attrs(a, names, act, alpha, beta, why);
 }
 
 bool infd_cuda_fused_sum(const infd_kernel_args *a)

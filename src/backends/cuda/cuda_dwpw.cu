@@ -332,6 +332,7 @@ __global__ void __launch_bounds__(THREADS)
                         acc[j].y += f.y;
                     }
                 }
+                apply_act_n<2 * RT_TX>(d.dw_act, (float *)acc, d.dw_alpha, d.dw_beta);
                 __half lo[RT_TX], hi[RT_TX];
 #pragma unroll
                 for (int j = 0; j < RT_TX; j++) {
@@ -501,6 +502,11 @@ static const void *pick_kernel(int v, int ntw, int ks)
     return NULL;
 }
 
+extern "C" int infd_cuda_dwpw_register_tiled(const infd_cuda_dwpw_desc *d)
+{
+    return !infd_cuda_conv_disabled("regtile") && rt_window(d) != 0;
+}
+
 extern "C" int infd_cuda_dwpw_fits(const infd_cuda_dwpw_desc *d, char *why, size_t why_n)
 {
     long long xn = (long long)d->n * d->h * d->w * d->c;
@@ -526,6 +532,13 @@ extern "C" int infd_cuda_dwpw_fits(const infd_cuda_dwpw_desc *d, char *why, size
     if (d->r < 1 || d->s < 1 || d->sh < 1 || d->sw < 1 || d->dh < 1 || d->dw < 1 || d->pt < 0 ||
         d->pl < 0 || d->oh < 1 || d->ow < 1) {
         snprintf(why, why_n, "bad depthwise window");
+        return 0;
+    }
+    if (d->dw_act != INFD_CUDA_ACT_NONE && !infd_cuda_dwpw_register_tiled(d)) {
+        /* the tile form has none: it measured slower than two kernels */
+        snprintf(why, why_n,
+                 "the fused depthwise block takes a depthwise activation only in its "
+                 "register-tiled form (stride 1, 3x3 or 5x5, outputs of 16x16 and more)");
         return 0;
     }
     dwpw_layout l; /* the tile form: the register-tiled one is taken where it fits as well */
@@ -563,7 +576,7 @@ extern "C" infd_cuda_dwpw *infd_cuda_dwpw_create(const infd_cuda_dwpw_desc *d, c
     }
     p->d = *d;
     /* INFD_CONV_DISABLE=regtile: the tile form everywhere (tests) */
-    layout_of(d, infd_cuda_conv_disabled("regtile") ? 0 : rt_window(d), &p->l);
+    layout_of(d, infd_cuda_dwpw_register_tiled(d) ? d->r : 0, &p->l);
     p->v = vec_width(d->c | d->k | d->cres, 0); /* >= 2: the counts are even (fits) */
     for (int v = p->v; v >= 2; v /= 2)          /* narrower ones for pointers aligned less (run) */
         p->fn[v] = pick_kernel(v, p->l.ks ? p->l.np / 16 : (p->l.np / 16 + 1) / 2, p->l.ks);

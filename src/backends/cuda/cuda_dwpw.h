@@ -3,7 +3,7 @@
  * in one kernel (cuda_dwpw.cu), over FP16 NHWC: the block of MobileNet-
  * and BlazeFace-style networks.
  *
- *   y = act(W_pw * (dw(x) + b_dw) + b_pw + residual)
+ *   y = act(W_pw * dw_act(dw(x) + b_dw) + b_pw + residual)
  *
  * A thread block takes a tile of output pixels: it computes their
  * depthwise outputs into shared memory (FP32 sums rounded to FP16, as the
@@ -44,9 +44,16 @@ typedef struct infd_cuda_dwpw_desc {
     int rh, rw;
     int act; /* infd_cuda_act, with alpha and beta */
     float alpha, beta;
+    int dw_act; /* on the depthwise output (before the 1x1), with dw_alpha and dw_beta */
+    float dw_alpha, dw_beta;
 } infd_cuda_dwpw_desc;
 
 typedef struct infd_cuda_dwpw infd_cuda_dwpw;
+
+/* 1 when the kernel runs d in its register-tiled form (stride 1, a 3x3 or
+ * 5x5 window, outputs of at least 16 x 16; cuda_dwpw.cu), 0 in the tile
+ * form. */
+int infd_cuda_dwpw_register_tiled(const infd_cuda_dwpw_desc *d);
 
 /* 1 when the kernel takes `d`; 0 (see the limits above) with the reason
  * in `why`. */

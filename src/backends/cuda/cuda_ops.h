@@ -78,6 +78,11 @@ bool infd_cuda_fused_known(const infd_kernel_args *a, bool fuses, infd_error *wh
 bool infd_cuda_fused_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
                                 float *beta, infd_error *why);
 
+/* The activation of a _DwPwConv node's depthwise part (_dw_activation,
+ * _dw_alpha, _dw_beta; infd_pass_fuse_depthwise), as above. */
+bool infd_cuda_dw_activation(const infd_kernel_args *a, infd_cuda_act *act, float *alpha,
+                             float *beta, infd_error *why);
+
 /* Whether the node has the _fused_sum hook (a residual input). */
 bool infd_cuda_fused_sum(const infd_kernel_args *a);
 

@@ -275,6 +275,11 @@ static void test_fp16_opaque_inputs(void)
     ASSERT_TRUE(own_pads);
 }
 
+/* The activation on the depthwise output of the next dwpw_case (NULL:
+ * none; "Relu", or "Clip" between dwpw_dw_lo and dwpw_dw_hi). */
+static const char *dwpw_dw_act;
+static float dwpw_dw_lo, dwpw_dw_hi;
+
 /* The fused depthwise + 1x1 block (_DwPwConv, cuda_dwpw.h) on n images of
  * c x h x w: depthwise r x r at stride st with pads (pt, pl, pb, pr), 1x1
  * to k channels with bias, a residual of cres channels (0: none; pooled:
@@ -309,6 +314,10 @@ static void dwpw_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int
                                 sum += x[((i * c + ch) * h + iy) * w + ix] *
                                        wd[(ch * r + ky) * r + kx];
                         }
+                    if (dwpw_dw_act && !strcmp(dwpw_dw_act, "Relu"))
+                        sum = fmaxf(sum, 0.0f);
+                    else if (dwpw_dw_act)
+                        sum = fminf(fmaxf(sum, dwpw_dw_lo), dwpw_dw_hi);
                     d[((i * c + ch) * oh + y) * ow + xo] = sum;
                 }
     for (int64_t i = 0; i < n; i++)
@@ -361,6 +370,11 @@ static void dwpw_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int
         kt_attr_int(&t, "_fused_sum", 1);
     if (pooled)
         kt_attr_int(&t, "residual_pool", 2);
+    if (dwpw_dw_act) {
+        kt_attr_string(&t, "_dw_activation", dwpw_dw_act);
+        kt_attr_float(&t, "_dw_alpha", dwpw_dw_lo);
+        kt_attr_float(&t, "_dw_beta", dwpw_dw_hi);
+    }
     compare_to(&t, (const void *[]){ x, wp, bp, cres ? res : NULL, wd, dw_bias ? bd : NULL }, ref,
                ny);
     kt_fini(&t);
@@ -383,6 +397,8 @@ static void dwpw_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int
  * rows a multiple of 4 wide: 64 x 64, 32 x 32, 16 x 16, one channel pair,
  * and rows wider than its 128-pixel tile) and the tile form (strided, 8 x
  * 8, rows 7 and 5 wide, and stride 1 again with INFD_CONV_DISABLE=regtile);
+ * an activation on the depthwise output (MobileNetV2's first block, ReLU6;
+ * register-tiled only: the tile form declines it, measured slower);
  * x, the residual and y in the FP16 NHWC layout (as in a plan) and plain
  * (converted through the workspace). */
 static void test_fp16_depthwise_block(void)
@@ -409,6 +425,13 @@ static void test_fp16_depthwise_block(void)
         dwpw_case(2, 24, 16, 16, 28, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
         dwpw_case(1, 32, 9, 136, 16, 3, 1, F4(1, 1, 1, 1), 0, false, true, "Clip", 0, 6);
         unsetenv("INFD_CONV_DISABLE");
+        dwpw_dw_act = "Clip";
+        dwpw_dw_lo = 0.0f;
+        dwpw_dw_hi = 0.5f;
+        dwpw_case(2, 32, 24, 24, 16, 3, 1, F4(1, 1, 1, 1), 0, false, true, NULL, 0, 0);
+        dwpw_dw_act = "Relu";
+        dwpw_case(1, 24, 16, 16, 28, 5, 1, F4(2, 2, 2, 2), 24, false, true, "Relu", 0, 0);
+        dwpw_dw_act = NULL;
     }
     ct_opaque_output = false;
     ct_opaque_inputs = 0;

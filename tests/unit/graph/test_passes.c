@@ -846,7 +846,48 @@ static void test_depthwise_block(void)
     }
 }
 
+/* MobileNetV2's first block: depthwise 3x3 -> Clip(0, 6) -> 1x1 becomes
+ * one _DwPwConv carrying the depthwise Conv's activation as
+ * _dw_activation (the 1x1 Conv has none); a backend without the node keeps
+ * the depthwise Conv with the Clip fused into it. */
+static void test_depthwise_block_activation(void)
+{
+    float wd[4 * 9], wp[8 * 4];
+    fill(wd, 4 * 9, 21, 0.5f);
+    fill(wp, 8 * 4, 22, 0.5f);
+    char ops[256];
+    for (int variant = 0; variant < 2; variant++) {
+        mb *b = mb_new(13, 4, 6, 6);
+        mb_const(b, "WD", 4, (int64_t[]){ 4, 1, 3, 3 }, wd);
+        mb_const(b, "WP", 4, (int64_t[]){ 8, 4, 1, 1 }, wp);
+        mb_scalar(b, "zero", 0.0f);
+        mb_scalar(b, "six", 6.0f);
+        int dw = mb_node(b, "Conv", "d", "X", "WD", NULL);
+        mb_attr_ints(b, dw, "kernel_shape", 2, (int64_t[]){ 3, 3 });
+        mb_attr_ints(b, dw, "pads", 4, (int64_t[]){ 1, 1, 1, 1 });
+        mb_attr_int(b, dw, "group", 4);
+        mb_node(b, "Clip", "r6", "d", "zero", "six");
+        mb_node(b, "Conv", "Y", "r6", "WP", NULL);
+        mb_output(b, "Y");
+        infd_ir_graph *g = run_passes(b, variant == 0 ? &backend_all : &backend_no_dwpw);
+        free(b);
+        ASSERT_TRUE(g != NULL);
+        ASSERT_STR_EQ(live_ops(g, ops, sizeof(ops)), variant == 0 ? "_DwPwConv" : "Conv Conv");
+        const infd_ir_node *f = live_node(g, variant == 0 ? "_DwPwConv" : "Conv");
+        ASSERT_TRUE(f != NULL);
+        if (variant == 0) {
+            ASSERT_STR_EQ(attr_s(g, f, "_dw_activation"), "Clip");
+            ASSERT_TRUE(attr_f(g, f, "_dw_alpha", -1.0f) == 0.0f);
+            ASSERT_TRUE(attr_f(g, f, "_dw_beta", -1.0f) == 6.0f);
+            ASSERT_STR_EQ(attr_s(g, f, "_fused_activation"), "(none)");
+        } else {
+            ASSERT_STR_EQ(attr_s(g, f, "_fused_activation"), "Clip");
+        }
+        infd_ir_graph_destroy(g);
+    }
+}
+
 TEST_MAIN(test_paddle_block_is_one_conv, test_per_channel_affine_and_mul_sixth,
           test_hardsigmoid_spelling, test_standalone_and_add_two, test_second_reader_of_conv_output,
           test_second_reader_inside_chain, test_gate_is_not_hardswish, test_backend_refusals,
-          test_residual_produced_after_conv, test_depthwise_block)
+          test_residual_produced_after_conv, test_depthwise_block, test_depthwise_block_activation)
