@@ -124,12 +124,6 @@ static bool describe(const infd_kernel_args *a, infd_cuda_dwpw_desc *d, infd_err
                         "the residual's batch or size differs from the output's");
         return false;
     }
-    /* Where it pays (H100, BlazeFace at batch 128, Nsight Compute): the
-     * stride-2 blocks, and outputs of at most 16 x 16 (about 0.7 of the two
-     * kernels' time). With stride 1 at 32 x 32 and 64 x 64 it ran slower
-     * than the depthwise and 1x1 convolutions apart (99 against 64 us at
-     * 64 x 64 x 24): its depthwise part reads the patch and the weights
-     * from shared memory for every tap and is bound by that. */
     /* Taken at every size: on BlazeFace FP16 at batch 128 (H100, Nsight
      * Compute) the fused kernel beat the depthwise and 1x1 kernels apart
      * at every block, 51 against 64 us at 64 x 64 x 24 (cuda_dwpw.cu has
