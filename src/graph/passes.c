@@ -841,6 +841,16 @@ static bool ints_are(const infd_ir_graph *g, const infd_ir_node *n, const char *
 
 /* A 2-D Conv with constant FP32 weights [k, c/group, kh, kw], the optional
  * bias constant too, no fusion: its input, output and weight values. */
+/* The _DwPwConv name of a depthwise Conv's activation attribute
+ * (_fused_activation, _fused_alpha, _fused_beta), or NULL for any other. */
+static const char *dw_activation_name(const char *name)
+{
+    return strcmp(name, "_fused_activation") == 0 ? "_dw_activation"
+           : strcmp(name, "_fused_alpha") == 0    ? "_dw_alpha"
+           : strcmp(name, "_fused_beta") == 0     ? "_dw_beta"
+                                                  : NULL;
+}
+
 static bool plain_conv(const infd_ir_graph *g, const infd_ir_node *n, int64_t *group,
                        const infd_ir_value **w)
 {
@@ -849,8 +859,7 @@ static bool plain_conv(const infd_ir_graph *g, const infd_ir_node *n, int64_t *g
         return false;
     for (int32_t k = 0; k < n->n_attrs; k++) { /* an activation only */
         const char *name = n->attrs[k].name;
-        if (strncmp(name, "_fused_", 7) == 0 && strcmp(name, "_fused_activation") != 0 &&
-            strcmp(name, "_fused_alpha") != 0 && strcmp(name, "_fused_beta") != 0)
+        if (strncmp(name, "_fused_", 7) == 0 && !dw_activation_name(name))
             return false;
     }
     const infd_ir_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
@@ -981,14 +990,12 @@ infd_status infd_pass_fuse_depthwise(infd_ir_graph *g, const infd_backend_ops *b
                 attrs[na++] = pw->attrs[k];
         }
         for (int32_t k = 0; k < dw->n_attrs; k++) {
-            const char *name = dw->attrs[k].name;
-            if (window_attr(name))
+            const char *name = dw->attrs[k].name, *dw_name = dw_activation_name(name);
+            if (window_attr(name)) {
                 attrs[na++] = dw->attrs[k];
-            else if (strncmp(name, "_fused_", 7) == 0) { /* its activation: _dw_... */
+            } else if (dw_name) {
                 attrs[na] = dw->attrs[k];
-                attrs[na++].name = strcmp(name, "_fused_activation") == 0 ? "_dw_activation"
-                                   : strcmp(name, "_fused_alpha") == 0    ? "_dw_alpha"
-                                                                          : "_dw_beta";
+                attrs[na++].name = dw_name;
             }
         }
         infd_ir_node fused = *pw;
