@@ -18,7 +18,7 @@ SERVE_ARGS ?=
 FUZZ_SECONDS ?= 300
 FUZZ_SEED ?= 0
 
-.PHONY: all setup build serve test unit e2e fuzz check-format format clean
+.PHONY: all setup build serve test unit e2e fuzz check-format format clean test-fresh build-o3
 
 all: build
 
@@ -41,12 +41,26 @@ test: setup
 	@$(MAKE) --no-print-directory e2e PRESET=release
 	@echo "== unit tests under ASan+UBSan"
 	@$(MAKE) --no-print-directory unit PRESET=asan
+	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
+	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30 FUZZ_SEED=1
 	@echo "== all tests passed"
 
 unit: build
 	ctest --preset $(PRESET)
+
+# The configuration packagers use (-DCMAKE_BUILD_TYPE=Release, -O3), with
+# both compilers: -O3 finds maybe-uninitialized paths -O2 does not, clang
+# warnings GCC lacks. Compiled only; the tests run on the release preset.
+build-o3:
+	@$(MAKE) --no-print-directory build PRESET=release-o3
+	@$(MAKE) --no-print-directory build PRESET=release-o3-clang
+
+# The README's two commands on a pristine Debian 12 root (debootstrap +
+# chroot; needs root or sudo, and about 25 minutes). See scripts/check_fresh.sh.
+test-fresh:
+	@bash scripts/check_fresh.sh $(FRESH_ARGS)
 
 # pytest exits 5 when it collects no test: that is a failure here too.
 e2e: build
