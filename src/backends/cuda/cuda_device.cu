@@ -7,10 +7,10 @@
  */
 #include "cuda_device.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 #include <stdio.h>
+
+#include "cuda_libs.h"
 
 extern "C" int infd_cuda_device_count(char *why, size_t n)
 {
@@ -42,13 +42,19 @@ extern "C" int infd_cuda_device_describe(int index, char *buf, size_t n)
 }
 
 /* cuDNN's and cuBLASLt's own major.minor.patch, read from the loaded
- * library (the shared objects may be newer or older than the headers we
- * compiled against); the CUDA runtime is linked statically, so its version
- * is the toolkit's. */
+ * libraries (loaded now if no plan did: cuda_libs.h; they may be newer or
+ * older than the headers we compiled against), or why they cannot be
+ * loaded; the CUDA runtime is linked statically, so its version is the
+ * toolkit's. */
 extern "C" void infd_cuda_library_versions(char *buf, size_t n)
 {
     int dnn[3] = { 0, 0, 0 }, lt[3] = { 0, 0, 0 }, rt = 0;
     static const libraryPropertyType parts[3] = { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL };
+    char why[512];
+    if (infd_cuda_libs_load(why, sizeof(why)) != 0) {
+        snprintf(buf, n, "%s", why);
+        return;
+    }
     for (int i = 0; i < 3; i++) {
         if (cudnnGetProperty(parts[i], &dnn[i]) != CUDNN_STATUS_SUCCESS)
             dnn[i] = -1;

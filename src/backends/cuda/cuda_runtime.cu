@@ -37,6 +37,8 @@ extern "C" int infd_cuda_check_device(char *why, size_t n)
         snprintf(why, n, "the driver reports no GPU");
         return -1;
     }
+    if (infd_cuda_libs_load(why, n) != 0)
+        return -1;
     size_t v = cudnnGetVersion();
     if (v < 90000) {
         snprintf(why, n, "cuDNN %zu is loaded; infd needs cuDNN 9", v);

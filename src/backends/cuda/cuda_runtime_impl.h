@@ -8,10 +8,9 @@
 
 #include <stdio.h>
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 
+#include "cuda_libs.h" /* cuDNN and cuBLASLt, through the loaded table */
 #include "cuda_runtime.h"
 
 typedef struct infd_cuda_stream {
