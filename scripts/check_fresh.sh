@@ -17,8 +17,13 @@
 # time; logs are kept in the log directory it names. Mounts are undone and
 # the root removed on every exit path (--keep keeps the root for a look).
 #
-# The Debian archive is the host's own: its address is read from the host's
-# apt sources (deb822 .sources or one-line .list), never written here.
+# The site's network settings are the host's, as on any machine of the same
+# site: the Debian archive's address is read from the host's apt sources
+# (deb822 .sources or one-line .list), never written here; resolv.conf is
+# bound in; and the host's local trust anchors (/usr/local/share/
+# ca-certificates, which Debian's ca-certificates adds to the system store
+# when setup.sh installs it) are copied in, with NODE_EXTRA_CA_CERTS when
+# the host sets it, so that npm works behind a TLS-inspecting proxy too.
 #
 # Usage: scripts/check_fresh.sh [--keep] [--dir DIR] [--logs DIR]
 #                               [--apt-cache DIR] [--ready-timeout SECONDS]
@@ -35,6 +40,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+args=("$@")
 keep=0
 root=""
 logs=""
@@ -54,7 +60,7 @@ while (($#)); do
 done
 
 if [ "$(id -u)" -ne 0 ]; then
-    exec sudo -- "$0" "$@"
+    exec sudo --preserve-env=NODE_EXTRA_CA_CERTS,TMPDIR -- "$0" "${args[@]}"
 fi
 
 t_start=$(date +%s)
@@ -214,15 +220,23 @@ mount --bind /etc/resolv.conf "$root/etc/resolv.conf"
 if [ -n "$apt_cache" ]; then
     mount --bind "$apt_cache" "$root/var/cache/apt/archives"
 fi
+if [ -d /usr/local/share/ca-certificates ]; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
 git clone -q --no-hardlinks "$repo" "$root/root/infd" >"$logs/clone.log" 2>&1 ||
     die "git clone failed" "$logs/clone.log"
 ok
 
-# Inside the chroot: a clean environment, as a login shell of root would have.
+# Inside the chroot: a clean environment, as a login shell of root would
+# have, plus the site's NODE_EXTRA_CA_CERTS (see the top).
+chroot_env=(HOME=/root TERM=dumb LANG=C.UTF-8
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ]; then
+    chroot_env+=("NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS")
+fi
 in_root() {
-    env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        chroot "$root" /bin/bash -c "$1"
+    env -i "${chroot_env[@]}" chroot "$root" /bin/bash -c "$1"
 }
 
 begin "prerequisites of the README (make)"
@@ -273,8 +287,7 @@ children_of() {
 begin "make serve until /v2/health/ready is 200"
 serve_args="--http-port $http_port --grpc-port $grpc_port --metrics-port $metrics_port"
 # A simple command, so that $! is make's own pid: env, chroot and bash exec.
-env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    chroot "$root" /bin/bash -c "cd /root/infd && exec make serve SERVE_ARGS='$serve_args'" \
+env -i "${chroot_env[@]}" chroot "$root" /bin/bash -c "cd /root/infd && exec make serve SERVE_ARGS='$serve_args'" \
     >"$logs/make-serve.log" 2>&1 &
 make_pid=$!
 code=000

@@ -110,7 +110,7 @@ static void run_matmul(int ra, const int64_t *adims, int rb, const int64_t *bdim
                        int fuse)
 {
     /* Expand to a common rank as numpy does. */
-    int64_t ea[8], eb[8], ey[8], yd[8];
+    int64_t ea[8] = { 0 }, eb[8] = { 0 }, ey[8] = { 0 }, yd[8] = { 0 }; /* GCC -O1 + TSan warns */
     int na = ra == 1 ? 2 : ra, nb = rb == 1 ? 2 : rb, nd = na > nb ? na : nb, ny_rank = 0;
     int64_t ta[8], tb[8];
     if (ra == 1) {
