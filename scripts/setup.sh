@@ -36,6 +36,7 @@ done
 packages=(
     build-essential cmake ninja-build pkg-config git clang-format
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev clang libclang-rt-14-dev
+    libomp-14-dev  # omp.h for clang (fuzz and -O3 clang builds); clang only recommends it
     ocl-icd-opencl-dev  # oneDNN's CMake config insists on OpenCL; libdnnl-dev only recommends it
     libevent-dev libyajl-dev
     libgrpc-dev protobuf-compiler protobuf-compiler-grpc
