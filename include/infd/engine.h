@@ -195,6 +195,66 @@ INFD_API infd_status infd_plan_create_from_memory(const void *data, size_t n, co
 /* Frees a plan. Its contexts must have been destroyed. NULL is a no-op. */
 INFD_API void infd_plan_destroy(infd_plan *plan);
 
+/* ------------------------------------------------------------------------- */
+/* Shared weights: many plans of one model, one copy of its constants        */
+/* ------------------------------------------------------------------------- */
+
+/* A loaded model from which plans are built for other shapes (batch sizes,
+ * audio lengths), devices and precisions without loading it again. Every
+ * plan built from one infd_weights shares one copy of each constant and of
+ * what each backend makes of it (oneDNN's reordered weights, the CUDA
+ * backend's device and FP16 copies): a plan holds only its kernels and
+ * what differs, and its contexts only their arenas. A form a plan needs
+ * that another already made is taken, not made again. How it works:
+ * docs/ENGINE.md, "Shared weights". */
+typedef struct infd_weights infd_weights;
+
+/* Loads the ONNX model at `path` (external data files included). Errors:
+ * NOT_FOUND / IO (file), INVALID_ARGUMENT (a malformed model, or a plan
+ * file: those load with infd_plan_create), OUT_OF_MEMORY. Cost: the load
+ * (reading, parsing, copying the initializers). */
+INFD_API infd_status infd_weights_create(const char *path, infd_weights **out, infd_error *err);
+
+/* As infd_weights_create for a model held in memory (`n` bytes at `data`,
+ * borrowed for the call); `name` names it in messages. */
+INFD_API infd_status infd_weights_create_from_memory(const void *data, size_t n, const char *name,
+                                                     infd_weights **out, infd_error *err);
+
+/* Drops the caller's reference. Plans built from `w` keep what they use
+ * (and `w` itself, internally) until they are destroyed. NULL is a no-op. */
+INFD_API void infd_weights_destroy(infd_weights *w);
+
+/* A plan of the model in `w` built with `opts`, as infd_plan_create of
+ * the same file with the same options would build it (same errors), sharing
+ * constants with every other plan of `w`. Thread-safe: plans of one `w` may
+ * be built on several threads at once; a form two of them need is made by
+ * one while the other waits for it. */
+INFD_API infd_status infd_plan_create_from_weights(infd_weights *w, const infd_plan_options *opts,
+                                                   infd_plan **out, infd_error *err);
+
+/* Frees the model as loaded (its initializers): call it once the plans
+ * needed now are built, and only what they hold stays in memory. A plan
+ * built later loads the model from its file again (the file must still be
+ * there) and still reuses every form the living plans hold. Weights made
+ * from memory keep their model: trim does nothing to them. */
+INFD_API void infd_weights_trim(infd_weights *w);
+
+/* GPUs whose shared bytes infd_weights_stats counts one by one. */
+#define INFD_WEIGHTS_MAX_GPUS 16
+
+typedef struct infd_weights_stats {
+    size_t model_bytes;                      /* constants of the model as loaded; 0 once trimmed */
+    size_t host_bytes;                       /* shared constants and forms in host memory */
+    size_t device_bytes;                     /* shared forms in device memory, all devices */
+    size_t gpu_bytes[INFD_WEIGHTS_MAX_GPUS]; /* of those, on GPU i */
+    int n_forms;                             /* shared forms alive */
+    int n_plans;                             /* plans alive built from w */
+    uint64_t n_reused;                       /* times a plan took a form instead of making it */
+} infd_weights_stats;
+
+/* A snapshot of what `w` holds. Thread-safe. */
+INFD_API void infd_weights_get_stats(const infd_weights *w, infd_weights_stats *out);
+
 /* An input or output of a plan: its name (valid while the plan lives),
  * dtype, concrete shape and byte size. */
 typedef struct infd_tensor_info {

@@ -511,6 +511,16 @@ INFD_API const double *infd_latency_bucket_bounds_us(void);
 /* Statistics of one model version since it loaded (Triton's
  * ModelStatistics). Durations are cumulative nanoseconds. A request counts
  * once when its callback runs; an execution is one engine run over a batch. */
+/* Entries of infd_model_stats.memory_usage. */
+#define INFD_STATS_MAX_MEMORY 9
+
+/* Memory a model holds on one device (Triton's MemoryUsage). */
+typedef struct infd_memory_usage {
+    const char *type;   /* "CPU" or "GPU" (static strings) */
+    int64_t id;         /* 0 for the CPU; the CUDA ordinal of a GPU */
+    uint64_t byte_size; /* its weights there (one copy, shared by every plan) and arenas */
+} infd_memory_usage;
+
 typedef struct infd_model_stats {
     uint64_t success_count;     /* requests completed OK */
     uint64_t failure_count;     /* requests completed with an error or rejected at submit */
@@ -533,6 +543,15 @@ typedef struct infd_model_stats {
      * larger batches count at INFD_STATS_MAX_BATCH), and their engine time. */
     uint64_t batch_exec_count[INFD_STATS_MAX_BATCH + 1];
     uint64_t batch_compute_ns[INFD_STATS_MAX_BATCH + 1];
+    /* What the model holds since it became READY, per device: the CPU
+     * first when any, then each GPU in use. Weights are the model's
+     * constants in the form the kernels read (one copy per device however
+     * many batch sizes and instances); arenas are the activation memory of
+     * every instance's contexts. */
+    infd_memory_usage memory_usage[INFD_STATS_MAX_MEMORY];
+    int n_memory_usage;
+    uint64_t weight_bytes; /* weights, all devices */
+    uint64_t arena_bytes;  /* arenas, all devices */
 } infd_model_stats;
 
 INFD_API void infd_model_get_stats(const infd_model *model, infd_model_stats *out);

@@ -6,6 +6,7 @@
  * subcommand that is not built yet says so and exits with status 3 so that
  * scripts cannot mistake it for success.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,6 +127,15 @@ static const command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+#ifdef M_MMAP_THRESHOLD
+    /* Blocks of 256 KiB and more come from mmap and go back to the kernel
+     * when freed. glibc's default threshold is dynamic: the first free of a
+     * large block raises it up to 32 MiB, after which the weights a model
+     * load makes and frees (a plan's folded constants, the model as loaded)
+     * stay in the heap. Served ResNet-50 with 3 plans: VmRSS 319 MB
+     * with the dynamic threshold, 196 MB with this one. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
     if (argc < 2) {
         print_help(stderr);
         return EXIT_USAGE;

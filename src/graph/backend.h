@@ -88,6 +88,13 @@ typedef struct infd_kernel_args {
      * rejects it) is ignored and the kernel tunes as if it were NULL. */
     const void *tuning;
     size_t tuning_bytes;
+    /* The model's shared weights (graph/weights.h), or NULL (constant
+     * folding): what a kernel makes of a constant (reordered or converted
+     * weights) it gets through infd_weights_form, so that every plan of the
+     * model holds one copy and makes it once; it then sets the input's bit
+     * in infd_kernel.unread_inputs, and the plan lets go of the plain
+     * constant. */
+    infd_weights *weights;
 } infd_kernel_args;
 
 /* Data for one run of a kernel. Pointers are INFD_ALIGNMENT-aligned except
@@ -147,9 +154,11 @@ typedef struct infd_kernel {
     const uint8_t *tuning;
     size_t tuning_bytes;
     /* Bit i (i < 32): input i is a constant that compile copied (converted
-     * weights in device memory, say) and run never reads through
-     * io->inputs[i], which may then be NULL. A device plan uploads a
-     * constant only when some kernel reads it. */
+     * weights in device memory, reordered weights, say) and run never reads
+     * through io->inputs[i], which may then be NULL. A device plan uploads
+     * a constant only when some kernel reads it; a plan keeps a constant
+     * in host memory only when some kernel reads it (or it is a graph
+     * output). */
     uint32_t unread_inputs;
 } infd_kernel;
 

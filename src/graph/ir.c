@@ -44,6 +44,113 @@ void infd_ir_graph_destroy(infd_ir_graph *g)
     infd_free(g);
 }
 
+/* A copy of n elements of `elem` bytes in the arena (NULL for n == 0). */
+static void *arena_dup(infd_arena *a, const void *src, size_t n, size_t elem, bool *oom)
+{
+    if (!src || n == 0)
+        return NULL;
+    void *d = infd_arena_alloc(a, n * elem, 16);
+    if (!d) {
+        *oom = true;
+        return NULL;
+    }
+    memcpy(d, src, n * elem);
+    return d;
+}
+
+static const char *arena_str(infd_arena *a, const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    const char *d = infd_arena_strdup(a, s);
+    *oom |= d == NULL;
+    return d;
+}
+
+/* A copy of a table of n elements (capacity n, at least 1). */
+static void *table_dup(const void *src, int32_t n, size_t elem, bool *oom)
+{
+    void *d = infd_malloc((size_t)(n > 0 ? n : 1) * elem);
+    if (!d) {
+        *oom = true;
+        return NULL;
+    }
+    if (n > 0)
+        memcpy(d, src, (size_t)n * elem);
+    return d;
+}
+
+static void clone_attr(infd_arena *a, infd_ir_attr *at, bool *oom)
+{
+    at->name = arena_str(a, at->name, oom);
+    if (at->s) { /* s_len bytes plus the NUL; a string may hold NULs */
+        at->s = arena_dup(a, at->s, at->s_len + 1, 1, oom);
+    }
+    at->ints = arena_dup(a, at->ints, at->type == INFD_IR_ATTR_INTS ? (size_t)at->n : 0,
+                         sizeof(*at->ints), oom);
+    at->floats = arena_dup(a, at->floats, at->type == INFD_IR_ATTR_FLOATS ? (size_t)at->n : 0,
+                           sizeof(*at->floats), oom);
+    if (at->strings && at->n > 0) {
+        const char **s = infd_arena_alloc(a, (size_t)at->n * sizeof(*s), 16);
+        if (!s) {
+            *oom = true;
+            at->strings = NULL;
+            return;
+        }
+        for (int32_t i = 0; i < at->n; i++)
+            s[i] = arena_str(a, at->strings[i], oom);
+        at->strings = s;
+    }
+}
+
+infd_ir_graph *infd_ir_graph_clone(const infd_ir_graph *src)
+{
+    infd_ir_graph *g = infd_ir_graph_create(src->source);
+    if (!g)
+        return NULL;
+    bool oom = false;
+    infd_arena *a = &g->arena;
+    g->opset = src->opset;
+    g->ir_version = src->ir_version;
+    g->name = arena_str(a, src->name, &oom);
+    g->values = table_dup(src->values, src->n_values, sizeof(*g->values), &oom);
+    g->nodes = table_dup(src->nodes, src->n_nodes, sizeof(*g->nodes), &oom);
+    g->inputs = table_dup(src->inputs, src->n_inputs, sizeof(*g->inputs), &oom);
+    g->outputs = table_dup(src->outputs, src->n_outputs, sizeof(*g->outputs), &oom);
+    g->sym_names = table_dup(src->sym_names, src->n_syms, sizeof(*g->sym_names), &oom);
+    if (oom) {
+        infd_ir_graph_destroy(g);
+        return NULL;
+    }
+    g->n_values = g->cap_values = src->n_values;
+    g->n_nodes = g->cap_nodes = src->n_nodes;
+    g->n_inputs = src->n_inputs;
+    g->n_outputs = src->n_outputs;
+    g->n_syms = g->cap_syms = src->n_syms;
+    for (int32_t i = 0; i < g->n_syms; i++)
+        g->sym_names[i] = arena_str(a, src->sym_names[i], &oom);
+    for (int32_t v = 0; v < g->n_values; v++)
+        g->values[v].name = arena_str(a, src->values[v].name, &oom);
+    for (int32_t n = 0; n < g->n_nodes && !oom; n++) {
+        infd_ir_node *node = &g->nodes[n];
+        node->name = arena_str(a, node->name, &oom);
+        node->op_type = arena_str(a, node->op_type, &oom);
+        node->domain = arena_str(a, node->domain, &oom);
+        node->inputs = arena_dup(a, node->inputs, (size_t)node->n_inputs, sizeof(int32_t), &oom);
+        node->outputs = arena_dup(a, node->outputs, (size_t)node->n_outputs, sizeof(int32_t), &oom);
+        infd_ir_attr *attrs =
+            arena_dup(a, node->attrs, (size_t)node->n_attrs, sizeof(*node->attrs), &oom);
+        for (int32_t i = 0; attrs && i < node->n_attrs; i++)
+            clone_attr(a, &attrs[i], &oom);
+        node->attrs = attrs;
+    }
+    if (oom) {
+        infd_ir_graph_destroy(g);
+        return NULL;
+    }
+    return g;
+}
+
 /* Makes room for one more element in a table of `elem` bytes. */
 static int grow(void **table, int32_t *cap, int32_t n, size_t elem)
 {

@@ -131,6 +131,15 @@ infd_ir_graph *infd_ir_graph_create(const char *source);
 /* Frees the graph and everything it points to. NULL is a no-op. */
 void infd_ir_graph_destroy(infd_ir_graph *g);
 
+/* A copy of `src` that owns everything it points to except constant data:
+ * each value's `data` points where src's does (src's weight arena, or
+ * wherever it points), so the copy must not outlive that memory and must
+ * not write through those pointers (no pass does: passes put new constants
+ * in the copy's own weight arena). Tables, names, attributes and index
+ * arrays are copied into the new graph's arenas. NULL on out of memory.
+ * Cost: O(size of the graph's structure), no weight bytes. */
+infd_ir_graph *infd_ir_graph_clone(const infd_ir_graph *src);
+
 /* Adds a value named `name` (copied) with unknown dtype and shape; returns its
  * index, or -1 on out of memory. Names are not checked for uniqueness here:
  * the loader does that with its name table. */

@@ -42,8 +42,9 @@
  * of one copy of the (usually small) outputs.
  *
  * Device plans (a backend with memory slots, backend.h "Device backends"):
- * the constants the kernels read are copied once into one device buffer
- * (offset[] then also places HOME_CONST values in it), graph inputs get
+ * each constant the kernels read is copied once to the device (a form of
+ * the model's shared weights: every plan of the model on that device reads
+ * the same copy), graph inputs get
  * arena slots like intermediates (live from step 0), and the arena is
  * device memory. A context adds a stream and one pinned host staging
  * buffer; a run copies the caller's inputs into staging, enqueues the H2D
@@ -72,6 +73,7 @@
 #include "graph/passes.h"
 #include "graph/planfile.h"
 #include "graph/shape.h"
+#include "graph/weights.h"
 #include "infd/engine.h"
 #include "onnx/loader.h"
 
@@ -90,7 +92,10 @@ typedef enum value_home {
 } value_home;
 
 struct infd_plan {
-    infd_ir_graph *g; /* owns names and constant data the kernels read */
+    infd_ir_graph *g;      /* owns names; its constants point at the shared copies in `weights` */
+    infd_weights *weights; /* the model's shared constants (a reference) */
+    infd_weight_form **consts; /* per value: the shared constant it reads at run time, or NULL */
+    int32_t n_consts;          /* entries of consts (the graph's values when shared) */
     const infd_backend_ops *backend;
     plan_step *steps;
     int32_t n_steps;
@@ -111,9 +116,12 @@ struct infd_plan {
      * while the plan is created, then NULL). */
     const infd_plan_record *records;
     int32_t n_records;
-    bool device;          /* the backend computes on its own memory (backend.h) */
-    int device_index;     /* infd_plan_options.device_index, made current by every call */
-    void *dev_weights;    /* device plans: constants read at run time (offset[] per value) */
+    bool device;      /* the backend computes on its own memory (backend.h) */
+    int device_index; /* infd_plan_options.device_index, made current by every call */
+    /* Device plans: per value, the device copy of a constant its kernels
+     * read at run time (a form shared by every plan of the model on this
+     * device), or NULL. */
+    infd_weight_form **dev_consts;
     size_t staging_bytes; /* device plans: pinned bytes per context, inputs then outputs */
     size_t *stage_offset; /* device plans: per graph input, then per graph output */
 
@@ -940,6 +948,106 @@ static infd_status image_prefix_choose(infd_plan *p, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* Marks in keep[] the values whose constant data the plan's kernels may
+ * read: inputs and tensor attributes of live nodes, graph inputs bound to
+ * values, graph outputs. */
+static void constants_used(const infd_ir_graph *g, uint8_t *keep)
+{
+    for (int32_t n = 0; n < g->n_nodes; n++) {
+        const infd_ir_node *node = &g->nodes[n];
+        if (node->dead)
+            continue;
+        for (int32_t i = 0; i < node->n_inputs; i++)
+            if (node->inputs[i] >= 0)
+                keep[node->inputs[i]] = 1;
+        for (int32_t i = 0; i < node->n_attrs; i++)
+            if (node->attrs[i].type == INFD_IR_ATTR_TENSOR && node->attrs[i].tensor >= 0 &&
+                node->attrs[i].tensor < g->n_values)
+                keep[node->attrs[i].tensor] = 1;
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        keep[g->inputs[i]] = 1;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        keep[g->outputs[i]] = 1;
+}
+
+/* Points every constant the kernels may read at its shared copy in
+ * p->weights (graph/weights.h: one copy per model, found by content, so
+ * the weights two plans fold alike are one) and frees the plan's own
+ * weight arena, where folding put this plan's constants; a constant
+ * nothing live reads loses its data. Runs before the kernels are compiled,
+ * so every pointer a kernel sees is the shared one. */
+static infd_status share_constants(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    infd_status st = INFD_STATUS_OK;
+    uint8_t *keep = infd_calloc((size_t)g->n_values + 1, 1);
+    p->consts = infd_calloc((size_t)g->n_values + 1, sizeof(*p->consts));
+    if (!keep || !p->consts) {
+        infd_free(keep);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    }
+    p->n_consts = g->n_values;
+    constants_used(g, keep);
+    for (int32_t v = 0; v < g->n_values && st == INFD_STATUS_OK; v++) {
+        infd_ir_value *val = &g->values[v];
+        if (!val->data)
+            continue;
+        if (!keep[v]) {
+            val->data = NULL;
+            continue;
+        }
+        char what[INFD_ERROR_MSG_BYTES / 2];
+        snprintf(what, sizeof(what), "%s: constant '%s'", g->source, val->name);
+        st = infd_weights_copy(p->weights, val->data, val->nbytes, what, &p->consts[v], err);
+        if (st == INFD_STATUS_OK)
+            val->data = infd_weight_form_data(p->consts[v]);
+    }
+    infd_free(keep);
+    if (st != INFD_STATUS_OK)
+        return st;
+    infd_arena_fini(&g->weights); /* nothing points into it any more */
+    infd_arena_init(&g->weights, 0);
+    return INFD_STATUS_OK;
+}
+
+/* After compiling: lets go of the constants no kernel reads at run time
+ * (each kernel reading one made its own form of it: unread_inputs), so the
+ * plan holds only what its runs read. */
+static infd_status drop_unread_constants(infd_plan *p, infd_error *err)
+{
+    infd_ir_graph *g = p->g;
+    uint8_t *read = infd_calloc((size_t)g->n_values + 1, 1);
+    if (!read)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const infd_ir_node *node = &g->nodes[p->steps[s].node];
+        uint32_t unread = p->steps[s].kernel->unread_inputs;
+        for (int32_t i = 0; i < node->n_inputs; i++)
+            if (node->inputs[i] >= 0 && !(i < 32 && (unread >> i & 1u)))
+                read[node->inputs[i]] = 1;
+        for (int32_t i = 0; i < node->n_attrs; i++) /* conservatively: a kernel may keep them */
+            if (node->attrs[i].type == INFD_IR_ATTR_TENSOR && node->attrs[i].tensor >= 0 &&
+                node->attrs[i].tensor < g->n_values)
+                read[node->attrs[i].tensor] = 1;
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        read[g->inputs[i]] = 1;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        read[g->outputs[i]] = 1;
+    for (int32_t v = 0; v < p->n_consts; v++) {
+        if (!p->consts[v] || read[v])
+            continue;
+        infd_weight_form_release(p->consts[v]);
+        p->consts[v] = NULL;
+        g->values[v].data = NULL;
+        if (p->image_values)
+            p->image_values[v].data = NULL;
+    }
+    infd_free(read);
+    return INFD_STATUS_OK;
+}
+
 /* Compiles every live node; *unstackable is set (and UNAVAILABLE returned)
  * when a stacked value of the per-image prefix got a layout the backend
  * cannot stack. */
@@ -977,6 +1085,7 @@ static infd_status compile_kernels(infd_plan *p, bool *unstackable, infd_error *
             in_layouts[i] = node->inputs[i] >= 0 ? layout[node->inputs[i]] : NULL;
         a.input_layouts = in_layouts;
         a.precision = p->precision;
+        a.weights = p->weights;
         a.output_opaque_ok =
             node->n_outputs > 0 && node->outputs[0] >= 0 && opaque_ok[node->outputs[0]];
         if (p->records) {
@@ -1066,51 +1175,71 @@ static infd_status compile_steps(infd_plan *p, infd_error *err)
     return compile_kernels(p, &unstackable, err);
 }
 
-/* Device plans: uploads the constants the kernels read into one device
- * buffer (offset[] places them) and lays out the staging buffer. */
+/* A device copy of a constant (a shared form, graph/weights.h). */
+typedef struct dev_const_ctx {
+    const infd_plan *p;
+    const infd_ir_value *v;
+} dev_const_ctx;
+
+static infd_status make_dev_const(void *ctx, void **data, size_t *bytes, infd_error *err)
+{
+    const dev_const_ctx *c = ctx;
+    const infd_backend_ops *b = c->p->backend;
+    size_t n = c->v->nbytes;
+    void *d = b->alloc(INFD_BACKEND_MEM_DEVICE, n ? n : 1, err);
+    if (!d)
+        return err ? err->code : INFD_STATUS_OUT_OF_MEMORY;
+    if (n)
+        b->copy(d, c->v->data, n, INFD_BACKEND_COPY_H2D, NULL);
+    infd_status st = b->sync(NULL, err);
+    if (st != INFD_STATUS_OK) {
+        b->free(INFD_BACKEND_MEM_DEVICE, d);
+        return st;
+    }
+    *data = d;
+    *bytes = n;
+    return INFD_STATUS_OK;
+}
+
+static void free_dev_const(void *data, int32_t device, const void *arg)
+{
+    const infd_backend_ops *b = arg;
+    (void)infd_backend_set_device(b, device, NULL); /* frees on its device */
+    b->free(INFD_BACKEND_MEM_DEVICE, data);
+}
+
+/* Device plans: gives each constant a kernel reads at run time its device
+ * copy (shared by the model's plans on this device: keyed by content and
+ * device) and lays out the staging buffer. */
 static infd_status plan_device_memory(infd_plan *p, infd_error *err)
 {
     infd_ir_graph *g = p->g;
-    uint8_t *host = NULL;
     size_t total = 0;
-    /* home[] of a constant read by a step: HOME_CONST; mark the ones to
-     * upload by giving them an offset (SIZE_MAX: not uploaded, as when
-     * every kernel reading it has its own copy: unread_inputs). */
-    for (int32_t v = 0; v < g->n_values; v++)
-        if (p->home[v] == HOME_CONST)
-            p->offset[v] = SIZE_MAX;
+    p->dev_consts = infd_calloc((size_t)p->n_consts + 1, sizeof(*p->dev_consts));
+    if (!p->dev_consts)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    /* A constant read by a step (home[] HOME_CONST) is uploaded unless
+     * every kernel reading it has its own copy (unread_inputs). */
     for (int32_t s = 0; s < p->n_steps; s++) {
         const infd_ir_node *node = &g->nodes[p->steps[s].node];
         uint32_t unread = p->steps[s].kernel->unread_inputs;
         for (int32_t i = 0; i < node->n_inputs; i++) {
             int32_t v = node->inputs[i];
-            if (v < 0 || p->home[v] != HOME_CONST || p->offset[v] != SIZE_MAX ||
+            if (v < 0 || v >= p->n_consts || p->home[v] != HOME_CONST || p->dev_consts[v] ||
                 (i < 32 && (unread >> i & 1u)))
                 continue;
-            p->offset[v] = total;
-            total += infd_align_up(g->values[v].nbytes ? g->values[v].nbytes : 1, INFD_ALIGNMENT);
+            dev_const_ctx c = { p, &g->values[v] };
+            infd_form_key k;
+            infd_form_key_init(&k, g->values[v].data, g->values[v].nbytes, "device:copy", NULL, 0,
+                               p->device_index);
+            char what[INFD_ERROR_MSG_BYTES / 2];
+            snprintf(what, sizeof(what), "%s: constant '%s'", g->source, g->values[v].name);
+            infd_status st = infd_weights_form(p->weights, &k, make_dev_const, &c, free_dev_const,
+                                               p->backend, what, &p->dev_consts[v], err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            total += g->values[v].nbytes;
         }
-    }
-    if (total) {
-        host = infd_aligned_alloc(INFD_ALIGNMENT, total);
-        p->dev_weights = p->backend->alloc(INFD_BACKEND_MEM_DEVICE, total, err);
-        if (!host || !p->dev_weights) {
-            infd_free(host);
-            if (!host)
-                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory",
-                                      g->source);
-            return err ? err->code : INFD_STATUS_OUT_OF_MEMORY;
-        }
-        memset(host, 0, total);
-        for (int32_t v = 0; v < g->n_values; v++) {
-            if (p->home[v] == HOME_CONST && p->offset[v] != SIZE_MAX && g->values[v].nbytes)
-                memcpy(host + p->offset[v], g->values[v].data, g->values[v].nbytes);
-        }
-        p->backend->copy(p->dev_weights, host, total, INFD_BACKEND_COPY_H2D, NULL);
-        infd_free(host);
-        infd_status st = p->backend->sync(NULL, err);
-        if (st != INFD_STATUS_OK)
-            return st;
     }
     p->stats.weight_bytes = total;
     size_t n_io = (size_t)g->n_inputs + (size_t)g->n_outputs;
@@ -1214,14 +1343,16 @@ typedef struct model_source {
     int32_t n_records;
 } model_source;
 
-static infd_status plan_create(const model_source *src, const infd_plan_options *opts,
-                               infd_plan **out, infd_error *err)
+/* Builds a plan of the model in `w` (retained by the plan), with the
+ * tuning records of a plan file when `records` is set. */
+static infd_status plan_build(infd_weights *w, const infd_plan_record *records, int32_t n_records,
+                              const infd_plan_options *opts, infd_plan **out, infd_error *err)
 {
     infd_status st;
     infd_plan *p = NULL;
     infd_plan_options defaults;
     uint64_t t0 = infd_clock_ns();
-    const char *path = src->path;
+    const char *path = infd_weights_name(w);
     *out = NULL;
 
     if (!opts) {
@@ -1259,6 +1390,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     pthread_mutex_init(&p->mu, NULL);
+    p->weights = w;
+    infd_weights_retain(w);
+    infd_weights_count_plan(w, 1);
     p->backend = backend;
     p->device = infd_backend_is_device(backend);
     p->device_index = opts->device_index;
@@ -1268,15 +1402,21 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     p->precision = opts->precision;
     const char *plain = getenv("INFD_PLAIN_LAYOUTS");
     p->plain_layouts = plain && plain[0] && plain[0] != '0';
-    p->records = src->records;
-    p->n_records = src->n_records;
+    p->records = records;
+    p->n_records = n_records;
 
-    if (src->data)
-        st = infd_onnx_load_buffer(src->data, src->n, path, NULL, &p->g, err);
-    else
-        st = infd_onnx_load_file(path, &p->g, err);
+    /* The model's structure is copied; its constants stay where they are,
+     * shared (share_constants below). */
+    const infd_ir_graph *base = NULL;
+    st = infd_weights_lock_model(w, &base, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    p->g = infd_ir_graph_clone(base);
+    infd_weights_unlock_model(w);
+    if (!p->g) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
     infd_ir_graph *g = p->g;
     p->stats.n_nodes_model = g->n_nodes;
     st = bind_inputs(g, opts, err);
@@ -1301,6 +1441,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     if (st == INFD_STATUS_OK)
         st = infd_pass_fuse_depthwise(g, p->backend, p->n_threads, p->precision, &p->stats.n_fused,
                                       err);
+    if (st == INFD_STATUS_OK)
+        st = share_constants(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
     st = device_ready(&prep, p, path, err);
@@ -1318,6 +1460,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
         INFD_LOG_DEBUG("%s: %d kernels compiled: %.1f ms", path, p->n_steps,
                        (double)(infd_clock_ns() - t_steps) / 1e6);
     p->records = NULL; /* borrowed for the build only */
+    if (st == INFD_STATUS_OK)
+        st = drop_unread_constants(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
 
@@ -1348,8 +1492,9 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     p->stats.n_opaque = p->n_opaque;
     p->stats.n_image_kernels = p->n_image_steps;
     p->stats.arena_bytes = p->arena_bytes;
-    if (!p->device)
-        p->stats.weight_bytes = infd_arena_used_bytes(&g->weights);
+    if (!p->device) /* the constants its runs read (prepared forms: infd_weights_get_stats) */
+        for (int32_t v = 0; v < p->n_consts; v++)
+            p->stats.weight_bytes += p->consts[v] ? infd_weight_form_bytes(p->consts[v]) : 0;
     p->stats.compile_ms = (double)(infd_clock_ns() - t0) / 1e6;
     INFD_LOG_DEBUG("%s: compiled %d nodes into %d kernels (%d folded), arena %zu bytes, %.1f ms",
                    path, p->stats.n_nodes_model, p->n_steps, p->stats.n_folded, p->arena_bytes,
@@ -1364,6 +1509,31 @@ fail:
         backend->settle(opts->device_index);
     infd_plan_destroy(p);
     return st;
+}
+
+static infd_status plan_create(const model_source *src, const infd_plan_options *opts,
+                               infd_plan **out, infd_error *err)
+{
+    infd_weights *w = NULL;
+    infd_status st = src->data
+                         ? infd_weights_create_from_memory(src->data, src->n, src->path, &w, err)
+                         : infd_weights_create(src->path, &w, err);
+    *out = NULL;
+    if (st != INFD_STATUS_OK)
+        return st;
+    st = plan_build(w, src->records, src->n_records, opts, out, err);
+    infd_weights_drop_model(w); /* no other plan will be built from it */
+    infd_weights_destroy(w);
+    return st;
+}
+
+infd_status infd_plan_create_from_weights(infd_weights *w, const infd_plan_options *opts,
+                                          infd_plan **out, infd_error *err)
+{
+    *out = NULL;
+    if (!w)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "no weights given");
+    return plan_build(w, NULL, 0, opts, out, err);
 }
 
 infd_status infd_plan_create(const char *path, const infd_plan_options *opts, infd_plan **out,
@@ -1403,6 +1573,14 @@ infd_status infd_plan_create_tuned(const void *onnx, size_t n, const char *name,
     return plan_create(&src, opts, out, err);
 }
 
+const void *infd_plan_constant_data(const infd_plan *p, const char *name)
+{
+    for (int32_t v = 0; v < p->n_consts; v++)
+        if (p->consts[v] && strcmp(p->g->values[v].name, name) == 0)
+            return infd_weight_form_data(p->consts[v]);
+    return NULL;
+}
+
 int32_t infd_plan_n_records(const infd_plan *p)
 {
     return p->n_steps;
@@ -1430,8 +1608,12 @@ void infd_plan_destroy(infd_plan *p)
     (void)infd_backend_set_device(p->backend, p->device_index, NULL); /* frees on its device */
     for (int32_t s = 0; s < p->n_steps; s++)
         infd_kernel_destroy(p->steps[s].kernel);
-    if (p->dev_weights)
-        p->backend->free(INFD_BACKEND_MEM_DEVICE, p->dev_weights);
+    for (int32_t v = 0; p->dev_consts && v < p->n_consts; v++)
+        infd_weight_form_release(p->dev_consts[v]);
+    infd_free(p->dev_consts);
+    for (int32_t v = 0; v < p->n_consts; v++)
+        infd_weight_form_release(p->consts[v]);
+    infd_free(p->consts);
     infd_free(p->stage_offset);
     infd_free(p->steps);
     infd_free(p->home);
@@ -1441,6 +1623,10 @@ void infd_plan_destroy(infd_plan *p)
     infd_free(p->slot_used);
     image_prefix_clear(p);
     infd_ir_graph_destroy(p->g);
+    if (p->weights) {
+        infd_weights_count_plan(p->weights, -1);
+        infd_weights_release(p->weights);
+    }
     pthread_mutex_destroy(&p->mu);
     infd_free(p);
 }
@@ -1489,8 +1675,9 @@ static void *value_ptr(const infd_context *c, int32_t v)
         return NULL;
     switch ((value_home)p->home[v]) {
     case HOME_CONST:
-        if (p->device) /* SIZE_MAX: not read by any kernel */
-            return p->offset[v] == SIZE_MAX ? NULL : (uint8_t *)p->dev_weights + p->offset[v];
+        if (p->device) /* NULL: no kernel reads it (they keep their own copies) */
+            return v < p->n_consts && p->dev_consts[v] ? infd_weight_form_data(p->dev_consts[v])
+                                                       : NULL;
         return (void *)p->g->values[v].data;
     case HOME_ARENA:
         return c->arena + p->offset[v];

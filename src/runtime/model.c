@@ -37,7 +37,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/pool.h"
-#include "onnx/loader.h"
+#include "graph/weights.h"
 #include "runtime/runtime.h"
 
 /* Triton's default max_batch_size when auto-completing a batching model. */
@@ -522,7 +522,7 @@ static infd_status build_plan(infd_model *m, const rt_device *dev, int64_t batch
     }
     o.shapes = shapes;
     o.n_shapes = m->n_in;
-    return infd_plan_create(m->path, &o, out, err);
+    return infd_plan_create_from_weights(m->weights, &o, out, err);
 }
 
 /* Batch sizes to compile: the engine's rule (infd_plan_batch_sizes: powers
@@ -980,6 +980,112 @@ static void auto_to_cpu(infd_model *m, const bool *auto_group, const char *why)
     sort_devices(m);
 }
 
+/* Fills m->mem: per device, the weights (the shared host forms on the
+ * CPU; each device plan's device weights on its GPU) and the arenas of
+ * the contexts of the instances there. */
+static void measure_memory(infd_model *m)
+{
+    infd_weights_stats ws;
+    infd_weights_get_stats(m->weights, &ws);
+    m->n_mem = 0;
+    m->mem_weight_bytes = ws.host_bytes + ws.device_bytes;
+    m->mem_arena_bytes = 0;
+    bool host_weights_counted = false;
+    for (int d = 0; d < m->n_dev && m->n_mem < INFD_STATS_MAX_MEMORY; d++) {
+        const rt_device *dev = &m->dev[d];
+        uint64_t weights = 0, arenas = 0;
+        for (int p = 0; p < m->n_plans; p++) {
+            infd_plan_stats s;
+            if (!dev->plans[p])
+                continue;
+            infd_plan_get_stats(dev->plans[p], &s);
+            for (int k = 0; k < m->n_inst; k++)
+                if (m->inst[k].device == d)
+                    arenas += s.arena_bytes;
+        }
+        if (dev->kind == INFD_DEVICE_CUDA) {
+            /* The shared device copies; the CUDA kernels' own converted
+             * weights are not counted yet (docs/ENGINE.md). */
+            weights =
+                dev->gpu >= 0 && dev->gpu < INFD_WEIGHTS_MAX_GPUS ? ws.gpu_bytes[dev->gpu] : 0;
+        } else {
+            weights = ws.host_bytes;
+            host_weights_counted = true;
+        }
+        m->mem_arena_bytes += arenas;
+        infd_memory_usage *u = &m->mem[m->n_mem++];
+        u->type = dev->kind == INFD_DEVICE_CUDA ? "GPU" : "CPU";
+        u->id = dev->kind == INFD_DEVICE_CUDA ? dev->gpu : 0;
+        u->byte_size = weights + arenas;
+    }
+    /* GPU-only models keep host forms while compiling; report them too. */
+    if (!host_weights_counted && ws.host_bytes && m->n_mem < INFD_STATS_MAX_MEMORY) {
+        for (int i = m->n_mem; i > 0; i--)
+            m->mem[i] = m->mem[i - 1];
+        m->mem[0] = (infd_memory_usage){ "CPU", 0, ws.host_bytes };
+        m->n_mem++;
+    }
+}
+
+/* One plan of a device built on a thread of its own (build_rest). */
+typedef struct plan_job {
+    infd_model *m;
+    const rt_device *dev;
+    int64_t batch;
+    infd_plan *plan;
+    infd_status st;
+    infd_error err;
+    pthread_t thread;
+    bool threaded;
+} plan_job;
+
+static void *plan_job_main(void *arg)
+{
+    plan_job *j = arg;
+    j->st = build_plan(j->m, j->dev, j->batch, &j->plan, &j->err);
+    return NULL;
+}
+
+/* Builds the device's plans [1, n_sizes) that are not built yet, in
+ * parallel on up to the machine's cores: plan 0 made every shared form
+ * (reordered and converted weights), so these only compile their kernels
+ * (infd_plan_create_from_weights is thread-safe). Successes land in
+ * dev->plans[p] with from_job[p] set; failures leave dev->plans[p] NULL
+ * and their status and error in st[p] and errs[p], for build_devices to
+ * handle in order as if it had built them itself. */
+static void build_rest(infd_model *m, rt_device *dev, const int64_t *sizes, int n_sizes,
+                       bool *from_job, infd_status *st, infd_error *errs)
+{
+    plan_job jobs[RT_MAX_PLANS];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int width = (int)(cores > 1 ? cores : 1);
+    for (int first = 1; first < n_sizes; first += width) {
+        int last = INFD_MIN(n_sizes, first + width);
+        for (int p = first; p < last; p++) {
+            plan_job *j = &jobs[p];
+            memset(j, 0, sizeof(*j));
+            if (dev->plans[p])
+                continue;
+            j->m = m;
+            j->dev = dev;
+            j->batch = sizes[p];
+            j->threaded = pthread_create(&j->thread, NULL, plan_job_main, j) == 0;
+            if (!j->threaded)
+                plan_job_main(j);
+            from_job[p] = true;
+        }
+        for (int p = first; p < last; p++) {
+            if (!from_job[p])
+                continue;
+            if (jobs[p].threaded)
+                pthread_join(jobs[p].thread, NULL);
+            dev->plans[p] = jobs[p].plan;
+            st[p] = jobs[p].st;
+            errs[p] = jobs[p].err;
+        }
+    }
+}
+
 /* Compiles every device's plans (GPUs first, so that a KIND_AUTO fallback
  * is settled before the CPU's plans are sized for their instances) and maps
  * the served batch sizes on the first plans built. */
@@ -1006,10 +1112,23 @@ static infd_status build_devices(infd_model *m, Inference__ModelConfig *c, const
             }
             m->n_threads = threads > 0 ? threads : 1;
         }
+        bool from_job[RT_MAX_PLANS] = { false };
+        infd_status job_st[RT_MAX_PLANS];
+        infd_error job_err[RT_MAX_PLANS];
         for (int p = 0; p < n_sizes; p++) {
-            if (dev->plans[p])
+            if (dev->plans[p] && !from_job[p])
                 continue; /* built before a fallback renumbered the devices */
-            infd_status st = build_plan(m, dev, sizes[p], &dev->plans[p], err);
+            if (p == 1 && n_sizes > 2)
+                build_rest(m, dev, sizes, n_sizes, from_job, job_st, job_err);
+            infd_status st;
+            if (from_job[p]) {
+                from_job[p] = false;
+                st = job_st[p];
+                if (st != INFD_STATUS_OK && err)
+                    *err = job_err[p];
+            } else {
+                st = build_plan(m, dev, sizes[p], &dev->plans[p], err);
+            }
             if (st != INFD_STATUS_OK) {
                 if (dev->kind == INFD_DEVICE_CUDA)
                     infd_error_prefix(err, "%s (GPU %d, batch %lld)", m->path, dev->gpu,
@@ -1178,7 +1297,6 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
 {
     *out = NULL;
     uint64_t t0 = infd_clock_ns();
-    infd_ir_graph *g = NULL;
     infd_status st = INFD_STATUS_OK;
     bool auto_group[RT_MAX_GROUPS] = { false };
     infd_model *m = infd_calloc(1, sizeof(*m));
@@ -1243,12 +1361,17 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
         st = infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: no model file", m->path);
         goto out;
     }
-    st = infd_onnx_load_file(m->path, &g, err);
+    /* Loaded once: the config is completed from it, and every plan is
+     * built from it. */
+    st = infd_weights_create(m->path, &m->weights, err);
     if (st != INFD_STATUS_OK)
         goto out;
-    st = complete_inputs(m, c, cfile, g, err);
-    infd_ir_graph_destroy(g);
-    g = NULL;
+    const infd_ir_graph *model_graph = NULL;
+    st = infd_weights_lock_model(m->weights, &model_graph, err);
+    if (st != INFD_STATUS_OK)
+        goto out;
+    st = complete_inputs(m, c, cfile, model_graph, err);
+    infd_weights_unlock_model(m->weights);
     if (st != INFD_STATUS_OK)
         goto out;
     st = read_precision(m, c, cfile, err);
@@ -1263,6 +1386,7 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     st = build_devices(m, c, cfile, auto_group, sizes, n_sizes, err);
     if (st != INFD_STATUS_OK)
         goto out;
+    infd_weights_trim(m->weights); /* the plans hold what they use */
     st = create_instances(m, err);
     if (st != INFD_STATUS_OK)
         goto out;
@@ -1276,6 +1400,19 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     atomic_store(&m->state, INFD_MODEL_STATE_READY);
     char where[256];
     describe_devices(m, where, sizeof(where));
+    measure_memory(m);
+    char mem[256];
+    size_t at = 0;
+    for (int i = 0; i < m->n_mem && at < sizeof(mem); i++)
+        at += (size_t)snprintf(mem + at, sizeof(mem) - at, "%s%s %lld %.1f MiB", i ? ", " : "",
+                               m->mem[i].type, (long long)m->mem[i].id,
+                               (double)m->mem[i].byte_size / 1048576.0);
+    infd_log(INFD_LOG_LEVEL_INFO,
+             "model '%s' version %lld memory: %s (weights %.1f MiB, one copy for %d plan(s) on "
+             "%d device(s); arenas %.1f MiB)",
+             m->name, (long long)version, m->n_mem ? mem : "none",
+             (double)m->mem_weight_bytes / 1048576.0, m->n_plans, m->n_dev,
+             (double)m->mem_arena_bytes / 1048576.0);
     infd_log(INFD_LOG_LEVEL_INFO,
              "model '%s' version %lld READY: %d input(s), %d output(s), max_batch_size %d, %d "
              "plan(s), %d instance(s) (%s), %s batching, loaded in %.0f ms",
@@ -1284,7 +1421,6 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     *out = m;
     m = NULL;
 out:
-    infd_ir_graph_destroy(g);
     if (m) {
         rt_model_stop(m);
         rt_model_free(m);
@@ -1334,6 +1470,7 @@ void rt_model_free(infd_model *m)
     pthread_mutex_destroy(&m->mu);
     pthread_cond_destroy(&m->work_cv);
     pthread_cond_destroy(&m->drain_cv);
+    infd_weights_destroy(m->weights);
     infd_free(m->path);
     infd_free(m->name);
     infd_free(m);
@@ -1478,6 +1615,11 @@ void infd_model_get_stats(const infd_model *model, infd_model_stats *out)
         out->batch_exec_count[b] = LOAD(s->batch_exec_count[b]);
         out->batch_compute_ns[b] = LOAD(s->batch_compute_ns[b]);
     }
+    for (int i = 0; i < m->n_mem; i++)
+        out->memory_usage[i] = m->mem[i];
+    out->n_memory_usage = m->n_mem;
+    out->weight_bytes = m->mem_weight_bytes;
+    out->arena_bytes = m->mem_arena_bytes;
     pthread_mutex_lock(&m->mu);
     out->queue_depth = m->depth;
     out->pending_count = m->pending;

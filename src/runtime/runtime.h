@@ -138,7 +138,16 @@ struct infd_model {
     infd_server *server;
     char *name;
     int64_t version;
-    char *path;                     /* the ONNX file */
+    char *path; /* the ONNX file */
+    /* The model's constants, shared by every plan of every device (one
+     * copy per device however many batch sizes; engine.h), trimmed once
+     * the plans are built. */
+    infd_weights *weights;
+    /* Memory held once READY (infd_model_stats.memory_usage; fixed after
+     * the load). */
+    infd_memory_usage mem[INFD_STATS_MAX_MEMORY];
+    int n_mem;
+    uint64_t mem_weight_bytes, mem_arena_bytes;
     Inference__ModelConfig *config; /* completed; owned */
     int max_batch;                  /* 0: no batching */
     int n_in, n_out;

@@ -89,6 +89,8 @@ infd_status infd_dnnl_batch_norm_compile(const infd_kernel_args *a, infd_kernel 
         st = infd_dnnl_copy_const(a, a->inputs[i]->data, sizeof(float) * (size_t)c, &buf, err);
         if (st == INFD_STATUS_OK)
             st = infd_dnnl_exec_arg_const(&k->exec, a, arg_ids[i], &c_md, buf, err);
+        if (st == INFD_STATUS_OK) /* copied: never read at run time */
+            k->base.base.unread_inputs |= 1u << i;
     }
     if (st == INFD_STATUS_OK)
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_DST, INFD_DNNL_FROM_OUTPUT, 0, &l.md, err);

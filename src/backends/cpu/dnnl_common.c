@@ -562,15 +562,103 @@ infd_status infd_dnnl_exec_arg_ws(infd_dnnl_exec *e, const infd_kernel_args *a, 
     return st;
 }
 
+/* "<file>: node '<name>' (<op>)", for the messages of the weights table. */
+static const char *node_what(const infd_kernel_args *a, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s: node '%s' (%s)", a->g->source, a->node->name, a->node->op_type);
+    return buf;
+}
+
+/* Adds form f (a reference, taken) as constant argument arg_id. */
+static infd_status add_form_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                const dnnl_memory_desc_t *md, infd_weight_form *f, infd_error *err)
+{
+    if (e->n_forms >= INFD_DNNL_MAX_ARGS) {
+        infd_weight_form_release(f);
+        return infd_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN constants");
+    }
+    e->forms[e->n_forms++] = f;
+    return add_arg(e, a, arg_id, INFD_DNNL_FROM_CONST, -1, md, infd_weight_form_data(f), err);
+}
+
+/* Hands a finished buffer to the weights table (infd_weights_form's make). */
+typedef struct given_buf {
+    void *buf;
+    size_t bytes;
+    bool taken;
+} given_buf;
+
+static infd_status give_buf(void *ctx, void **data, size_t *bytes, infd_error *err)
+{
+    given_buf *g = ctx;
+    (void)err;
+    *data = g->buf;
+    *bytes = g->bytes;
+    g->taken = true;
+    return INFD_STATUS_OK;
+}
+
+static void free_buf(void *data, int32_t device, const void *arg)
+{
+    (void)device;
+    (void)arg;
+    infd_free(data);
+}
+
 infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
                                      const dnnl_memory_desc_t *md, void *buf, infd_error *err)
 {
-    if (e->n_owned >= INFD_DNNL_MAX_ARGS) {
-        infd_free(buf);
-        return infd_node_error(a, err, INFD_STATUS_INTERNAL, "too many oneDNN constants");
-    }
-    e->owned[e->n_owned++] = buf;
-    return add_arg(e, a, arg_id, INFD_DNNL_FROM_CONST, -1, md, buf, err);
+    size_t n = dnnl_memory_desc_get_size(md);
+    infd_form_key k;
+    infd_form_key_init(&k, buf, n, "bytes", NULL, 0, -1); /* as infd_weights_copy's */
+    given_buf g = { buf, n, false };
+    infd_weight_form *f = NULL;
+    char what[INFD_ERROR_MSG_BYTES / 2];
+    infd_status st = infd_weights_form(a->weights, &k, give_buf, &g, free_buf, NULL,
+                                       node_what(a, what, sizeof(what)), &f, err);
+    if (!g.taken)
+        infd_free(buf); /* the same bytes were there: the shared copy serves */
+    if (st != INFD_STATUS_OK)
+        return st;
+    return add_form_arg(e, a, arg_id, md, f, err);
+}
+
+typedef struct reorder_ctx {
+    const infd_kernel_args *a;
+    const dnnl_memory_desc_t *from_md;
+    const void *data;
+    const dnnl_memory_desc_t *to_md;
+} reorder_ctx;
+
+static infd_status make_reordered(void *ctx, void **data, size_t *bytes, infd_error *err)
+{
+    const reorder_ctx *r = ctx;
+    *bytes = dnnl_memory_desc_get_size(r->to_md);
+    return infd_dnnl_reorder_const(r->a, r->from_md, r->data, r->to_md, data, err);
+}
+
+infd_status infd_dnnl_exec_arg_reordered(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                         const dnnl_memory_desc_t *from_md, const void *data,
+                                         const dnnl_memory_desc_t *to_md, int input,
+                                         uint32_t *unread, infd_error *err)
+{
+    /* The key: the source bytes, and both layouts (oneDNN 2's memory
+     * descriptors are plain structs that oneDNN zero-fills, so their bytes
+     * say what they describe). */
+    dnnl_memory_desc_t desc[2] = { *from_md, *to_md };
+    infd_form_key k;
+    infd_form_key_init(&k, data, dnnl_memory_desc_get_size(from_md), "dnnl:reorder", desc,
+                       sizeof(desc), -1);
+    reorder_ctx r = { a, from_md, data, to_md };
+    infd_weight_form *f = NULL;
+    char what[INFD_ERROR_MSG_BYTES / 2];
+    infd_status st = infd_weights_form(a->weights, &k, make_reordered, &r, free_buf, NULL,
+                                       node_what(a, what, sizeof(what)), &f, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (input >= 0 && input < 32 && unread)
+        *unread |= 1u << input;
+    return add_form_arg(e, a, arg_id, to_md, f, err);
 }
 
 infd_status infd_dnnl_copy_const(const infd_kernel_args *a, const void *data, size_t n, void **out,
@@ -702,8 +790,8 @@ void infd_dnnl_exec_fini(infd_dnnl_exec *e)
     }
     if (e->prim)
         dnnl_primitive_destroy(e->prim);
-    for (int i = 0; i < e->n_owned; i++)
-        infd_free(e->owned[i]);
+    for (int i = 0; i < e->n_forms; i++)
+        infd_weight_form_release(e->forms[i]);
     infd_free(e->args);
     infd_free(e->streams);
     memset(e, 0, sizeof(*e));

@@ -56,6 +56,7 @@
 #include <stdbool.h>
 
 #include "backends/cpu/cpu_ops.h"
+#include "graph/weights.h"
 
 #define INFD_DNNL_MAX_ARGS   12
 #define INFD_DNNL_NAME_BYTES 96
@@ -78,8 +79,10 @@ typedef struct infd_dnnl_exec {
     size_t arg_offset[INFD_DNNL_MAX_ARGS]; /* FROM_WORKSPACE: byte offset into io->workspace */
     dnnl_exec_arg_t *args;                 /* [n_slots][INFD_DNNL_MAX_ARGS]; memories owned */
     dnnl_stream_t *streams;                /* [n_slots], owned */
-    void *owned[INFD_DNNL_MAX_ARGS];       /* constant buffers (infd_aligned_alloc) */
-    int n_owned;
+    /* Constant buffers: the model's shared forms (graph/weights.h), one
+     * reference each, released with the executor. */
+    infd_weight_form *forms[INFD_DNNL_MAX_ARGS];
+    int n_forms;
     size_t scratch_bytes;
     int n_threads; /* OpenMP team size for run (infd_kernel_args.n_threads) */
     /* Split runs (infd_dnnl_exec_split): the primitive runs n_parts times,
@@ -249,10 +252,22 @@ infd_status infd_dnnl_exec_arg(infd_dnnl_exec *e, const infd_kernel_args *a, int
                                infd_dnnl_from from, int32_t index, const dnnl_memory_desc_t *md,
                                infd_error *err);
 
-/* Adds a constant argument; takes `buf` (from infd_aligned_alloc), freed
- * with the executor even when this call fails. */
+/* Adds a constant argument; takes `buf` (from infd_aligned_alloc, the
+ * md's size), freed even when this call fails. Its bytes become the
+ * model's shared copy (a->weights): when another plan already holds the
+ * same bytes, `buf` is freed and that copy is used. */
 infd_status infd_dnnl_exec_arg_const(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
                                      const dnnl_memory_desc_t *md, void *buf, infd_error *err);
+
+/* Adds constant argument `arg_id`: `data` (laid out as from_md) reordered
+ * to to_md, made once per model (a->weights: a plan that finds the form
+ * another made takes it without reordering) and shared. Sets bit `input`
+ * in *unread (the kernel's unread_inputs) when input >= 0: data is that
+ * input's constant, which the kernel then never reads at run time. */
+infd_status infd_dnnl_exec_arg_reordered(infd_dnnl_exec *e, const infd_kernel_args *a, int arg_id,
+                                         const dnnl_memory_desc_t *from_md, const void *data,
+                                         const dnnl_memory_desc_t *to_md, int input,
+                                         uint32_t *unread, infd_error *err);
 
 /* Reorders constant `data` laid out as `from_md` into a new buffer laid out
  * as `to_md` (*out, from infd_aligned_alloc). Runs at compile time. */

@@ -124,11 +124,8 @@ static infd_status add_weights(infd_dnnl_kernel *k, const infd_kernel_args *a,
         return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_WEIGHTS, INFD_DNNL_FROM_INPUT, 1, plain,
                                   err);
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    void *buf = NULL;
-    infd_status st = infd_dnnl_reorder_const(a, plain, w->data, want, &buf, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    return infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_WEIGHTS, want, buf, err);
+    return infd_dnnl_exec_arg_reordered(&k->exec, a, DNNL_ARG_WEIGHTS, plain, w->data, want, 1,
+                                        &k->base.base.unread_inputs, err);
 }
 
 static infd_status add_bias(infd_dnnl_kernel *k, const infd_kernel_args *a,
@@ -139,9 +136,11 @@ static infd_status add_bias(infd_dnnl_kernel *k, const infd_kernel_args *a,
         return infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_BIAS, INFD_DNNL_FROM_INPUT, 2, md, err);
     void *buf = NULL;
     infd_status st = infd_dnnl_copy_const(a, b->data, b->nbytes, &buf, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    return infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_BIAS, md, buf, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_BIAS, md, buf, err);
+    if (st == INFD_STATUS_OK)
+        k->base.base.unread_inputs |= 1u << 2;
+    return st;
 }
 
 /* Everything a Conv primitive descriptor is made from but src/dst. */

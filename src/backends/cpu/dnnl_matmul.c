@@ -78,10 +78,8 @@ static infd_status mm_compile(const infd_kernel_args *a, mm_spec *m, infd_kernel
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_SRC, INFD_DNNL_FROM_INPUT, 0, &m->src, err);
     if (st == INFD_STATUS_OK && m->w_const) {
         const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        void *buf = NULL;
-        st = infd_dnnl_reorder_const(a, &m->w_plain, m->w_const, want, &buf, err);
-        if (st == INFD_STATUS_OK)
-            st = infd_dnnl_exec_arg_const(&k->exec, a, DNNL_ARG_WEIGHTS, want, buf, err);
+        st = infd_dnnl_exec_arg_reordered(&k->exec, a, DNNL_ARG_WEIGHTS, &m->w_plain, m->w_const,
+                                          want, 1, &k->base.base.unread_inputs, err);
     } else if (st == INFD_STATUS_OK) {
         st = infd_dnnl_exec_arg(&k->exec, a, DNNL_ARG_WEIGHTS, INFD_DNNL_FROM_INPUT, 1, &m->w_plain,
                                 err);

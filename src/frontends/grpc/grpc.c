@@ -794,6 +794,21 @@ static Inference__ModelStatistics *model_stats(infd_arena *a, infd_model *m)
             ms->batch_stats[k] = &bs[k];
         }
     }
+    if (st.n_memory_usage > 0) {
+        size_t nm = (size_t)st.n_memory_usage;
+        ms->memory_usage = infd_arena_alloc(a, nm * sizeof(*ms->memory_usage), 0);
+        Inference__MemoryUsage *mu = infd_arena_alloc(a, nm * sizeof(*mu), 0);
+        if (!ms->memory_usage || !mu)
+            return NULL;
+        for (size_t k = 0; k < nm; k++) {
+            inference__memory_usage__init(&mu[k]);
+            mu[k].type = (char *)st.memory_usage[k].type;
+            mu[k].id = st.memory_usage[k].id;
+            mu[k].byte_size = st.memory_usage[k].byte_size;
+            ms->memory_usage[k] = &mu[k];
+        }
+        ms->n_memory_usage = nm;
+    }
     return ms;
 }
 

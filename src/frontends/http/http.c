@@ -697,6 +697,11 @@ static void write_model_stats(infd_strbuf *b, infd_model *m)
         write_duration(b, "compute_output", c, 0);
         infd_strbuf_puts(b, "}");
     }
+    infd_strbuf_puts(b, "],\"memory_usage\":[");
+    for (int i = 0; i < st.n_memory_usage; i++)
+        infd_strbuf_printf(b, "%s{\"type\":\"%s\",\"id\":%" PRId64 ",\"byte_size\":%" PRIu64 "}",
+                           i ? "," : "", st.memory_usage[i].type, st.memory_usage[i].id,
+                           st.memory_usage[i].byte_size);
     infd_strbuf_puts(b, "]}");
 }
 

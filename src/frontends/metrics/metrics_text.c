@@ -93,6 +93,11 @@ static const stat_family stat_families[] = {
       STAT_(compute_output_ns), 1000 },
     { "infd_inference_pending_request_count", "gauge",
       "Number of requests submitted and not yet completed", STAT_(pending_count), 1 },
+    { "infd_model_weight_bytes", "gauge",
+      "Bytes of a model's weights in the form its kernels read, all devices (one copy)",
+      STAT_(weight_bytes), 1 },
+    { "infd_model_arena_bytes", "gauge",
+      "Bytes of activation memory of a model's contexts, all devices", STAT_(arena_bytes), 1 },
     { "infd_inference_queue_depth", "gauge", "Number of requests waiting in the scheduler queue",
       STAT_(queue_depth), 1 },
 };
@@ -169,6 +174,24 @@ static void write_batches(infd_strbuf *b, const infd_metrics_model_sample *sampl
     }
 }
 
+/* infd_model_stats.memory_usage, one sample per model and device. */
+static void write_memory(infd_strbuf *b, const infd_metrics_model_sample *samples, int n)
+{
+    family(b, "infd_model_memory_bytes", "gauge",
+           "Memory a model holds on a device (Triton's memory_usage): its weights, one copy "
+           "shared by every plan, and its contexts' arenas");
+    for (int i = 0; i < n; i++) {
+        const infd_model_stats *st = &samples[i].stats;
+        for (int k = 0; k < st->n_memory_usage; k++) {
+            infd_strbuf_printf(b, "infd_model_memory_bytes");
+            model_labels_open(b, &samples[i]);
+            infd_strbuf_printf(b, ",type=\"%s\",id=\"%" PRId64 "\"} %" PRIu64 "\n",
+                               st->memory_usage[k].type, st->memory_usage[k].id,
+                               st->memory_usage[k].byte_size);
+        }
+    }
+}
+
 void infd_metrics_write_models(infd_strbuf *b, const infd_metrics_model_sample *samples, int n,
                                const double *bounds_us, int n_bounds)
 {
@@ -184,6 +207,7 @@ void infd_metrics_write_models(infd_strbuf *b, const infd_metrics_model_sample *
     }
     write_latency(b, samples, n, bounds_us, n_bounds);
     write_batches(b, samples, n);
+    write_memory(b, samples, n);
 }
 
 /* ------------------------------------------------------------------------- */
