@@ -66,6 +66,8 @@ def test_resnet50_plans_share_weights(serve, tmp_path, cache_dir):
     models = tmp_path / "models"
     (models / "resnet50" / "1").mkdir(parents=True)
     (models / "resnet50" / "1" / "model.onnx").symlink_to(onnx_path)
+    for data in onnx_path.parent.glob("resnet50.onnx?*"):  # external data, when exported so
+        (models / "resnet50" / "1" / data.name).symlink_to(data)
     (models / "resnet50" / "config.pbtxt").write_text(
         "max_batch_size: 8\ndynamic_batching { }\n"
         "instance_group { count: 1 kind: KIND_CPU }\n")
