@@ -295,7 +295,9 @@ async function main() {
     logSeverityLevel: process.env.ORT_REF_DEBUG ? 2 : 3, // hide ORT warnings unless debugging
   };
   if (args.threads > 0) opts.intraOpNumThreads = args.threads;
+  const tCreate = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(args.model, opts);
+  const sessionMs = Number(process.hrtime.bigint() - tCreate) / 1e6;
 
   const meta = {};
   for (const m of session.inputMetadata) meta[m.name] = m;
@@ -397,6 +399,7 @@ async function main() {
       min_ms: r3(sorted[0]),
       throughput_per_s: r3(args.benchIterations / total),
       iterations: args.benchIterations,
+      session_ms: r3(sessionMs),
       batch,
       threads: args.threads,
       opt: args.opt,

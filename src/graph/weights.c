@@ -385,7 +385,8 @@ infd_status infd_weights_form(infd_weights *w, const infd_form_key *k, infd_form
         form_free(f);
         return st;
     }
-    f->state = FORM_READY;
+    if (!w) /* a shared form became ready under the lock, where others read it */
+        f->state = FORM_READY;
     *out = f;
     return INFD_STATUS_OK;
 }
