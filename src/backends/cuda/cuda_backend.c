@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_runtime.h"
 #include "core/alloc.h"
 #include "core/common.h"
+#include "cuda_shared.h"
 
 static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
 {
@@ -61,7 +62,11 @@ static infd_status cuda_compile(const infd_kernel_args *a, infd_kernel **out, in
     const infd_cuda_op *op = find_op(a, err ? err : &local);
     if (!op)
         return err ? err->code : local.code;
-    return op->compile(a, out, err);
+    /* Weights the kernel uploads are the model's shared copies. */
+    infd_cuda_shared_begin(a->weights);
+    infd_status st = op->compile(a, out, err);
+    infd_cuda_shared_begin(NULL);
+    return st;
 }
 
 static bool cuda_produces_opaque(const infd_kernel_args *a)

@@ -49,6 +49,7 @@
 #include "core/alloc.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "cuda_shared.h"
 
 typedef struct conv_kernel {
     infd_cuda_kernel base;
@@ -284,7 +285,7 @@ static void free_forms(conv_kernel *k)
 {
     infd_cuda_conv_destroy(k->conv);
     infd_cuda_gemm_destroy(k->gemm);
-    infd_cuda_free(0, k->dw_w);
+    infd_cuda_weights_free(k->dw_w);
     infd_cuda_convg_destroy(k->convg);
     infd_cuda_stem_destroy(k->stem);
     k->conv = NULL;

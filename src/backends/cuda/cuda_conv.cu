@@ -18,6 +18,7 @@
 #include "cuda_conv.h"
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_shared.h"
 
 /* Workspace cap per convolution: the plan reserves the largest one once per
  * context. */
@@ -94,10 +95,8 @@ extern "C" void infd_cuda_conv_destroy(infd_cuda_conv *c)
         cudnnDestroyConvolutionDescriptor(c->cd);
     if (c->ad)
         cudnnDestroyActivationDescriptor(c->ad);
-    if (c->w16)
-        cudaFree(c->w16);
-    if (c->b16)
-        cudaFree(c->b16);
+    infd_cuda_weights_free(c->w16);
+    infd_cuda_weights_free(c->b16);
     free(c);
 }
 

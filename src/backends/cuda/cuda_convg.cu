@@ -55,6 +55,7 @@
 #include "cuda_convg.h"
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_shared.h"
 
 #define MAX_WORKSPACE  ((size_t)256 << 20)
 #define MAX_HEUR_A     8  /* mode A configurations considered */
@@ -782,10 +783,8 @@ extern "C" void infd_cuda_convg_destroy(infd_cuda_convg *c)
 {
     if (!c)
         return;
-    if (c->w)
-        cudaFree(c->w);
-    if (c->b)
-        cudaFree(c->b);
+    infd_cuda_weights_free(c->w);
+    infd_cuda_weights_free(c->b);
     c->w = c->b = NULL;
     if (!c->owner && c->refs == 0) { /* never shared: a failed create */
         free_owner(c);

@@ -45,6 +45,7 @@
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
 #include "cuda_vec.cuh"
+#include "cuda_shared.h"
 
 using namespace nvcuda;
 
@@ -556,10 +557,10 @@ extern "C" void infd_cuda_dwpw_destroy(infd_cuda_dwpw *p)
 {
     if (!p)
         return;
-    cudaFree(p->w_dw);
-    cudaFree(p->w_pw);
-    cudaFree(p->b_dw);
-    cudaFree(p->b_pw);
+    infd_cuda_weights_free(p->w_dw);
+    infd_cuda_weights_free(p->w_pw);
+    infd_cuda_weights_free(p->b_dw);
+    infd_cuda_weights_free(p->b_pw);
     free(p);
 }
 

@@ -18,6 +18,7 @@
 #include "cuda_gemm.h"
 #include "cuda_nhwc.h"
 #include "cuda_runtime_impl.h"
+#include "cuda_shared.h"
 
 #define MAX_WORKSPACE ((size_t)32 << 20)
 
@@ -44,10 +45,8 @@ extern "C" void infd_cuda_gemm_destroy(infd_cuda_gemm *g)
         cublasLtMatrixLayoutDestroy(g->lb);
     if (g->lc)
         cublasLtMatrixLayoutDestroy(g->lc);
-    if (g->bias)
-        cudaFree(g->bias);
-    if (g->b16)
-        cudaFree(g->b16);
+    infd_cuda_weights_free(g->bias);
+    infd_cuda_weights_free(g->b16);
     free(g);
 }
 

@@ -24,6 +24,7 @@
 #include "cuda_runtime_impl.h"
 #include "cuda_time.cuh"
 #include "cuda_vec.cuh"
+#include "cuda_shared.h"
 
 const infd_cuda_layout infd_cuda_layout_f16_nhwc = { INFD_CUDA_FMT_F16_NHWC };
 const infd_cuda_layout infd_cuda_layout_bf16_nhwc = { INFD_CUDA_FMT_BF16_NHWC };
@@ -677,22 +678,12 @@ static void to_format(void *dst, const float *src, size_t n, infd_cuda_fmt fmt)
         memcpy(dst, src, n * sizeof(float));
 }
 
-/* A device copy of the n elements (es bytes each) at host; NULL (why)
- * on failure. */
+/* A device copy of the n elements (es bytes each) at host, freed with
+ * infd_cuda_weights_free; NULL (why) on failure. */
 static void *copy_up(const void *host, size_t n, size_t es, char *why, size_t why_n)
 {
-    void *d = NULL;
-    cudaError_t rc = cudaMalloc(&d, n * es);
-    if (rc == cudaSuccess)
-        rc = cudaMemcpy(d, host, n * es, cudaMemcpyHostToDevice);
-    if (rc != cudaSuccess) {
-        snprintf(why, why_n, "uploading constants: %s", cudaGetErrorString(rc));
-        cudaGetLastError();
-        if (d)
-            cudaFree(d);
-        return NULL;
-    }
-    return d;
+    /* The model's shared copy while a plan compiles (cuda_shared.h). */
+    return infd_cuda_shared_upload(host, n * es, why, why_n);
 }
 
 extern "C" void *infd_cuda_upload(const float *src, size_t n, infd_cuda_fmt fmt, char *why,
