@@ -948,6 +948,15 @@ static infd_status image_prefix_choose(infd_plan *p, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* Sets mark[v] for each value v a tensor attribute of `node` holds. */
+static void mark_attr_tensors(const infd_ir_graph *g, const infd_ir_node *node, uint8_t *mark)
+{
+    for (int32_t i = 0; i < node->n_attrs; i++)
+        if (node->attrs[i].type == INFD_IR_ATTR_TENSOR && node->attrs[i].tensor >= 0 &&
+            node->attrs[i].tensor < g->n_values)
+            mark[node->attrs[i].tensor] = 1;
+}
+
 /* Marks in keep[] the values whose constant data the plan's kernels may
  * read: inputs and tensor attributes of live nodes, graph inputs bound to
  * values, graph outputs. */
@@ -960,10 +969,7 @@ static void constants_used(const infd_ir_graph *g, uint8_t *keep)
         for (int32_t i = 0; i < node->n_inputs; i++)
             if (node->inputs[i] >= 0)
                 keep[node->inputs[i]] = 1;
-        for (int32_t i = 0; i < node->n_attrs; i++)
-            if (node->attrs[i].type == INFD_IR_ATTR_TENSOR && node->attrs[i].tensor >= 0 &&
-                node->attrs[i].tensor < g->n_values)
-                keep[node->attrs[i].tensor] = 1;
+        mark_attr_tensors(g, node, keep);
     }
     for (int32_t i = 0; i < g->n_inputs; i++)
         keep[g->inputs[i]] = 1;
@@ -1026,10 +1032,7 @@ static infd_status drop_unread_constants(infd_plan *p, infd_error *err)
         for (int32_t i = 0; i < node->n_inputs; i++)
             if (node->inputs[i] >= 0 && !(i < 32 && (unread >> i & 1u)))
                 read[node->inputs[i]] = 1;
-        for (int32_t i = 0; i < node->n_attrs; i++) /* conservatively: a kernel may keep them */
-            if (node->attrs[i].type == INFD_IR_ATTR_TENSOR && node->attrs[i].tensor >= 0 &&
-                node->attrs[i].tensor < g->n_values)
-                read[node->attrs[i].tensor] = 1;
+        mark_attr_tensors(g, node, read); /* conservatively: a kernel may keep them */
     }
     for (int32_t i = 0; i < g->n_inputs; i++)
         read[g->inputs[i]] = 1;

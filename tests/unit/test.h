@@ -14,10 +14,12 @@
 #define INFD_TEST_H
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int test_failed_;
 
@@ -125,5 +127,20 @@ static int test_run_(const test_case_ *cases, size_t n, int argc, char **argv)
         }                                                                     \
         return test_run_(cases_, sizeof(fns_) / sizeof(fns_[0]), argc, argv); \
     }
+
+/* The path of `name` in the model cache ($INFD_CACHE, default
+ * <repo>/.cache: what scripts/setup.sh fetches and generates) in `path`;
+ * false, after printing a "skipped" line, when it is not there. Needs
+ * INFD_SOURCE_DIR (tests/unit/CMakeLists.txt defines it). */
+static inline bool test_cached_model_(const char *name, char *path, size_t n)
+{
+    const char *cache = getenv("INFD_CACHE");
+    snprintf(path, n, "%s/%s", cache && *cache ? cache : INFD_SOURCE_DIR "/.cache", name);
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        return true;
+    printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", name);
+    return false;
+}
 
 #endif /* INFD_TEST_H */

@@ -234,16 +234,6 @@ static void test_bound_input(void)
 
 /* The path of `name` in the model cache ($INFD_CACHE or the checkout's
  * .cache/), or false (saying so) when scripts/setup.sh has not put it there. */
-static bool cached_model(const char *name, char *path, size_t n)
-{
-    const char *cache = getenv("INFD_CACHE");
-    snprintf(path, n, "%s/%s", cache && *cache ? cache : INFD_SOURCE_DIR "/.cache", name);
-    struct stat sb;
-    if (stat(path, &sb) == 0)
-        return true;
-    printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", name);
-    return false;
-}
 
 /* A plan of `path` at `batch` on 2 threads. */
 static infd_status plan_at(const char *path, int64_t batch, infd_plan **plan, infd_error *err)
@@ -268,7 +258,7 @@ static void test_run_allocates_nothing(void)
                               "face_detection_front_128x128_barracuda.onnx") };
     const int64_t batches[] = { 1, 1, 2, 1 };
     for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
-        if (!cached_model(models[m], path, sizeof(path)))
+        if (!test_cached_model_(models[m], path, sizeof(path)))
             continue;
         infd_plan *plan = NULL;
         infd_context *ctx = NULL;
@@ -362,7 +352,7 @@ static double mismatch(const float *a, const float *b, size_t n)
 static void test_image_prefix(void)
 {
     char path[2200];
-    if (!cached_model("models/mobilenetv2.onnx", path, sizeof(path)))
+    if (!test_cached_model_("models/mobilenetv2.onnx", path, sizeof(path)))
         return;
     enum { B = 3, PIXELS = 3 * 224 * 224, CLASSES = 1000 };
     float *x = malloc(sizeof(float) * B * PIXELS);

@@ -115,24 +115,13 @@ static void test_trim_then_later_plan(void)
     infd_weights_destroy(w);
 }
 
-static bool cached_model(const char *name, char *path, size_t n)
-{
-    const char *cache = getenv("INFD_CACHE");
-    snprintf(path, n, "%s/%s", cache && *cache ? cache : INFD_SOURCE_DIR "/.cache", name);
-    struct stat sb;
-    if (stat(path, &sb) == 0)
-        return true;
-    printf("    skipped %s: not in the cache (run scripts/setup.sh)\n", name);
-    return false;
-}
-
 /* A convolutional network: the second batch size takes the first's
  * oneDNN weights (reordered into blocked layouts, Winograd's included)
  * instead of reordering them again, and holds no second copy. */
 static void test_prepared_weights_shared(void)
 {
     char path[2200];
-    if (!cached_model("models/mobilenetv2.onnx", path, sizeof(path)))
+    if (!test_cached_model_("models/mobilenetv2.onnx", path, sizeof(path)))
         return;
     infd_weights *w = NULL;
     infd_plan *p1 = NULL, *p4 = NULL;
