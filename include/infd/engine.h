@@ -255,6 +255,10 @@ typedef struct infd_weights_stats {
 /* A snapshot of what `w` holds. Thread-safe. */
 INFD_API void infd_weights_get_stats(const infd_weights *w, infd_weights_stats *out);
 
+/* The weights `plan` was built from (infd_plan_create makes ones of its
+ * own), borrowed: valid while the plan lives. For their statistics. */
+INFD_API const infd_weights *infd_plan_weights(const infd_plan *plan);
+
 /* An input or output of a plan: its name (valid while the plan lives),
  * dtype, concrete shape and byte size. */
 typedef struct infd_tensor_info {

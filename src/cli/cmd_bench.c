@@ -218,7 +218,6 @@ int infd_cli_bench(int argc, char **argv)
     long iterations = 100, warmup = 10, n_ctx = 1;
     int json = 0, profile = 0, pinned = 0, device_input = 0;
     infd_plan *plan = NULL;
-    infd_weights *weights = NULL;
     bench_worker *ws = NULL;
     infd_histogram *h = NULL;
     pthread_barrier_t ready;
@@ -284,19 +283,8 @@ int infd_cli_bench(int argc, char **argv)
     }
     barrier = true;
     uint64_t t0 = infd_clock_ns();
-    /* An ONNX model goes through infd_weights, whose statistics say what
-     * the plan holds in the form its kernels read (a plan file has its own
-     * path: infd_plan_create). */
-    infd_status pst;
-    if (infd_plan_file_is(c.model)) {
-        pst = infd_plan_create(c.model, &c.plan, &plan, &err);
-    } else {
-        pst = infd_weights_create(c.model, &weights, &err);
-        if (pst == INFD_STATUS_OK)
-            pst = infd_plan_create_from_weights(weights, &c.plan, &plan, &err);
-        infd_weights_trim(weights);
-    }
-    if (pst != INFD_STATUS_OK || infd_context_create(plan, &ws[0].ctx, &err) != INFD_STATUS_OK) {
+    if (infd_plan_create(c.model, &c.plan, &plan, &err) != INFD_STATUS_OK ||
+        infd_context_create(plan, &ws[0].ctx, &err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd bench: %s\n", err.msg);
         goto out;
     }
@@ -386,9 +374,9 @@ int infd_cli_bench(int argc, char **argv)
         printf("latency     p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n", p50, p90, p99);
         printf("throughput  %.1f samples/s\n", tput);
         printf("peak RSS    %.1f MiB\n", rss_mib);
-        if (weights) {
-            infd_weights_stats wst;
-            infd_weights_get_stats(weights, &wst);
+        {
+            infd_weights_stats wst; /* what the plan holds, in the form its kernels read */
+            infd_weights_get_stats(infd_plan_weights(plan), &wst);
             double held = (double)(wst.host_bytes + wst.device_bytes) / 1048576.0;
             printf("memory      weights %.1f MiB as the kernels read them (host %.1f, device "
                    "%.1f; plan's own device copy %.1f), peak RSS %.2fx that\n",
@@ -414,6 +402,5 @@ out:
         pthread_barrier_destroy(&ready);
     infd_histogram_destroy(h);
     infd_plan_destroy(plan);
-    infd_weights_destroy(weights);
     return rc;
 }

@@ -1347,9 +1347,14 @@ typedef struct model_source {
 } model_source;
 
 /* Builds a plan of the model in `w` (retained by the plan), with the
- * tuning records of a plan file when `records` is set. */
+ * tuning records of a plan file when `records` is set. `sole`: no other
+ * plan will be built from w, so the model as loaded is freed as soon as the
+ * plan's constants are its own (share_constants), before the kernels make
+ * their forms: ResNet-50's peak then holds two copies of the weights, not
+ * three. */
 static infd_status plan_build(infd_weights *w, const infd_plan_record *records, int32_t n_records,
-                              const infd_plan_options *opts, infd_plan **out, infd_error *err)
+                              bool sole, const infd_plan_options *opts, infd_plan **out,
+                              infd_error *err)
 {
     infd_status st;
     infd_plan *p = NULL;
@@ -1448,6 +1453,8 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
         st = share_constants(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    if (sole) /* nothing points into it any more */
+        infd_weights_drop_model(w);
     st = device_ready(&prep, p, path, err);
     if (st != INFD_STATUS_OK)
         goto fail;
@@ -1524,8 +1531,8 @@ static infd_status plan_create(const model_source *src, const infd_plan_options 
     *out = NULL;
     if (st != INFD_STATUS_OK)
         return st;
-    st = plan_build(w, src->records, src->n_records, opts, out, err);
-    infd_weights_drop_model(w); /* no other plan will be built from it */
+    st = plan_build(w, src->records, src->n_records, true, opts, out, err);
+    infd_weights_drop_model(w); /* no other plan will be built from it (if it failed early) */
     infd_weights_destroy(w);
     return st;
 }
@@ -1536,7 +1543,7 @@ infd_status infd_plan_create_from_weights(infd_weights *w, const infd_plan_optio
     *out = NULL;
     if (!w)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "no weights given");
-    return plan_build(w, NULL, 0, opts, out, err);
+    return plan_build(w, NULL, 0, false, opts, out, err);
 }
 
 infd_status infd_plan_create(const char *path, const infd_plan_options *opts, infd_plan **out,
@@ -1574,6 +1581,11 @@ infd_status infd_plan_create_tuned(const void *onnx, size_t n, const char *name,
     if (!onnx || n == 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the model is empty", name);
     return plan_create(&src, opts, out, err);
+}
+
+const infd_weights *infd_plan_weights(const infd_plan *p)
+{
+    return p->weights;
 }
 
 const void *infd_plan_constant_data(const infd_plan *p, const char *name)
