@@ -42,14 +42,15 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 args=("$@")
 keep=0
-root=""
+root=""    # set only once the script owns the folder: cleanup removes it
+dir_arg=""
 logs=""
 apt_cache=""
 ready_timeout=600
 while (($#)); do
     case "$1" in
     --keep) keep=1 ;;
-    --dir) root=$2; shift ;;
+    --dir) dir_arg=$2; shift ;;
     --logs) logs=$2; shift ;;
     --apt-cache) apt_cache=$2; shift ;;
     --ready-timeout) ready_timeout=$2; shift ;;
@@ -120,8 +121,14 @@ archive_uri() {
 # ---- cleanup on every exit path ----------------------------------------------
 mounted_under() { awk -v r="$1" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts; }
 
+# The mount points this script makes under the root, deepest first.
+our_mounts() {
+    printf '%s\n' "$root/var/cache/apt/archives" "$root/etc/resolv.conf" "$root/dev" \
+        "$root/sys" "$root/proc"
+}
+
 cleanup() {
-    local rc=$? pid
+    local rc=$? pid m
     trap - EXIT INT TERM
     [ -n "$root" ] && [ -d "$root" ] || exit "$rc"
     # Processes whose root is the chroot: the server, or a test left behind.
@@ -131,12 +138,22 @@ cleanup() {
         fi
     done
     sleep 0.2
-    # Deepest mounts first; a lazy unmount is the fallback for a busy one.
+    # Deepest mounts first (recursively for /dev's submounts); a lazy
+    # unmount is the fallback for a busy one.
     mounted_under "$root" | sort -r | while read -r m; do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
     done
-    if [ -n "$(mounted_under "$root")" ]; then
-        say "WARNING: still mounted under $root; not removing it:"
+    for m in $(our_mounts); do
+        if mountpoint -q "$m" 2>/dev/null; then
+            umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+        fi
+    done
+    local still=""
+    for m in $(our_mounts); do
+        mountpoint -q "$m" 2>/dev/null && still="$still $m"
+    done
+    if [ -n "$still" ] || [ -n "$(mounted_under "$root")" ]; then
+        say "WARNING: still mounted under $root; not removing it:$still"
         mounted_under "$root" | sed 's/^/    /'
     elif ((keep)); then
         say "root kept in $root"
@@ -172,13 +189,20 @@ if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
     say "note: uncommitted changes in $repo are not part of the check (it clones HEAD)"
 fi
 
-if [ -z "$root" ]; then
-    root=$(mktemp -d "${TMPDIR:-/var/tmp}/infd-fresh.XXXXXX")
+# Physical paths (no symlinks), as /proc/mounts and /proc/PID/root name
+# them, and no white space, which /proc/mounts escapes.
+if [ -z "$dir_arg" ]; then
+    made=$(mktemp -d "${TMPDIR:-/var/tmp}/infd-fresh.XXXXXX")
 else
-    mkdir -p "$root"
-    [ -z "$(ls -A "$root")" ] || { say "$root is not empty"; root=""; exit 2; }
-    root=$(cd "$root" && pwd)
+    mkdir -p "$dir_arg"
+    [ -z "$(ls -A "$dir_arg")" ] || { say "$dir_arg is not empty"; exit 2; }
+    made=$dir_arg
 fi
+made=$(cd "$made" && pwd -P)
+case "$made" in
+*[[:space:]]*) say "'$made' has white space: give --dir another folder"; rmdir "$made"; exit 2 ;;
+esac
+root=$made # from here on, cleanup unmounts and removes it
 logs=${logs:-$root.logs}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)

@@ -326,6 +326,7 @@ static void make_args_of(const infd_ir_graph *g, const infd_ir_value *vals, int3
                          int n_slots, infd_kernel_args *a)
 {
     const infd_ir_node *node = &g->nodes[n];
+    *a = (infd_kernel_args){ 0 }; /* every field, the ones added later included */
     for (int32_t i = 0; i < node->n_inputs; i++)
         ins[i] = node->inputs[i] >= 0 ? &vals[node->inputs[i]] : NULL;
     for (int32_t i = 0; i < node->n_outputs; i++)
@@ -344,6 +345,7 @@ static void make_args_of(const infd_ir_graph *g, const infd_ir_value *vals, int3
         INFD_PRECISION_FP32; /* folding computes in FP32; compile_steps sets the plan's */
     a->tuning = NULL;        /* tune afresh unless compile_steps has a record */
     a->tuning_bytes = 0;
+    a->weights = NULL; /* folding's kernels are temporary: their forms unshared */
 }
 
 static void make_args(const infd_ir_graph *g, int32_t n, const infd_ir_value **ins,
@@ -1206,8 +1208,9 @@ static infd_status make_dev_const(void *ctx, void **data, size_t *bytes, infd_er
 
 static void free_dev_const(void *data, int32_t device, const void *arg)
 {
+    /* The plan releasing it made its device current (infd_plan_destroy). */
     const infd_backend_ops *b = arg;
-    (void)infd_backend_set_device(b, device, NULL); /* frees on its device */
+    (void)device;
     b->free(INFD_BACKEND_MEM_DEVICE, data);
 }
 
@@ -1244,6 +1247,23 @@ static infd_status plan_device_memory(infd_plan *p, infd_error *err)
             total += g->values[v].nbytes;
         }
     }
+    /* Runs read the device copies: the host ones go, but for graph inputs
+     * and outputs (a bound input's value, a constant output). */
+    uint8_t *io = infd_calloc((size_t)p->n_consts + 1, 1);
+    if (!io)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", g->source);
+    for (int32_t i = 0; i < g->n_inputs; i++)
+        io[g->inputs[i]] = 1;
+    for (int32_t i = 0; i < g->n_outputs; i++)
+        io[g->outputs[i]] = 1;
+    for (int32_t v = 0; v < p->n_consts; v++) {
+        if (!p->dev_consts[v] || !p->consts[v] || io[v])
+            continue;
+        infd_weight_form_release(p->consts[v]);
+        p->consts[v] = NULL;
+        g->values[v].data = NULL;
+    }
+    infd_free(io);
     p->stats.weight_bytes = total;
     size_t n_io = (size_t)g->n_inputs + (size_t)g->n_outputs;
     p->stage_offset = infd_calloc(n_io + 1, sizeof(size_t));
@@ -1361,6 +1381,7 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
     infd_plan_options defaults;
     uint64_t t0 = infd_clock_ns();
     const char *path = infd_weights_name(w);
+    bool using_model = false;
     *out = NULL;
 
     if (!opts) {
@@ -1416,11 +1437,11 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
     /* The model's structure is copied; its constants stay where they are,
      * shared (share_constants below). */
     const infd_ir_graph *base = NULL;
-    st = infd_weights_lock_model(w, &base, err);
+    st = infd_weights_use_model(w, &base, err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    using_model = true; /* the copy's constants point into it until share_constants */
     p->g = infd_ir_graph_clone(base);
-    infd_weights_unlock_model(w);
     if (!p->g) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
         goto fail;
@@ -1453,7 +1474,9 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
         st = share_constants(p, err);
     if (st != INFD_STATUS_OK)
         goto fail;
-    if (sole) /* nothing points into it any more */
+    infd_weights_unuse_model(w); /* nothing points into it any more */
+    using_model = false;
+    if (sole)
         infd_weights_drop_model(w);
     st = device_ready(&prep, p, path, err);
     if (st != INFD_STATUS_OK)
@@ -1512,6 +1535,8 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
     *out = p;
     return INFD_STATUS_OK;
 fail:
+    if (using_model)
+        infd_weights_unuse_model(w);
     /* A device that could not be readied is the first thing wrong. */
     if (device_ready(&prep, NULL, path, err) != INFD_STATUS_OK)
         st = prep.st;

@@ -45,8 +45,11 @@ struct infd_weights {
     char *name;      /* for messages */
     bool reloadable; /* trim may drop base: path is set */
 
-    pthread_mutex_t model_mu; /* guards base; held while a plan clones it */
+    pthread_mutex_t model_mu; /* guards the four below */
     infd_ir_graph *base;      /* the model as loaded, or NULL once trimmed */
+    int model_users;          /* plan builds reading base (infd_weights_use_model) */
+    bool drop_pending;        /* a drop waits for the last user */
+    bool trimmed;             /* trim was asked: a reloaded base goes with its last user */
     size_t model_bytes;
 
     pthread_mutex_t mu;  /* guards everything below */
@@ -206,25 +209,48 @@ const char *infd_weights_name(const infd_weights *w)
     return w->name;
 }
 
+/* Frees base now, or when its last user lets go (model_mu held). */
+static void drop_locked(infd_weights *w)
+{
+    if (w->model_users > 0) {
+        w->drop_pending = true;
+        return;
+    }
+    infd_ir_graph_destroy(w->base);
+    w->base = NULL;
+    w->drop_pending = false;
+}
+
 void infd_weights_trim(infd_weights *w)
 {
-    if (w && w->reloadable)
-        infd_weights_drop_model(w);
+    if (!w || !w->reloadable)
+        return;
+    pthread_mutex_lock(&w->model_mu);
+    w->trimmed = true;
+    drop_locked(w);
+    pthread_mutex_unlock(&w->model_mu);
 }
 
 void infd_weights_drop_model(infd_weights *w)
 {
     pthread_mutex_lock(&w->model_mu);
-    infd_ir_graph_destroy(w->base);
-    w->base = NULL;
+    drop_locked(w);
     pthread_mutex_unlock(&w->model_mu);
 }
 
-infd_status infd_weights_lock_model(infd_weights *w, const infd_ir_graph **out, infd_error *err)
+infd_status infd_weights_use_model(infd_weights *w, const infd_ir_graph **out, infd_error *err)
 {
     pthread_mutex_lock(&w->model_mu);
     if (!w->base) {
+        if (!w->reloadable) { /* dropped (a single plan's weights): nothing to load from */
+            pthread_mutex_unlock(&w->model_mu);
+            *out = NULL;
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: the model was released with its only plan", w->name);
+        }
         INFD_LOG_DEBUG("%s: loading the model again (its constants were trimmed)", w->path);
+        /* Loaded under the lock: a second build waits for this load
+         * rather than loading the model too. */
         infd_status st = infd_onnx_load_file(w->path, &w->base, err);
         if (st != INFD_STATUS_OK) {
             pthread_mutex_unlock(&w->model_mu);
@@ -232,12 +258,18 @@ infd_status infd_weights_lock_model(infd_weights *w, const infd_ir_graph **out, 
             return st;
         }
     }
+    w->model_users++;
     *out = w->base;
+    pthread_mutex_unlock(&w->model_mu);
     return INFD_STATUS_OK;
 }
 
-void infd_weights_unlock_model(infd_weights *w)
+void infd_weights_unuse_model(infd_weights *w)
 {
+    pthread_mutex_lock(&w->model_mu);
+    INFD_ASSERT(w->model_users > 0);
+    if (--w->model_users == 0 && (w->drop_pending || w->trimmed))
+        drop_locked(w);
     pthread_mutex_unlock(&w->model_mu);
 }
 

@@ -95,10 +95,13 @@ void infd_weights_retain(infd_weights *w);
 void infd_weights_release(infd_weights *w);
 
 /* The model as loaded (shapes symbolic, constants the model's own), loaded
- * again from the file when infd_weights_trim dropped it. Borrowed: valid
- * until infd_weights_unlock_model. Serialises plan builds' use of it. */
-infd_status infd_weights_lock_model(infd_weights *w, const infd_ir_graph **out, infd_error *err);
-void infd_weights_unlock_model(infd_weights *w);
+ * again from the file when infd_weights_trim dropped it. Borrowed: valid,
+ * and its constants too, until the matching infd_weights_unuse_model; a
+ * trim meanwhile waits for the last user to let go (and a model loaded
+ * again after a trim goes again with its last user). Several plan builds
+ * may use it at once: they only read it. */
+infd_status infd_weights_use_model(infd_weights *w, const infd_ir_graph **out, infd_error *err);
+void infd_weights_unuse_model(infd_weights *w);
 
 /* Frees the model as loaded even when it cannot be loaded again (weights
  * a single plan was built from: infd_plan_create). */

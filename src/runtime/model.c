@@ -1004,8 +1004,8 @@ static void measure_memory(infd_model *m)
                     arenas += s.arena_bytes;
         }
         if (dev->kind == INFD_DEVICE_CUDA) {
-            /* The shared device copies; the CUDA kernels' own converted
-             * weights are not counted yet (docs/ENGINE.md). */
+            /* The shared device copies: what kernels read of the plan's
+             * constants and their own converted weights. */
             weights =
                 dev->gpu >= 0 && dev->gpu < INFD_WEIGHTS_MAX_GPUS ? ws.gpu_bytes[dev->gpu] : 0;
         } else {
@@ -1018,7 +1018,7 @@ static void measure_memory(infd_model *m)
         u->id = dev->kind == INFD_DEVICE_CUDA ? dev->gpu : 0;
         u->byte_size = weights + arenas;
     }
-    /* GPU-only models keep host forms while compiling; report them too. */
+    /* A GPU-only model's host forms (graph inputs and outputs it keeps). */
     if (!host_weights_counted && ws.host_bytes && m->n_mem < INFD_STATS_MAX_MEMORY) {
         for (int i = m->n_mem; i > 0; i--)
             m->mem[i] = m->mem[i - 1];
@@ -1371,11 +1371,11 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
     if (st != INFD_STATUS_OK)
         goto out;
     const infd_ir_graph *model_graph = NULL;
-    st = infd_weights_lock_model(m->weights, &model_graph, err);
+    st = infd_weights_use_model(m->weights, &model_graph, err);
     if (st != INFD_STATUS_OK)
         goto out;
     st = complete_inputs(m, c, cfile, model_graph, err);
-    infd_weights_unlock_model(m->weights);
+    infd_weights_unuse_model(m->weights);
     if (st != INFD_STATUS_OK)
         goto out;
     st = read_precision(m, c, cfile, err);

@@ -53,8 +53,10 @@ static void load(void)
     if (!dnn)
         return;
     void *lt = open_lib(INFD_CUBLASLT_SONAME, "cuBLASLt 13 (the CUDA 13 toolkit's)");
-    if (!lt)
+    if (!lt) {
+        dlclose(dnn);
         return;
+    }
 #define LOAD_DNN(f)                                                           \
     if (!load_sym(dnn, INFD_CUDNN_SONAME, #f, (void *)&infd_cuda_libs.p_##f)) \
         return;

@@ -128,15 +128,16 @@ float infd_cuda_nhwc_pack_time(infd_cuda_fmt fx, infd_cuda_dims d, infd_cuda_fmt
                                int64_t wp, int64_t pt, int64_t pl, int64_t c_out);
 
 /* A device copy of n floats in fmt's element type (FP32 for
- * INFD_CUDA_FMT_F32_NCHW, else FP16 or BF16; freed with cudaFree or
- * infd_cuda_free(0, p)), or NULL with the reason in `why`. Converts on
+ * INFD_CUDA_FMT_F32_NCHW, else FP16 or BF16; freed with
+ * infd_cuda_weights_free), or NULL with the reason in `why`. Converts on
  * the host through infd_fp32_to_fp16_n/bf16_n (F16C where the CPU has it):
  * the one way weights reach the device, and a part of plan load. */
 void *infd_cuda_upload(const float *src, size_t n, infd_cuda_fmt fmt, char *why, size_t why_n);
 
 /* Convolution weights w (FP32 KCRS: k x cg x rs, rs = kernel height x
  * width) as a device copy in KRSC order (channels last), in fmt's element
- * type as infd_cuda_upload. */
+ * type as infd_cuda_upload. Both are freed with infd_cuda_weights_free:
+ * while a plan compiles they are the model's shared copies (cuda_shared.h). */
 void *infd_cuda_upload_krsc(const float *w, int64_t k, int64_t cg, int64_t rs, infd_cuda_fmt fmt,
                             char *why, size_t why_n);
 

@@ -40,6 +40,7 @@
 #include "cuda_runtime_impl.h"
 #include "cuda_stem.h"
 #include "cuda_time.cuh"
+#include "cuda_shared.h"
 
 using namespace nvcuda;
 
@@ -338,8 +339,8 @@ extern "C" void infd_cuda_stem_destroy(infd_cuda_stem *p)
 {
     if (!p)
         return;
-    cudaFree(p->w);
-    cudaFree(p->b);
+    infd_cuda_weights_free(p->w); /* shared forms (cuda_shared.h) */
+    infd_cuda_weights_free(p->b);
     free(p);
 }
 
