@@ -22,8 +22,8 @@
 # (deb822 .sources or one-line .list), never written here; resolv.conf is
 # bound in; and the host's local trust anchors (/usr/local/share/
 # ca-certificates, which Debian's ca-certificates adds to the system store
-# when setup.sh installs it) are copied in, with NODE_EXTRA_CA_CERTS when
-# the host sets it, so that npm works behind a TLS-inspecting proxy too.
+# when setup.sh installs it) are copied in, with NODE_EXTRA_CA_CERTS naming
+# that store, so that npm works behind a TLS-inspecting proxy too.
 #
 # Usage: scripts/check_fresh.sh [--keep] [--dir DIR] [--logs DIR]
 #                               [--apt-cache DIR] [--ready-timeout SECONDS]
@@ -253,11 +253,13 @@ git clone -q --no-hardlinks "$repo" "$root/root/infd" >"$logs/clone.log" 2>&1 ||
 ok
 
 # Inside the chroot: a clean environment, as a login shell of root would
-# have, plus the site's NODE_EXTRA_CA_CERTS (see the top).
+# have, plus NODE_EXTRA_CA_CERTS naming the root's own system bundle when the
+# site has trust anchors of its own or sets that variable (see the top):
+# Node.js reads its bundled CAs, not the system store, without it.
 chroot_env=(HOME=/root TERM=dumb LANG=C.UTF-8
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
-if [ -n "${NODE_EXTRA_CA_CERTS:-}" ]; then
-    chroot_env+=("NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS")
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] || ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    chroot_env+=("NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt")
 fi
 in_root() {
     env -i "${chroot_env[@]}" chroot "$root" /bin/bash -c "$1"
