@@ -379,9 +379,8 @@ int infd_cli_bench(int argc, char **argv)
             infd_weights_get_stats(infd_plan_weights(plan), &wst);
             double held = (double)(wst.host_bytes + wst.device_bytes) / 1048576.0;
             printf("memory      weights %.1f MiB as the kernels read them (host %.1f, device "
-                   "%.1f; plan's own device copy %.1f), peak RSS %.2fx that\n",
+                   "%.1f), peak RSS %.2fx that\n",
                    held, (double)wst.host_bytes / 1048576.0, (double)wst.device_bytes / 1048576.0,
-                   c.plan.device == INFD_DEVICE_CUDA ? (double)stats.weight_bytes / 1048576.0 : 0.0,
                    held > 0 ? rss_mib / held : 0.0);
         }
     }

@@ -41,16 +41,14 @@ struct infd_weight_form {
 
 struct infd_weights {
     atomic_int refs;
-    char *path;      /* the file the model is (re)loaded from; NULL when from memory */
-    char *name;      /* for messages */
-    bool reloadable; /* trim may drop base: path is set */
+    char *path; /* the file the model is (re)loaded from; NULL when from memory: trim keeps it */
+    char *name; /* for messages */
 
     pthread_mutex_t model_mu; /* guards the four below */
     infd_ir_graph *base;      /* the model as loaded, or NULL once trimmed */
     int model_users;          /* plan builds reading base (infd_weights_use_model) */
     bool drop_pending;        /* a drop waits for the last user */
     bool trimmed;             /* trim was asked: a reloaded base goes with its last user */
-    size_t model_bytes;
 
     pthread_mutex_t mu;  /* guards everything below */
     pthread_cond_t made; /* a pending form became ready or was dropped */
@@ -108,7 +106,6 @@ static infd_status weights_new(const char *path, const char *name, infd_weights 
     w->buckets = infd_calloc(w->n_buckets, sizeof(*w->buckets));
     w->name = infd_strdup(name);
     w->path = path ? infd_strdup(path) : NULL;
-    w->reloadable = path != NULL;
     if (!w->buckets || !w->name || (path && !w->path)) {
         infd_weights_release(w);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
@@ -117,9 +114,23 @@ static infd_status weights_new(const char *path, const char *name, infd_weights 
     return INFD_STATUS_OK;
 }
 
-static size_t graph_constant_bytes(const infd_ir_graph *g)
+/* A weights object holding the model read from `path` or, when `data` is
+ * set, from its n bytes (named `name` in messages). */
+static infd_status weights_load(const char *path, const void *data, size_t n, const char *name,
+                                infd_weights **out, infd_error *err)
 {
-    return infd_arena_used_bytes(&g->weights);
+    infd_weights *w = NULL;
+    infd_status st = weights_new(path, name, &w, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    st = data ? infd_onnx_load_buffer(data, n, name, NULL, &w->base, err)
+              : infd_onnx_load_file(path, &w->base, err);
+    if (st != INFD_STATUS_OK) {
+        infd_weights_release(w);
+        return st;
+    }
+    *out = w;
+    return INFD_STATUS_OK;
 }
 
 infd_status infd_weights_create(const char *path, infd_weights **out, infd_error *err)
@@ -132,18 +143,7 @@ infd_status infd_weights_create(const char *path, infd_weights **out, infd_error
                               "%s: a plan file (infd build), not an ONNX model: load it with "
                               "infd_plan_create",
                               path);
-    infd_weights *w = NULL;
-    infd_status st = weights_new(path, path, &w, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    st = infd_onnx_load_file(path, &w->base, err);
-    if (st != INFD_STATUS_OK) {
-        infd_weights_release(w);
-        return st;
-    }
-    w->model_bytes = graph_constant_bytes(w->base);
-    *out = w;
-    return INFD_STATUS_OK;
+    return weights_load(path, NULL, 0, path, out, err);
 }
 
 infd_status infd_weights_create_from_memory(const void *data, size_t n, const char *name,
@@ -158,18 +158,7 @@ infd_status infd_weights_create_from_memory(const void *data, size_t n, const ch
                               "%s: a plan file (infd build), not an ONNX model: load it with "
                               "infd_plan_create_from_memory",
                               name);
-    infd_weights *w = NULL;
-    infd_status st = weights_new(NULL, name, &w, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    st = infd_onnx_load_buffer(data, n, name, NULL, &w->base, err);
-    if (st != INFD_STATUS_OK) {
-        infd_weights_release(w);
-        return st;
-    }
-    w->model_bytes = graph_constant_bytes(w->base);
-    *out = w;
-    return INFD_STATUS_OK;
+    return weights_load(NULL, data, n, name, out, err);
 }
 
 void infd_weights_retain(infd_weights *w)
@@ -223,7 +212,7 @@ static void drop_locked(infd_weights *w)
 
 void infd_weights_trim(infd_weights *w)
 {
-    if (!w || !w->reloadable)
+    if (!w || !w->path)
         return;
     pthread_mutex_lock(&w->model_mu);
     w->trimmed = true;
@@ -242,7 +231,7 @@ infd_status infd_weights_use_model(infd_weights *w, const infd_ir_graph **out, i
 {
     pthread_mutex_lock(&w->model_mu);
     if (!w->base) {
-        if (!w->reloadable) { /* dropped (a single plan's weights): nothing to load from */
+        if (!w->path) { /* dropped (a single plan's weights): nothing to load from */
             pthread_mutex_unlock(&w->model_mu);
             *out = NULL;
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -287,7 +276,7 @@ void infd_weights_get_stats(const infd_weights *cw, infd_weights_stats *out)
     if (!w)
         return;
     pthread_mutex_lock(&w->model_mu);
-    out->model_bytes = w->base ? graph_constant_bytes(w->base) : 0;
+    out->model_bytes = w->base ? infd_arena_used_bytes(&w->base->weights) : 0;
     pthread_mutex_unlock(&w->model_mu);
     pthread_mutex_lock(&w->mu);
     out->host_bytes = w->host_bytes;
