@@ -980,9 +980,9 @@ static void auto_to_cpu(infd_model *m, const bool *auto_group, const char *why)
     sort_devices(m);
 }
 
-/* Fills m->mem: per device, the weights (the shared host forms on the
- * CPU; each device plan's device weights on its GPU) and the arenas of
- * the contexts of the instances there. */
+/* Fills m->mem: per device, the model's shared weights there (host forms
+ * on the CPU, device forms on a GPU) and the arenas of the contexts of the
+ * instances there. */
 static void measure_memory(infd_model *m)
 {
     infd_weights_stats ws;
