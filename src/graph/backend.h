@@ -273,6 +273,18 @@ struct infd_backend_ops {
      * the value's N images that way. The plan's per-image prefix
      * (plan.c) depends on it. */
     bool (*layout_stacks)(const void *layout);
+
+    /* Optional, both or neither (NULL: the runs of a device's contexts
+     * overlap as the device schedules them). The plan brackets each run's
+     * kernels (not its copies) with order_begin and order_end on the
+     * context's stream, outside any capture: the kernels then start once
+     * those the device's previous run enqueued between the pair are done,
+     * so the runs of several contexts take the device in turn while each
+     * one's copies overlap another's kernels. order_begin may block until
+     * the matching order_end of another thread (a lock held between the
+     * two); nothing between them may wait for another context. */
+    void (*order_begin)(void *stream);
+    void (*order_end)(void *stream);
 };
 
 /* True when the backend computes on its own memory (the memory slots are

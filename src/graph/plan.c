@@ -2012,15 +2012,28 @@ static void enqueue_device_inputs(const infd_plan *p, infd_context *c, int n_inp
     }
 }
 
-/* Enqueues one run of a device plan on the context's stream after its
- * input copies: the kernels, D2H copies of the outputs into staging. Every
- * pointer is fixed per context, so the same sequence can be captured once
- * and replayed. Profiling syncs after every kernel, so its
- * times are the kernels' own (and the run is slower). */
-static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, int n_inputs,
-                                      int n_outputs, infd_error *err)
+/* Enqueues the D2H copies of a device plan's outputs into staging, after
+ * the kernels (and outside the captured graph, so that the next run's
+ * kernels, ordered after this one's, need not wait for them). */
+static void enqueue_device_outputs(const infd_plan *p, infd_context *c, int n_inputs, int n_outputs)
 {
     const infd_ir_graph *g = p->g;
+    for (int i = 0; i < n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        size_t nb = p->outputs[i].nbytes;
+        if (p->home[v] == HOME_ARENA && nb)
+            p->backend->copy(c->staging + p->stage_offset[n_inputs + i], c->arena + p->offset[v],
+                             nb, INFD_BACKEND_COPY_D2H, c->stream);
+    }
+}
+
+/* Enqueues the kernels of one run of a device plan on the context's
+ * stream, after its input copies. Every pointer is fixed per context, so
+ * the same sequence can be captured once and replayed. Profiling syncs
+ * after every kernel, so its times are the kernels' own (and the run is
+ * slower). */
+static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, infd_error *err)
+{
     const infd_backend_ops *b = p->backend;
     infd_kernel_io io = { .pool = NULL, .slot = c->slot, .stream = c->stream };
     io.workspace = p->workspace_bytes ? c->arena + p->workspace_offset : NULL;
@@ -2037,13 +2050,6 @@ static infd_status enqueue_device_run(const infd_plan *p, infd_context *c, int n
         } else {
             infd_kernel_run(p->steps[s].kernel, &io);
         }
-    }
-    for (int i = 0; i < n_outputs; i++) {
-        int32_t v = g->outputs[i];
-        size_t nb = p->outputs[i].nbytes;
-        if (p->home[v] == HOME_ARENA && nb)
-            b->copy(c->staging + p->stage_offset[n_inputs + i], c->arena + p->offset[v], nb,
-                    INFD_BACKEND_COPY_D2H, c->stream);
     }
     return INFD_STATUS_OK;
 }
@@ -2066,13 +2072,15 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
             memcpy(stage, inputs[i].data, p->inputs[i].nbytes);
     }
     enqueue_device_inputs(p, c, n_inputs);
+    if (b->order_begin)
+        b->order_begin(c->stream);
     if (c->graph == GRAPH_READY && !c->profiling) {
         b->replay(c->stream);
     } else if (c->graph == GRAPH_NEXT && !c->profiling) {
         infd_error cap = { 0 };
         bool ok = b->capture_begin(c->stream, &cap) == INFD_STATUS_OK;
         if (ok) {
-            st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+            st = enqueue_device_run(p, c, err);
             ok = b->capture_end(c->stream, &cap) == INFD_STATUS_OK && st == INFD_STATUS_OK;
         }
         c->graph = ok ? GRAPH_READY : GRAPH_OFF;
@@ -2080,13 +2088,16 @@ static infd_status run_device(const infd_plan *p, infd_context *c, const infd_te
             b->replay(c->stream);
         } else {
             INFD_LOG_WARN("%s: running without a captured graph: %s", g->source, cap.msg);
-            st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+            st = enqueue_device_run(p, c, err);
         }
     } else {
-        st = enqueue_device_run(p, c, n_inputs, n_outputs, err);
+        st = enqueue_device_run(p, c, err);
         if (c->graph == GRAPH_FIRST && !c->profiling)
             c->graph = GRAPH_NEXT;
     }
+    if (b->order_end)
+        b->order_end(c->stream);
+    enqueue_device_outputs(p, c, n_inputs, n_outputs);
     c->n_profiled_runs += c->profiling;
     infd_status sst = b->sync(c->stream, err);
     if (st == INFD_STATUS_OK)

@@ -52,6 +52,10 @@ int infd_cuda_capture_begin(void *stream, char *why, size_t n);
 int infd_cuda_capture_end(void *stream, char *why, size_t n);
 void infd_cuda_replay(void *stream);
 
+/* The device's run order (backend.h, order_begin and order_end). */
+void infd_cuda_order_begin(void *stream);
+void infd_cuda_order_end(void *stream);
+
 /* The current GPU's stream used while compiling (algorithm timing), and
  * the per-GPU lock that serialises its users; unlock on the same thread. */
 void *infd_cuda_compile_stream_lock(char *why, size_t n);

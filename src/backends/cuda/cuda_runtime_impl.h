@@ -19,6 +19,8 @@ typedef struct infd_cuda_stream {
     cublasLtHandle_t lt;
     cudaGraphExec_t graph;  /* the captured run, or NULL */
     cudaEvent_t done;       /* blocking-sync event infd_cuda_sync waits on */
+    int dev;                /* the GPU the stream was made on */
+    int in_flight;          /* counted in its GPU's runs in flight (cuda_runtime.cu) */
     long long last_wait_ns; /* how long infd_cuda_sync's last wait took */
     int failed;             /* an error is recorded in `err` */
     char err[256];          /* first failure since the last sync */
