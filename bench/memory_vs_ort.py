@@ -10,7 +10,10 @@ For each model, `--rounds` times in turn:
 - `infd serve` of a repository holding the model with max_batch_size 4
   (3 plans: batch 1, 2, 4; BlazeFace: the default repository's, max 8, 4
   plans): wall time from exec to GET /v2/health/ready answering 200, VmRSS
-  once ready, VmHWM (its peak), and the memory the server reports.
+  once ready, VmHWM (its peak), and the memory the server reports;
+- the served model's peer: ONNX Runtime as above, run at the served
+  model's largest batch (the server's warmup runs every plan, the largest
+  included, so its peak holds that batch's activations): its peak RSS.
 Prints a Markdown table of the medians. ORT's figures include node's own
 runtime (about 45 MiB RSS), as infd's include its libraries; both are
 measured the same way.
@@ -36,6 +39,13 @@ from engine_vs_ort import CACHE, MODELS, REPO, measure
 
 SERVE_DIMS = {  # dims after the batch for the served config; None: the model's own
     "resnet50": None, "mobilenetv2": None, "ocr_det640": [3, 640, 640],
+}
+# The served model's input at its largest batch, for its ORT peer.
+SERVE_PEER = {
+    "resnet50": ("input", [4, 3, 224, 224]),
+    "mobilenetv2": ("input", [4, 3, 224, 224]),
+    "ocr_det640": ("x", [4, 3, 640, 640]),
+    "blazeface128": ("input:0", [8, 128, 128, 3]),  # models/blazeface: max_batch_size 8
 }
 
 
@@ -117,12 +127,13 @@ def main():
     ap.add_argument("--infd", default=str(REPO / "build/release/infd"))
     args = ap.parse_args()
     print("| model | infd bench peak RSS MiB | ORT peak RSS MiB | infd load ms | ORT session ms "
-          "| serve ready s | serve VmRSS MiB | serve VmHWM MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| serve ready s | serve VmRSS MiB | serve VmHWM MiB | ORT at the served max batch, "
+          "peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         path, input_name, shape, _ = MODELS[name]
         if not path.exists():
-            print(f"| {name} | missing: run scripts/setup.sh | | | | | | |")
+            print(f"| {name} | missing: run scripts/setup.sh | | | | | | | |")
             continue
         ours = [args.infd, "bench", path, "--batch", 1, "--threads", 1, "--warmup", 1,
                 "--iterations", 3, "--json"]
@@ -134,14 +145,24 @@ def main():
         rows = []
         with tempfile.TemporaryDirectory(prefix="infd-mem-") as tmp:
             repo = serve_repo(name, path, pathlib.Path(tmp))
+            peer = None
+            if repo and name in SERVE_PEER:
+                peer_input, peer_shape = SERVE_PEER[name]
+                peer_path = (REPO / "models/blazeface/1/model.onnx"
+                             if name.startswith("blazeface") else path)
+                peer = ["node", REPO / "tools/ort_ref.js", peer_path, "--threads", 1, "--opt",
+                        "all", "--warmup", 1, "--bench-iterations", 1, "--shape",
+                        f"{peer_input}={','.join(map(str, peer_shape))}"]
             for _ in range(args.rounds):
                 a, rss_a = measure(ours)
                 b, rss_b = measure(ref)
                 s = serve_once(args.infd, str(repo)) if repo else (float("nan"),) * 3 + ("",)
-                rows.append((rss_a, rss_b, a["load_ms"], b["session_ms"], s[0], s[1], s[2]))
-        med = [statistics.median(r[i] for r in rows) for i in range(7)]
+                rss_p = measure(peer)[1] if peer else float("nan")
+                rows.append((rss_a, rss_b, a["load_ms"], b["session_ms"], s[0], s[1], s[2],
+                             rss_p))
+        med = [statistics.median(r[i] for r in rows) for i in range(8)]
         print(f"| {name} | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} | {med[3]:.0f} | "
-              f"{med[4]:.2f} | {med[5]:.0f} | {med[6]:.0f} |")
+              f"{med[4]:.2f} | {med[5]:.0f} | {med[6]:.0f} | {med[7]:.0f} |")
         sys.stdout.flush()
 
 
