@@ -81,12 +81,12 @@ e2e: build
 # inference-header decoder), and with plan files: fuzz_plan_file (the plan
 # file reader and loader; seeds are `infd build` of the ONNX seeds);
 # FUZZ_SECONDS each; corpora grow in build/fuzz/.
-FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json
+FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
 	cmake --build --preset fuzz
-	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds build/fuzz/seeds-pbtxt
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds build/fuzz/seeds-pbtxt build/fuzz/seeds-wav
 	@mkdir -p build/fuzz/seeds-plan; for m in build/fuzz/seeds/*.onnx; do \
 	    build/fuzz/infd build $$m --max-batch 2 -o build/fuzz/seeds-plan/$$(basename $$m .onnx).plan \
 	        >/dev/null 2>&1 || true; \
@@ -96,6 +96,7 @@ fuzz:
 	    seeds=build/fuzz/seeds; [ $$t = fuzz_pbtxt ] && seeds=build/fuzz/seeds-pbtxt; \
 	    [ $$t = fuzz_kserve_json ] && seeds=tests/fuzz/seeds-kserve; \
 	    [ $$t = fuzz_plan_file ] && seeds=build/fuzz/seeds-plan; \
+	    [ $$t = fuzz_wav ] && seeds=build/fuzz/seeds-wav; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

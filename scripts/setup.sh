@@ -40,6 +40,7 @@ packages=(
     libomp-14-dev  # omp.h for clang (fuzz and -O3 clang builds); clang only recommends it
     ocl-icd-opencl-dev  # oneDNN's CMake config insists on OpenCL; libdnnl-dev only recommends it
     libevent-dev libyajl-dev libxxhash-dev
+    libfftw3-dev libsndfile1-dev libsoxr-dev  # speech front end: FFT, sound files, resampling
     libgrpc-dev protobuf-compiler protobuf-compiler-grpc
     libonnx-testdata curl prometheus
     python3 python3-pytest python3-numpy python3-requests

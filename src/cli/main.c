@@ -54,6 +54,10 @@ static const command commands[] = {
       "[--request-count N | --measurement-ms MS] "
       "[--batch-size N] [--input-data zero|random] [--csv FILE] (--help for more)",
       "load-generate against a running server and report latency/throughput", infd_cli_perf, NULL },
+    { "asr",
+      "asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize] | asr MODEL_DIR FILE.wav...",
+      "speech recognition: the front end (log-mel features) is built, transcription is not yet",
+      infd_cli_asr, NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
 };

@@ -119,7 +119,39 @@ def write_pbtxt_seeds(out):
             f.write(text)
 
 
+
+def write_wav_seeds(out):
+    """Small sound files for fuzz_wav: PCM 16-bit mono and stereo, 8-bit,
+    24-bit, 32-bit float, an empty data chunk, and a header announcing more
+    data than follows."""
+    import struct
+
+    os.makedirs(out, exist_ok=True)
+
+    def wav(fmt, channels, rate, bits, data, data_len=None):
+        block = channels * bits // 8
+        n = len(data) if data_len is None else data_len
+        return (b"RIFF" + struct.pack("<I", 36 + n) + b"WAVE" + b"fmt " +
+                struct.pack("<IHHIIHH", 16, fmt, channels, rate, rate * block, block, bits) +
+                b"data" + struct.pack("<I", n) + data)
+
+    tone16 = b"".join(struct.pack("<h", (i * 2731) % 20000 - 10000) for i in range(400))
+    seeds = {
+        "mono16k.wav": wav(1, 1, 16000, 16, tone16),
+        "stereo8k.wav": wav(1, 2, 8000, 16, tone16),
+        "u8.wav": wav(1, 1, 11025, 8, bytes((i * 37) % 256 for i in range(300))),
+        "s24.wav": wav(1, 1, 48000, 24, bytes((i * 11) % 256 for i in range(600))),
+        "f32.wav": wav(3, 1, 22050, 32, b"".join(struct.pack("<f", (i % 50) / 60.0 - 0.4)
+                                                 for i in range(200))),
+        "empty.wav": wav(1, 1, 16000, 16, b""),
+        "short_data.wav": wav(1, 1, 16000, 16, tone16[:100], data_len=800),
+    }
+    for name, data in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "seeds"
     main(out)
     write_pbtxt_seeds(sys.argv[2] if len(sys.argv) > 2 else out.rstrip("/") + "-pbtxt")
+    write_wav_seeds(sys.argv[3] if len(sys.argv) > 3 else out.rstrip("/") + "-wav")
