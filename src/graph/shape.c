@@ -729,6 +729,96 @@ static infd_status infer_layernorm(const ctx *c)
     return set_output(c, 2, st, &m);
 }
 
+/* ---- recurrent ---------------------------------------------------------- */
+
+/* LSTM (opsets 7 and 14): X [seq, batch, input] ([batch, seq, input] with
+ * layout 1), W [dirs, 4H, input], R [dirs, 4H, H], optional B [dirs, 8H],
+ * sequence_lens [batch] (int32), initial_h and initial_c [dirs, batch, H]
+ * ([batch, dirs, H] with layout 1), P [dirs, 3H]. Y is [seq, dirs, batch,
+ * H] ([batch, seq, dirs, H]); Y_h and Y_c are initial_h's shape. */
+static infd_status infer_lstm(const ctx *c)
+{
+    infd_dtype dt, t;
+    infd_shape x, w, r, b;
+    const char *direction = NULL;
+    int64_t hidden = 0, layout = 0;
+    TRY(get_input(c, 0, &dt, &x));
+    if (!is_float_dtype(dt))
+        return fail(c, "input 0 ('%s') has dtype %s, expected a floating-point type", in_name(c, 0),
+                    infd_dtype_name(dt));
+    TRY(attr_string(c, "direction", "forward", &direction));
+    int64_t dirs = strcmp(direction, "bidirectional") == 0 ? 2 : 1;
+    if (dirs == 1 && strcmp(direction, "forward") != 0 && strcmp(direction, "reverse") != 0)
+        return fail(c, "attribute 'direction' is '%s', expected forward, reverse or bidirectional",
+                    direction);
+    TRY(attr_int(c, "layout", 0, &layout));
+    if (layout != 0 && layout != 1)
+        return fail(c, "attribute 'layout' is %" PRId64 ", expected 0 or 1", layout);
+    if (x.rank != 3)
+        return fail(c, "input 0 ('%s') has shape %s, expected rank 3", in_name(c, 0), str(&x).s);
+    int64_t seq = layout ? x.dims[1] : x.dims[0], batch = layout ? x.dims[0] : x.dims[1];
+    TRY(get_input(c, 2, &t, &r));
+    TRY(same_dtype(c, 2, t, 0, dt));
+    TRY(attr_int(c, "hidden_size", r.rank == 3 ? r.dims[2] : 0, &hidden));
+    if (hidden < 1)
+        return fail(c, "attribute 'hidden_size' is %" PRId64 ", expected at least 1", hidden);
+    TRY(get_input(c, 1, &t, &w));
+    TRY(same_dtype(c, 1, t, 0, dt));
+    if (w.rank != 3 || w.dims[0] != dirs || w.dims[1] != 4 * hidden || w.dims[2] != x.dims[2])
+        return fail(c,
+                    "input 1 ('%s', W) has shape %s, expected [%" PRId64 ", %" PRId64 ", %" PRId64
+                    "] (directions, 4 x hidden_size, input size)",
+                    in_name(c, 1), str(&w).s, dirs, 4 * hidden, x.dims[2]);
+
+    if (r.rank != 3 || r.dims[0] != dirs || r.dims[1] != 4 * hidden || r.dims[2] != hidden)
+        return fail(c,
+                    "input 2 ('%s', R) has shape %s, expected [%" PRId64 ", %" PRId64 ", %" PRId64
+                    "] (directions, 4 x hidden_size, hidden_size)",
+                    in_name(c, 2), str(&r).s, dirs, 4 * hidden, hidden);
+    if (has_input(c, 3)) {
+        TRY(get_input(c, 3, &t, &b));
+        TRY(same_dtype(c, 3, t, 0, dt));
+        if (b.rank != 2 || b.dims[0] != dirs || b.dims[1] != 8 * hidden)
+            return fail(c, "input 3 ('%s', B) has shape %s, expected [%" PRId64 ", %" PRId64 "]",
+                        in_name(c, 3), str(&b).s, dirs, 8 * hidden);
+    }
+    if (has_input(c, 4)) {
+        TRY(get_input(c, 4, &t, &b));
+        if (t != INFD_DTYPE_INT32 || b.rank != 1 || b.dims[0] != batch)
+            return fail(c, "input 4 ('%s', sequence_lens) is %s %s, expected INT32 [%" PRId64 "]",
+                        in_name(c, 4), infd_dtype_name(t), str(&b).s, batch);
+    }
+    infd_shape state = { .rank = 3 };
+    state.dims[0] = layout ? batch : dirs;
+    state.dims[1] = layout ? dirs : batch;
+    state.dims[2] = hidden;
+    for (int32_t k = 5; k <= 6; k++) {
+        if (!has_input(c, k))
+            continue;
+        TRY(get_input(c, k, &t, &b));
+        TRY(same_dtype(c, k, t, 0, dt));
+        if (!infd_shape_equal(&b, &state))
+            return fail(c, "input %d ('%s') has shape %s, expected %s", (int)k, in_name(c, k),
+                        str(&b).s, str(&state).s);
+    }
+    if (has_input(c, 7)) {
+        TRY(get_input(c, 7, &t, &b));
+        TRY(same_dtype(c, 7, t, 0, dt));
+        if (b.rank != 2 || b.dims[0] != dirs || b.dims[1] != 3 * hidden)
+            return fail(c, "input 7 ('%s', P) has shape %s, expected [%" PRId64 ", %" PRId64 "]",
+                        in_name(c, 7), str(&b).s, dirs, 3 * hidden);
+    }
+    infd_shape y = { .rank = 4 };
+    if (layout) {
+        y.dims[0] = batch, y.dims[1] = seq, y.dims[2] = dirs, y.dims[3] = hidden;
+    } else {
+        y.dims[0] = seq, y.dims[1] = dirs, y.dims[2] = batch, y.dims[3] = hidden;
+    }
+    TRY(set_output(c, 0, dt, &y));
+    TRY(set_output(c, 1, dt, &state));
+    return set_output(c, 2, dt, &state);
+}
+
 /* ---- convolution and pooling ------------------------------------------- */
 
 typedef enum auto_pad {
@@ -2154,6 +2244,7 @@ static const op_entry ops[] = {
     { "IsInf", infer_float_test },
     { "IsNaN", infer_float_test },
     { "LRN", infer_lrn },
+    { "LSTM", infer_lstm },
     { "LayerNormalization", infer_layernorm },
     { "LeakyRelu", infer_same },
     { "Less", infer_compare },

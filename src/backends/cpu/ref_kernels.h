@@ -67,4 +67,7 @@ REF_DECLARE(cumsum);
 REF_DECLARE(eye_like);
 REF_DECLARE(one_hot);
 
+/* ref_rnn.c: LSTM. */
+REF_DECLARE(lstm);
+
 #endif /* INFD_BACKENDS_CPU_REF_KERNELS_H */

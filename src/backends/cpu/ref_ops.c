@@ -104,6 +104,7 @@ const infd_cpu_op infd_cpu_ops_ref[] = {
     REF_OP("Hardmax", hardmax),
     REF_OP("MatMul", matmul),
     REF_OP("LayerNormalization", layernorm),
+    REF_OP("LSTM", lstm),
     /* Indices and masks. */
     REF_OP("ArgMax", arg),
     REF_OP("ArgMin", arg),
