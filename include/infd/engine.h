@@ -232,6 +232,23 @@ INFD_API void infd_weights_destroy(infd_weights *w);
 INFD_API infd_status infd_plan_create_from_weights(infd_weights *w, const infd_plan_options *opts,
                                                    infd_plan **out, infd_error *err);
 
+/* A graph input of the model as declared, before any shape is given: a
+ * symbolic or unknown dim is -1 (rank -1: no declared shape). What a
+ * caller needs to name every input's shape (a speech decoder's states are
+ * [layers, batch, hidden] with a symbolic batch in dim 1). */
+typedef struct infd_graph_input {
+    char name[256]; /* truncated past 255 bytes */
+    infd_dtype dtype;
+    infd_shape shape;
+} infd_graph_input;
+
+/* The model's graph inputs (constants excluded), or -1 with the error when
+ * the model cannot be read (a trimmed model is loaded again). */
+INFD_API int infd_weights_n_inputs(infd_weights *w, infd_error *err);
+/* Input i in [0, infd_weights_n_inputs); NOT_FOUND otherwise. */
+INFD_API infd_status infd_weights_input(infd_weights *w, int i, infd_graph_input *out,
+                                        infd_error *err);
+
 /* Frees the model as loaded (its initializers): call it once the plans
  * needed now are built, and only what they hold stays in memory. A plan
  * built later loads the model from its file again (the file must still be

@@ -2,14 +2,19 @@
  * cmd_asr.c - `infd asr`: speech recognition from the command line (issue
  * #21, being built).
  *
+ *   infd asr MODEL_DIR FILE... [--device cpu|cuda] [--threads N] [--json]
  *   infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]
  *
- * Built so far: the front end. --features decodes FILE (WAV or any format
- * libsndfile reads), mixes it to mono, resamples it to 16 kHz (libsoxr)
- * and computes Parakeet's log-mel features (src/apps/asr/features.h),
- * printing their shape and writing them, [n_mels, frames] FP32, to OUT.npy.
- * Transcription (`infd asr MODEL_DIR FILE.wav...`) is not built yet: it
- * says so and exits with status 3.
+ * MODEL_DIR FILE...: transcribes each sound file offline with the
+ * Parakeet-TDT model in MODEL_DIR (the onnx-asr layout,
+ * src/apps/asr/recognizer.h), printing "FILE: text", or with --json one
+ * object per file with each token's piece, encoder frame, start time and
+ * duration. Streaming (--stream) is not built yet.
+ *
+ * --features decodes FILE (WAV or any format libsndfile reads), mixes it to
+ * mono, resamples it to 16 kHz (libsoxr) and computes Parakeet's log-mel
+ * features (src/apps/asr/features.h), printing their shape and writing
+ * them, [n_mels, frames] FP32, to OUT.npy.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +22,15 @@
 
 #include "apps/asr/audio.h"
 #include "apps/asr/features.h"
+#include "apps/asr/recognizer.h"
 #include "cli/cli.h"
 #include "cli/npy.h"
 #include "core/alloc.h"
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n"
-                    "       infd asr MODEL_DIR FILE.wav...   (not built yet: issue #21)\n");
+    fprintf(stderr, "usage: infd asr MODEL_DIR FILE... [--device cpu|cuda] [--threads N] [--json]\n"
+                    "       infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n");
 }
 
 static int features(const char *path, const char *out_path, int n_mels, bool normalize)
@@ -74,11 +80,76 @@ out:
     return rc;
 }
 
+/* Writes s as a JSON string body (no quotes). */
+static void json_str(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+}
+
+static int transcribe(const char *dir, char **files, int n_files, const asr_model_options *o,
+                      bool json)
+{
+    infd_error err = { 0 };
+    asr_model *m = NULL;
+    if (asr_model_load(dir, o, &m, &err) != INFD_STATUS_OK) {
+        fprintf(stderr, "infd asr: %s\n", err.msg);
+        return INFD_EXIT_FAILURE;
+    }
+    int rc = INFD_EXIT_OK;
+    for (int f = 0; f < n_files; f++) {
+        asr_audio a = { 0 };
+        asr_result r = { 0 };
+        if (asr_audio_read_file(files[f], asr_model_sample_rate(m), &a, &err) != INFD_STATUS_OK ||
+            asr_model_transcribe(m, a.samples, a.n, &r, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd asr: %s\n", err.msg);
+            rc = INFD_EXIT_FAILURE;
+            asr_audio_fini(&a);
+            continue;
+        }
+        if (json) {
+            printf("{\"file\": \"");
+            json_str(files[f]);
+            printf("\", \"seconds\": %.3f, \"text\": \"", (double)a.n / a.rate);
+            json_str(r.text);
+            printf("\", \"tokens\": [");
+            for (int64_t i = 0; i < r.n_tokens; i++) {
+                printf("%s{\"id\": %d, \"piece\": \"", i ? ", " : "", r.tokens[i].id);
+                json_str(asr_model_piece(m, r.tokens[i].id));
+                printf("\", \"frame\": %lld, \"start\": %.3f, \"duration\": %d}",
+                       (long long)r.tokens[i].frame, r.tokens[i].frame * r.frame_seconds,
+                       r.tokens[i].duration);
+            }
+            printf("]}\n");
+        } else {
+            printf("%s: %s\n", files[f], r.text);
+        }
+        asr_result_fini(&r);
+        asr_audio_fini(&a);
+    }
+    asr_model_destroy(m);
+    return rc;
+}
+
 int infd_cli_asr(int argc, char **argv)
 {
     const char *feat_path = NULL, *out_path = NULL;
     int n_mels = 128;
-    bool normalize = true;
+    bool normalize = true, json = false;
+    char **pos = calloc((size_t)argc + 1, sizeof(char *));
+    int n_pos = 0;
+    asr_model_options o;
+    asr_model_options_init(&o);
+    if (!pos)
+        return INFD_EXIT_FAILURE;
+    int rc = INFD_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--features") == 0 && i + 1 < argc) {
             feat_path = argv[++i];
@@ -89,27 +160,55 @@ int infd_cli_asr(int argc, char **argv)
             long v = strtol(argv[++i], &end, 10);
             if (!end || *end || v < 1 || v > 512) {
                 fprintf(stderr, "infd asr: --mels takes 1 to 512, not '%s'\n", argv[i]);
-                return INFD_EXIT_USAGE;
+                goto out;
             }
             n_mels = (int)v;
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 1 || v > 1024) {
+                fprintf(stderr, "infd asr: --threads takes 1 to 1024, not '%s'\n", argv[i]);
+                goto out;
+            }
+            o.n_threads = (int)v;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            i++;
+            if (strcmp(argv[i], "cpu") == 0) {
+                o.device = INFD_DEVICE_CPU;
+            } else if (strcmp(argv[i], "cuda") == 0) {
+                o.device = INFD_DEVICE_CUDA;
+            } else {
+                fprintf(stderr, "infd asr: --device takes cpu or cuda, not '%s'\n", argv[i]);
+                goto out;
+            }
         } else if (strcmp(argv[i], "--no-normalize") == 0) {
             normalize = false;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--stream") == 0) {
+            fprintf(stderr, "infd asr: --stream is not built yet (being built in issue #21); "
+                            "offline transcription works\n");
+            rc = INFD_EXIT_NOT_BUILT;
+            goto out;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage();
-            return INFD_EXIT_OK;
+            rc = INFD_EXIT_OK;
+            goto out;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "infd asr: unknown option '%s'\n", argv[i]);
             usage();
-            return INFD_EXIT_USAGE;
-        } else if (!feat_path) {
-            fprintf(stderr, "infd asr: transcription (MODEL_DIR FILE.wav...) is not built yet "
-                            "(being built in issue #21); --features FILE works\n");
-            return INFD_EXIT_NOT_BUILT;
+            goto out;
+        } else {
+            pos[n_pos++] = argv[i];
         }
     }
-    if (!feat_path) {
+    if (feat_path && n_pos == 0)
+        rc = features(feat_path, out_path, n_mels, normalize);
+    else if (!feat_path && n_pos >= 2)
+        rc = transcribe(pos[0], pos + 1, n_pos - 1, &o, json);
+    else
         usage();
-        return INFD_EXIT_USAGE;
-    }
-    return features(feat_path, out_path, n_mels, normalize);
+out:
+    free(pos);
+    return rc;
 }

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -476,4 +477,50 @@ infd_status infd_weights_copy(infd_weights *w, const void *data, size_t bytes, c
     infd_form_key_init(&k, data, bytes, "bytes", NULL, 0, -1);
     copy_ctx c = { data, bytes, what };
     return infd_weights_form(w, &k, make_copy, &c, free_copy, NULL, what, out, err);
+}
+
+/* The graph inputs that are not constants, in order. */
+static int real_input(const infd_ir_graph *g, int i)
+{
+    for (int32_t k = 0, seen = 0; k < g->n_inputs; k++) {
+        if (g->values[g->inputs[k]].data)
+            continue;
+        if (seen++ == i)
+            return g->inputs[k];
+    }
+    return -1;
+}
+
+int infd_weights_n_inputs(infd_weights *w, infd_error *err)
+{
+    const infd_ir_graph *g = NULL;
+    if (infd_weights_use_model(w, &g, err) != INFD_STATUS_OK)
+        return -1;
+    int n = 0;
+    for (int32_t k = 0; k < g->n_inputs; k++)
+        n += g->values[g->inputs[k]].data == NULL;
+    infd_weights_unuse_model(w);
+    return n;
+}
+
+infd_status infd_weights_input(infd_weights *w, int i, infd_graph_input *out, infd_error *err)
+{
+    const infd_ir_graph *g = NULL;
+    memset(out, 0, sizeof(*out));
+    infd_status st = infd_weights_use_model(w, &g, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    int v = i >= 0 ? real_input(g, i) : -1;
+    if (v < 0) {
+        infd_weights_unuse_model(w);
+        return infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: no graph input %d", w->name, i);
+    }
+    const infd_ir_value *val = &g->values[v];
+    snprintf(out->name, sizeof(out->name), "%s", val->name);
+    out->dtype = val->dtype;
+    out->shape.rank = val->shape.rank;
+    for (int32_t d = 0; d < val->shape.rank && d < INFD_MAX_RANK; d++)
+        out->shape.dims[d] = val->shape.dims[d].value;
+    infd_weights_unuse_model(w);
+    return INFD_STATUS_OK;
 }

@@ -115,6 +115,31 @@ static void test_trim_then_later_plan(void)
     infd_weights_destroy(w);
 }
 
+/* The model's declared inputs: X FP32 [batch, 4] with its symbolic dim as
+ * -1; the initializer B is not one; reading them after a trim loads the
+ * model again. */
+static void test_declared_inputs(void)
+{
+    infd_weights *w = NULL;
+    infd_error err = { 0 };
+    infd_graph_input in;
+    ASSERT_STATUS(infd_weights_create(tiny_path, &w, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(infd_weights_n_inputs(w, &err), 1);
+    ASSERT_STATUS(infd_weights_input(w, 0, &in, &err), INFD_STATUS_OK);
+    ASSERT_STR_EQ(in.name, "X");
+    ASSERT_EQ_INT(in.dtype, INFD_DTYPE_FP32);
+    ASSERT_EQ_INT(in.shape.rank, 2);
+    ASSERT_EQ_I64(in.shape.dims[0], -1);
+    ASSERT_EQ_I64(in.shape.dims[1], 4);
+    ASSERT_STATUS(infd_weights_input(w, 1, &in, &err), INFD_STATUS_NOT_FOUND);
+    ASSERT_STATUS(infd_weights_input(w, -1, &in, &err), INFD_STATUS_NOT_FOUND);
+    infd_weights_trim(w);
+    ASSERT_EQ_INT(infd_weights_n_inputs(w, &err), 1);
+    ASSERT_STATUS(infd_weights_input(w, 0, &in, &err), INFD_STATUS_OK);
+    ASSERT_STR_EQ(in.name, "X");
+    infd_weights_destroy(w);
+}
+
 /* A convolutional network: the second batch size takes the first's
  * oneDNN weights (reordered into blocked layouts, Winograd's included)
  * instead of reordering them again, and holds no second copy. */
@@ -280,6 +305,7 @@ int main(int argc, char **argv)
     test_case_ cases[] = {
         { "test_plans_share_constants", test_plans_share_constants },
         { "test_trim_then_later_plan", test_trim_then_later_plan },
+        { "test_declared_inputs", test_declared_inputs },
         { "test_prepared_weights_shared", test_prepared_weights_shared },
         { "test_parallel_builds", test_parallel_builds },
         { "test_bad_input", test_bad_input },

@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""Generate tiny random-weight Parakeet-TDT-like models for infd's speech tests.
+
+Run with Debian's python:  /usr/bin/python3 scripts/gen_asr_models.py [--out DIR]
+(default DIR: $INFD_CACHE/models/asr, INFD_CACHE defaulting to <repo>/.cache).
+
+The networks have Parakeet-TDT's structure at a small size (the facts are in
+the team's reference notes, reference/streaming.md section 2): a
+FastConformer encoder (dw_striding subsampling x8: Conv2d 3x3 stride 2 +
+ReLU, then twice a depthwise 3x3 stride 2 + pointwise 1x1 + ReLU, then a
+Linear; conformer layers of half-step feed-forward, multi-head
+self-attention, a convolution module with GLU, depthwise conv 9 and
+BatchNorm, a second half-step feed-forward and LayerNorm), an
+Embedding + 2-layer LSTM predictor and a joint (enc Linear + pred Linear ->
+ReLU -> Linear to V + 1 + 5 outputs: tokens, blank, 5 durations). Sizes:
+128 mels, d_model 64, 2 layers, 4 heads, predictor 64, vocab 32 + blank.
+The weights are random but seeded; the joint's blank and duration biases
+are set so that a random network emits a mix of tokens, blanks and
+durations on speech-like input (all-blank output would test little).
+
+Written in the onnx-asr layout (istupakov/onnx-asr, the published
+Parakeet ONNX files):
+  asr/tiny-tdt/encoder-model.onnx   audio_signal [B,128,T] f32, length [B] i64
+                                    -> outputs [B,64,T'] f32, encoded_lengths [B] i64
+  asr/tiny-tdt/decoder_joint-model.onnx
+                                    encoder_outputs [B,64,1] f32, targets [B,1] i32,
+                                    target_length [B] i32, input_states_1 [2,B,64],
+                                    input_states_2 [2,B,64] -> outputs [B,1,1,38],
+                                    prednet_lengths, output_states_1, output_states_2
+  asr/tiny-tdt/vocab.txt            "token id" lines, <blk> last
+  asr/tiny-tdt/config.json          model_type, features_size, subsampling_factor
+  asr/tiny-tdt/model.pt             the torch state dict, for the tests' reference
+Exported with torch.onnx.export(opset 17, dynamo off) and dynamic batch and
+time axes.
+
+Idempotent: skipped when the stamp file holds the current GENERATOR_VERSION.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+GENERATOR_VERSION = "infd-gen-asr-models/3 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2"
+SEED = 2126
+N_MELS, D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB = 128, 64, 2, 4, 64, 32
+DURATIONS = [0, 1, 2, 3, 4]
+# SentencePiece-like pieces: "▁" starts a word.
+PIECES = ["▁the", "▁a", "▁of", "▁to", "s", "e", "t", "▁and", "▁in", "ing", "ed", "▁is",
+          "er", "▁it", "o", "n", "▁that", "▁was", "r", "▁he", "y", "l", "▁on", "d", "▁for",
+          "ly", "▁be", "i", "▁with", "▁as", "u", "▁at"]
+
+
+def default_out():
+    cache = os.environ.get("INFD_CACHE") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".cache")
+    return os.path.join(cache, "models", "asr")
+
+
+def build_modules():
+    import torch
+    from torch import nn
+
+    class Subsampling(nn.Module):
+        def __init__(self, d, ch=32):
+            super().__init__()
+            self.conv = nn.Sequential(
+                nn.Conv2d(1, ch, 3, 2, 1), nn.ReLU(),
+                nn.Conv2d(ch, ch, 3, 2, 1, groups=ch), nn.Conv2d(ch, ch, 1), nn.ReLU(),
+                nn.Conv2d(ch, ch, 3, 2, 1, groups=ch), nn.Conv2d(ch, ch, 1), nn.ReLU())
+            self.out = nn.Linear(ch * (N_MELS // 8), d)
+
+        def forward(self, x, length):  # x [B, mels, T]
+            x = self.conv(x.transpose(1, 2).unsqueeze(1))  # [B, ch, T/8, mels/8]
+            b, c, t, f = x.shape
+            x = self.out(x.transpose(1, 2).reshape(b, t, c * f))
+            for _ in range(3):
+                length = torch.div(length + 2 - 3, 2, rounding_mode="floor") + 1
+            return x, length
+
+    class FeedForward(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return self.l2(nn.functional.silu(self.l1(self.norm(x))))
+
+    class Attention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.h = heads
+
+        def forward(self, x, mask):  # mask [B, 1, 1, T]: True where padding
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.norm(x)).reshape(b, t, 3, self.h, d // self.h).permute(
+                2, 0, 3, 1, 4)
+            s = torch.matmul(q, k.transpose(-1, -2)) / float((d // self.h) ** 0.5)
+            s = s.masked_fill(mask, -10000.0)
+            a = torch.matmul(torch.softmax(s, dim=-1), v)
+            return self.out(a.transpose(1, 2).reshape(b, t, d))
+
+    class ConvModule(nn.Module):
+        def __init__(self, d, k=9):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.pw1 = nn.Conv1d(d, 2 * d, 1)
+            self.dw = nn.Conv1d(d, d, k, padding=k // 2, groups=d)
+            self.bn = nn.BatchNorm1d(d)
+            self.pw2 = nn.Conv1d(d, d, 1)
+
+        def forward(self, x, pad):  # pad [B, T, 1]: 1 where padding
+            y = self.norm(x).masked_fill(pad, 0.0).transpose(1, 2)
+            y = nn.functional.glu(self.pw1(y), dim=1)
+            y = self.pw2(nn.functional.silu(self.bn(self.dw(y))))
+            return y.transpose(1, 2)
+
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.ff1, self.att, self.conv, self.ff2 = (FeedForward(d), Attention(d, N_HEADS),
+                                                        ConvModule(d), FeedForward(d))
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, x, mask, pad):
+            x = x + 0.5 * self.ff1(x)
+            x = x + self.att(x, mask)
+            x = x + self.conv(x, pad)
+            x = x + 0.5 * self.ff2(x)
+            return self.norm(x)
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre = Subsampling(D_MODEL)
+            self.layers = nn.ModuleList([Layer(D_MODEL) for _ in range(N_LAYERS)])
+
+        def forward(self, audio_signal, length):
+            x, lens = self.pre(audio_signal, length)
+            t = torch.arange(x.shape[1], device=x.device)
+            pad = (t.unsqueeze(0) >= lens.unsqueeze(1))  # [B, T']
+            mask = pad.unsqueeze(1).unsqueeze(1)
+            padc = pad.unsqueeze(2)
+            for layer in self.layers:
+                x = layer(x, mask, padc)
+            return x.transpose(1, 2), lens
+
+    class DecoderJoint(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB + 1, PRED, padding_idx=VOCAB)
+            self.lstm = nn.LSTM(PRED, PRED, num_layers=2)
+            self.enc = nn.Linear(D_MODEL, PRED)
+            self.pred = nn.Linear(PRED, PRED)
+            self.joint = nn.Linear(PRED, VOCAB + 1 + len(DURATIONS))
+
+        def forward(self, encoder_outputs, targets, target_length, input_states_1,
+                    input_states_2):
+            g = self.embed(targets.long()).transpose(0, 1)  # [1, B, PRED]
+            g, (h, c) = self.lstm(g, (input_states_1, input_states_2))
+            f = self.enc(encoder_outputs.transpose(1, 2))  # [B, 1, PRED]
+            p = self.pred(g.transpose(0, 1))  # [B, 1, PRED]
+            z = self.joint(torch.relu(f.unsqueeze(2) + p.unsqueeze(1)))  # [B, 1, 1, V+1+5]
+            return z, target_length, h, c
+
+    return Encoder, DecoderJoint
+
+
+def generate(out):
+    import torch
+
+    Encoder, DecoderJoint = build_modules()
+    torch.manual_seed(SEED)
+    enc, dec = Encoder().eval(), DecoderJoint().eval()
+    with torch.no_grad():
+        for m in enc.modules():  # BatchNorm statistics of a trained-looking net
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+        # A mix of tokens, blanks and durations from a random joint: the
+        # joint's inputs (post-ReLU, so with a common positive part) are
+        # collected over random features and tokens, the logits centred
+        # (bias -= W mean) and scaled to a standard deviation of 2, then the
+        # blank and the durations get biases of their own.
+        eo, _ = enc(torch.randn(4, N_MELS, 400), torch.tensor([400] * 4))
+        f = dec.enc(eo.transpose(1, 2)).reshape(-1, PRED)  # [4 * 50, PRED]
+        toks = torch.randint(0, VOCAB, (1, 64))
+        g, _ = dec.lstm(dec.embed(toks),  # [1 step, 64 sequences, PRED]
+                        (torch.zeros(2, 64, PRED), torch.zeros(2, 64, PRED)))
+        p = dec.pred(g.reshape(-1, PRED))  # [64, PRED]
+        z = torch.relu(f[:, None, :] + p[None, :, :]).reshape(-1, PRED)
+        w = dec.joint.weight
+        logits = z @ w.t()
+        w.mul_(2.0 / logits.std(dim=0, keepdim=True).t().clamp_min(1e-6))
+        dec.joint.bias.copy_(-(z.mean(dim=0) @ w.t()))
+        dec.joint.bias[VOCAB] += 1.5  # blank
+        dec.joint.bias[VOCAB + 1:] += torch.tensor([0.5, 1.0, 0.5, 0.0, -0.5])
+    os.makedirs(out, exist_ok=True)
+    feats = torch.randn(1, N_MELS, 200)
+    length = torch.tensor([200], dtype=torch.int64)
+    torch.onnx.export(enc, (feats, length), os.path.join(out, "encoder-model.onnx"),
+                      input_names=["audio_signal", "length"],
+                      output_names=["outputs", "encoded_lengths"],
+                      dynamic_axes={"audio_signal": {0: "batch", 2: "time"}, "length": {0: "batch"},
+                                    "outputs": {0: "batch", 2: "frames"},
+                                    "encoded_lengths": {0: "batch"}},
+                      opset_version=17, do_constant_folding=True)
+    eo = torch.randn(1, D_MODEL, 1)
+    tg = torch.tensor([[VOCAB]], dtype=torch.int32)
+    tl = torch.tensor([1], dtype=torch.int32)
+    s1, s2 = torch.zeros(2, 1, PRED), torch.zeros(2, 1, PRED)
+    torch.onnx.export(dec, (eo, tg, tl, s1, s2), os.path.join(out, "decoder_joint-model.onnx"),
+                      input_names=["encoder_outputs", "targets", "target_length",
+                                   "input_states_1", "input_states_2"],
+                      output_names=["outputs", "prednet_lengths", "output_states_1",
+                                    "output_states_2"],
+                      dynamic_axes={"encoder_outputs": {0: "batch"}, "targets": {0: "batch"},
+                                    "target_length": {0: "batch"},
+                                    "input_states_1": {1: "batch"}, "input_states_2": {1: "batch"},
+                                    "outputs": {0: "batch"}, "prednet_lengths": {0: "batch"},
+                                    "output_states_1": {1: "batch"},
+                                    "output_states_2": {1: "batch"}},
+                      opset_version=17, do_constant_folding=True)
+    with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
+        for i, p in enumerate(PIECES):
+            f.write(f"{p} {i}\n")
+        f.write(f"<blk> {VOCAB}\n")
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump({"model_type": "nemo-conformer-tdt", "features_size": N_MELS,
+                   "subsampling_factor": 8, "max_tokens_per_step": 10}, f, indent=1)
+    torch.save({"encoder": enc.state_dict(), "decoder_joint": dec.state_dict()},
+               os.path.join(out, "model.pt"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=default_out(), help="output directory (default: %(default)s)")
+    ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
+    a = ap.parse_args(argv)
+    out = os.path.join(a.out, "tiny-tdt")
+    stamp = os.path.join(out, "stamp")
+    if not a.force and os.path.exists(stamp) and open(stamp).read().strip() == GENERATOR_VERSION:
+        print(f"gen_asr_models: {out} up to date")
+        return 0
+    generate(out)
+    with open(stamp, "w") as f:
+        f.write(GENERATOR_VERSION + "\n")
+    print(f"gen_asr_models: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,682 @@
+/*
+ * recognizer.c - offline Parakeet-TDT transcription on infd's engine
+ * (recognizer.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "apps/asr/features.h"
+#include "apps/asr/recognizer.h"
+#include "core/alloc.h"
+
+#define MAX_BUCKETS 64
+#define MAX_VOCAB   65536
+
+/* One encoder length: its plan, context and output buffers. */
+typedef struct enc_bucket {
+    int64_t frames; /* the padded feature frames (T) */
+    infd_plan *plan;
+    infd_context *ctx;
+    int64_t out_frames; /* T' of the plan's outputs */
+    float *feats;       /* [n_mels, frames] input */
+    float *enc;         /* [D, out_frames] output */
+} enc_bucket;
+
+struct asr_model {
+    char *dir;
+    asr_model_options opts;
+    int n_mels, subsampling, max_symbols;
+    int vocab;     /* V; blank = V */
+    char **pieces; /* V entries */
+    asr_tdt_config tdt;
+    asr_features *feat;
+    infd_weights *enc_w;
+    enc_bucket buckets[MAX_BUCKETS];
+    int n_buckets;
+    int64_t d_enc; /* D */
+    /* decoder_joint */
+    infd_plan *dj;
+    infd_context *dj_ctx;
+    int64_t n_layers, hidden, width; /* states [L, 1, H]; logits width V + 1 + 5 */
+    float *dj_enc;                   /* [D] */
+    int32_t dj_target, dj_target_len;
+    float *state[2], *pending[2]; /* h, c: committed and from the last joint run */
+    float *logits;
+    int64_t dj_lengths; /* prednet_lengths output (unused) */
+    int last_token;
+    /* the chunk being decoded */
+    const float *enc_out;
+    int64_t enc_stride;
+};
+
+void asr_model_options_init(asr_model_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->device = INFD_DEVICE_CPU;
+}
+
+int asr_model_sample_rate(const asr_model *m)
+{
+    return asr_features_params(m->feat)->sample_rate;
+}
+
+const char *asr_model_piece(const asr_model *m, int id)
+{
+    return id >= 0 && id < m->vocab ? m->pieces[id] : NULL;
+}
+
+static char *read_text(const char *path, size_t *n, infd_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        infd_error_set(err, errno == ENOENT ? INFD_STATUS_NOT_FOUND : INFD_STATUS_IO,
+                       "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            size_t nc = cap ? cap * 2 : 8192;
+            if (nc > (64u << 20)) {
+                infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: larger than 64 MiB", path);
+                goto fail;
+            }
+            char *nb = infd_realloc(buf, nc);
+            if (!nb) {
+                infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+                goto fail;
+            }
+            buf = nb, cap = nc;
+        }
+        size_t k = fread(buf + len, 1, cap - len - 1, f);
+        len += k;
+        if (k == 0)
+            break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    *n = len;
+    return buf;
+fail:
+    fclose(f);
+    infd_free(buf);
+    return NULL;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = infd_malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* config.json: model type, feature count, subsampling, max tokens per step. */
+static infd_status read_config(asr_model *m, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    size_t n = 0;
+    char *path = path_join(m->dir, "config.json"), ebuf[256] = "";
+    char *text = path ? read_text(path, &n, err) : NULL;
+    yajl_val root = NULL;
+    if (!path)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!text) {
+        st = err ? err->code : INFD_STATUS_IO;
+        goto out;
+    }
+    root = yajl_tree_parse(text, ebuf, sizeof(ebuf));
+    if (!root || !YAJL_IS_OBJECT(root)) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: not a JSON object: %s", path,
+                            ebuf[0] ? ebuf : "no object");
+        goto out;
+    }
+    const char *k_type[] = { "model_type", NULL }, *k_feat[] = { "features_size", NULL },
+               *k_sub[] = { "subsampling_factor", NULL },
+               *k_max[] = { "max_tokens_per_step", NULL };
+    yajl_val type = yajl_tree_get(root, k_type, yajl_t_string);
+    const char *tv = type ? YAJL_GET_STRING(type) : NULL;
+    if (!tv || strcmp(tv, "nemo-conformer-tdt") != 0) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: model_type is %s%s%s; infd reads \"nemo-conformer-tdt\"", path,
+                            tv ? "\"" : "", tv ? tv : "missing", tv ? "\"" : "");
+        goto out;
+    }
+    yajl_val feat = yajl_tree_get(root, k_feat, yajl_t_number);
+    yajl_val sub = yajl_tree_get(root, k_sub, yajl_t_number);
+    yajl_val max = yajl_tree_get(root, k_max, yajl_t_number);
+    long long nf = feat && YAJL_IS_INTEGER(feat) ? YAJL_GET_INTEGER(feat) : -1;
+    long long ns = sub && YAJL_IS_INTEGER(sub) ? YAJL_GET_INTEGER(sub) : 8;
+    long long nm = max && YAJL_IS_INTEGER(max) ? YAJL_GET_INTEGER(max) : 10;
+    if (nf < 1 || nf > 512) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: features_size is %lld; expected an integer in [1, 512]", path, nf);
+        goto out;
+    }
+    if (ns < 1 || ns > 64 || nm < 1 || nm > 1000) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: subsampling_factor %lld or max_tokens_per_step %lld out of "
+                            "range ([1, 64] and [1, 1000])",
+                            path, ns, nm);
+        goto out;
+    }
+    m->n_mels = (int)nf;
+    m->subsampling = (int)ns;
+    m->max_symbols = (int)nm;
+out:
+    yajl_tree_free(root);
+    infd_free(text);
+    infd_free(path);
+    return st;
+}
+
+/* vocab.txt: "piece id" lines with ids 0.. in order and <blk> last. */
+static infd_status read_vocab(asr_model *m, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    size_t n = 0;
+    char *path = path_join(m->dir, "vocab.txt");
+    char *text = path ? read_text(path, &n, err) : NULL;
+    if (!path)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!text) {
+        infd_free(path);
+        return err ? err->code : INFD_STATUS_IO;
+    }
+    int count = 0, blank = -1, line_no = 0;
+    m->pieces = infd_calloc(MAX_VOCAB, sizeof(char *));
+    if (!m->pieces) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        line_no++;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r')
+            line[--len] = '\0';
+        if (!len)
+            continue;
+        char *sp = strrchr(line, ' ');
+        char *end = NULL;
+        long id = sp ? strtol(sp + 1, &end, 10) : -1;
+        if (!sp || sp == line || !end || *end || id != count || count >= MAX_VOCAB) {
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s:%d: expected \"piece %d\" (ids in order from 0)", path, line_no,
+                                count);
+            goto out;
+        }
+        *sp = '\0';
+        if (blank >= 0) {
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s:%d: a piece after <blk>; the blank must be last (id V)", path,
+                                line_no);
+            goto out;
+        }
+        if (strcmp(line, "<blk>") == 0) {
+            blank = count;
+        } else if (!(m->pieces[count] = infd_strdup(line))) {
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            goto out;
+        }
+        count++;
+    }
+    if (blank < 1) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: no <blk> after the pieces (a TDT vocabulary ends with it)", path);
+        goto out;
+    }
+    m->vocab = blank;
+out:
+    infd_free(text);
+    infd_free(path);
+    return st;
+}
+
+/* Checks plan input or output i: its name, dtype and rank, and the dims
+ * that are not -1 in want[]. */
+static infd_status check_io(const infd_plan *p, bool output, int i, const char *file,
+                            const char *name, infd_dtype dtype, int rank, const int64_t *want,
+                            infd_tensor_info *info, infd_error *err)
+{
+    infd_status st = output ? infd_plan_output(p, i, info) : infd_plan_input(p, i, info);
+    if (st != INFD_STATUS_OK)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: %s %d missing: expected '%s'",
+                              file, output ? "output" : "input", i, name);
+    bool ok = strcmp(info->name, name) == 0 && info->dtype == dtype && info->shape.rank == rank;
+    for (int d = 0; ok && d < rank; d++)
+        ok = want[d] < 0 || info->shape.dims[d] == want[d];
+    if (!ok) {
+        char got[128] = "", ws[128] = "";
+        size_t at = 0;
+        for (int d = 0; d < info->shape.rank && at < sizeof(got); d++)
+            at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld", d ? "," : "",
+                                   (long long)info->shape.dims[d]);
+        at = 0;
+        for (int d = 0; d < rank && at < sizeof(ws); d++)
+            at += want[d] < 0 ? (size_t)snprintf(ws + at, sizeof(ws) - at, "%s?", d ? "," : "")
+                              : (size_t)snprintf(ws + at, sizeof(ws) - at, "%s%lld", d ? "," : "",
+                                                 (long long)want[d]);
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %s %d is '%s' %s [%s]; expected '%s' %s [%s]", file,
+                              output ? "output" : "input", i, info->name,
+                              infd_dtype_name(info->dtype), got, name, infd_dtype_name(dtype), ws);
+    }
+    return INFD_STATUS_OK;
+}
+
+static infd_status load_decoder(asr_model *m, infd_error *err)
+{
+    char *path = path_join(m->dir, "decoder_joint-model.onnx");
+    if (!path)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    /* The states' declared shape [L, batch, H] gives L and H. */
+    infd_weights *w = NULL;
+    infd_graph_input gi;
+    infd_status st = infd_weights_create(path, &w, err);
+    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w, err) != 5)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %d graph inputs; the onnx-asr decoder_joint has 5 "
+                            "(encoder_outputs, targets, target_length, input_states_1, "
+                            "input_states_2)",
+                            path, infd_weights_n_inputs(w, NULL));
+    if (st == INFD_STATUS_OK)
+        st = infd_weights_input(w, 3, &gi, err);
+    if (st == INFD_STATUS_OK && (gi.shape.rank != 3 || gi.shape.dims[0] < 1 ||
+                                 gi.shape.dims[2] < 1 || strcmp(gi.name, "input_states_1") != 0))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: input 3 is '%s' of rank %d; expected 'input_states_1' [layers, "
+                            "batch, hidden] with layers and hidden given",
+                            path, gi.name, (int)gi.shape.rank);
+    if (st == INFD_STATUS_OK) {
+        m->n_layers = gi.shape.dims[0];
+        m->hidden = gi.shape.dims[2];
+    }
+    infd_input_shape shapes[5] = {
+        { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } } },
+        { .name = "targets", .shape = { .rank = 2, .dims = { 1, 1 } } },
+        { .name = "target_length", .shape = { .rank = 1, .dims = { 1 } } },
+        { .name = "input_states_1", .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
+        { .name = "input_states_2", .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
+    };
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.device = m->opts.device;
+    o.device_index = m->opts.device_index;
+    o.n_threads = 1; /* one joint step is small: threads would only wait */
+    o.max_contexts = 1;
+    o.shapes = shapes;
+    o.n_shapes = 5;
+    if (st == INFD_STATUS_OK)
+        st = infd_plan_create_from_weights(w, &o, &m->dj, err);
+    infd_weights_destroy(w);
+    infd_tensor_info t;
+    if (st == INFD_STATUS_OK && (infd_plan_n_inputs(m->dj) != 5 || infd_plan_n_outputs(m->dj) != 4))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %d inputs and %d outputs; the onnx-asr decoder_joint has 5 "
+                            "(encoder_outputs, targets, target_length, input_states_1, "
+                            "input_states_2) and 4",
+                            path, infd_plan_n_inputs(m->dj), infd_plan_n_outputs(m->dj));
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, false, 0, path, "encoder_outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->d_enc, 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, false, 1, path, "targets", INFD_DTYPE_INT32, 2,
+                      (const int64_t[]){ 1, 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, false, 2, path, "target_length", INFD_DTYPE_INT32, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, false, 3, path, "input_states_1", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
+    if (st == INFD_STATUS_OK) {
+        st = check_io(m->dj, false, 4, path, "input_states_2", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
+    }
+    if (st == INFD_STATUS_OK) {
+        st = infd_plan_output(m->dj, 0, &t);
+        int64_t width = t.shape.rank > 0 ? t.shape.dims[t.shape.rank - 1] : 0;
+        int64_t numel = 1;
+        for (int d = 0; d < t.shape.rank; d++)
+            numel *= t.shape.dims[d];
+        if (strcmp(t.name, "outputs") != 0 || t.dtype != INFD_DTYPE_FP32 || numel != width ||
+            width != m->vocab + 1 + m->tdt.n_durations)
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: output 0 is '%s' %s with %lld values; expected 'outputs' "
+                                "FP32 with %d (vocab.txt's %d tokens, the blank, %d durations)",
+                                path, t.name, infd_dtype_name(t.dtype), (long long)numel,
+                                m->vocab + 1 + m->tdt.n_durations, m->vocab, m->tdt.n_durations);
+        m->width = width;
+    }
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, true, 2, path, "output_states_1", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->dj, true, 3, path, "output_states_2", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(m->dj, &m->dj_ctx, err);
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    if (st == INFD_STATUS_OK) {
+        m->dj_enc = infd_calloc((size_t)m->d_enc, sizeof(float));
+        m->logits = infd_calloc((size_t)m->width, sizeof(float));
+        for (int k = 0; k < 2; k++) {
+            m->state[k] = infd_calloc(1, sb);
+            m->pending[k] = infd_calloc(1, sb);
+        }
+        if (!m->dj_enc || !m->logits || !m->state[0] || !m->state[1] || !m->pending[0] ||
+            !m->pending[1])
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    infd_free(path);
+    return st;
+}
+
+/* The encoder plan for `frames` padded feature frames, built on first use. */
+static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out, infd_error *err)
+{
+    for (int i = 0; i < m->n_buckets; i++)
+        if (m->buckets[i].frames == frames) {
+            *out = &m->buckets[i];
+            return INFD_STATUS_OK;
+        }
+    if (m->n_buckets == MAX_BUCKETS)
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
+                              "%s: more than %d encoder lengths in use", m->dir, MAX_BUCKETS);
+    enc_bucket *b = &m->buckets[m->n_buckets];
+    memset(b, 0, sizeof(*b));
+    b->frames = frames;
+    infd_input_shape shapes[2] = { { .name = "audio_signal",
+                                     .shape = { .rank = 3, .dims = { 1, m->n_mels, frames } } },
+                                   { .name = "length", .shape = { .rank = 1, .dims = { 1 } } } };
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.device = m->opts.device;
+    o.device_index = m->opts.device_index;
+    o.n_threads = m->opts.n_threads;
+    o.max_contexts = 1;
+    o.shapes = shapes;
+    o.n_shapes = 2;
+    char file[64];
+    snprintf(file, sizeof(file), "encoder-model.onnx");
+    infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
+    infd_tensor_info t;
+    if (st == INFD_STATUS_OK &&
+        (infd_plan_n_inputs(b->plan) != 2 || infd_plan_n_outputs(b->plan) != 2))
+        st =
+            infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                           "%s/%s: %d inputs and %d outputs; expected 2 (audio_signal, length) "
+                           "and 2 (outputs, encoded_lengths)",
+                           m->dir, file, infd_plan_n_inputs(b->plan), infd_plan_n_outputs(b->plan));
+    if (st == INFD_STATUS_OK)
+        st = check_io(b->plan, false, 0, file, "audio_signal", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->n_mels, frames }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(b->plan, false, 1, file, "length", INFD_DTYPE_INT64, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(b->plan, true, 0, file, "outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->d_enc > 0 ? m->d_enc : -1, -1 }, &t, err);
+    if (st == INFD_STATUS_OK) {
+        m->d_enc = t.shape.dims[1];
+        b->out_frames = t.shape.dims[2];
+        st = check_io(b->plan, true, 1, file, "encoded_lengths", INFD_DTYPE_INT64, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(b->plan, &b->ctx, err);
+    if (st == INFD_STATUS_OK) {
+        b->feats = infd_calloc((size_t)(m->n_mels * frames), sizeof(float));
+        b->enc = infd_calloc((size_t)(m->d_enc * b->out_frames), sizeof(float));
+        if (!b->feats || !b->enc)
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st != INFD_STATUS_OK) {
+        infd_context_destroy(b->ctx);
+        infd_plan_destroy(b->plan);
+        infd_free(b->feats);
+        infd_free(b->enc);
+        memset(b, 0, sizeof(*b));
+        if (err && strncmp(err->msg, m->dir, strlen(m->dir)) != 0)
+            infd_error_prefix(err, "%s", m->dir);
+        return st;
+    }
+    m->n_buckets++;
+    *out = b;
+    return INFD_STATUS_OK;
+}
+
+void asr_model_destroy(asr_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_buckets; i++) {
+        infd_context_destroy(m->buckets[i].ctx);
+        infd_plan_destroy(m->buckets[i].plan);
+        infd_free(m->buckets[i].feats);
+        infd_free(m->buckets[i].enc);
+    }
+    infd_weights_destroy(m->enc_w);
+    infd_context_destroy(m->dj_ctx);
+    infd_plan_destroy(m->dj);
+    for (int k = 0; k < 2; k++) {
+        infd_free(m->state[k]);
+        infd_free(m->pending[k]);
+    }
+    infd_free(m->dj_enc);
+    infd_free(m->logits);
+    if (m->pieces)
+        for (int i = 0; i < MAX_VOCAB; i++)
+            infd_free(m->pieces[i]);
+    infd_free(m->pieces);
+    asr_features_destroy(m->feat);
+    infd_free(m->dir);
+    infd_free(m);
+}
+
+infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_model **out,
+                           infd_error *err)
+{
+    *out = NULL;
+    asr_model *m = infd_calloc(1, sizeof(*m));
+    if (!m || !(m->dir = infd_strdup(dir))) {
+        infd_free(m);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (o)
+        m->opts = *o;
+    else
+        asr_model_options_init(&m->opts);
+    if (m->opts.bucket_frames <= 0)
+        m->opts.bucket_frames = 256;
+    infd_status st = read_config(m, err);
+    if (st == INFD_STATUS_OK)
+        st = read_vocab(m, err);
+    if (st == INFD_STATUS_OK) {
+        m->tdt = (asr_tdt_config){ .vocab = m->vocab,
+                                   .durations = { 0, 1, 2, 3, 4 },
+                                   .n_durations = 5,
+                                   .max_symbols = m->max_symbols };
+        asr_feature_params fp = asr_feature_params_nemo(m->n_mels);
+        st = asr_features_create(&fp, &m->feat, err);
+    }
+    if (st == INFD_STATUS_OK) {
+        char *path = path_join(dir, "encoder-model.onnx");
+        st = path ? infd_weights_create(path, &m->enc_w, err)
+                  : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        infd_free(path);
+    }
+    enc_bucket *b = NULL;
+    if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
+        st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
+    if (st == INFD_STATUS_OK)
+        st = load_decoder(m, err);
+    if (st != INFD_STATUS_OK) {
+        asr_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return INFD_STATUS_OK;
+}
+
+/* The TDT decoder's networks: the joint on frame t with the committed
+ * predictor state and last token; the predictor's step commits the state
+ * the joint computed (tdt.h). */
+static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_error *err)
+{
+    asr_model *m = user;
+    for (int64_t d = 0; d < m->d_enc; d++)
+        m->dj_enc[d] = m->enc_out[d * m->enc_stride + t];
+    m->dj_target = m->last_token;
+    m->dj_target_len = 1;
+    infd_tensor in[5], outs[4];
+    memset(in, 0, sizeof(in));
+    memset(outs, 0, sizeof(outs));
+    in[0] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
+                           .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } },
+                           .data = m->dj_enc,
+                           .nbytes = sizeof(float) * (size_t)m->d_enc };
+    in[1] = (infd_tensor){ .dtype = INFD_DTYPE_INT32,
+                           .shape = { .rank = 2, .dims = { 1, 1 } },
+                           .data = &m->dj_target,
+                           .nbytes = 4 };
+    in[2] = (infd_tensor){ .dtype = INFD_DTYPE_INT32,
+                           .shape = { .rank = 1, .dims = { 1 } },
+                           .data = &m->dj_target_len,
+                           .nbytes = 4 };
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    for (int k = 0; k < 2; k++)
+        in[3 + k] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
+                                   .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } },
+                                   .data = m->state[k],
+                                   .nbytes = sb };
+    outs[0] = (infd_tensor){ .data = m->logits, .nbytes = sizeof(float) * (size_t)m->width };
+    outs[1] = (infd_tensor){ .data = &m->dj_lengths, .nbytes = 8 };
+    outs[2] = (infd_tensor){ .data = m->pending[0], .nbytes = sb };
+    outs[3] = (infd_tensor){ .data = m->pending[1], .nbytes = sb };
+    infd_status st = infd_plan_run(m->dj, m->dj_ctx, in, 5, outs, 4, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    int k = 0, di = 0;
+    for (int i = 1; i <= m->vocab; i++)
+        if (m->logits[i] > m->logits[k])
+            k = i;
+    const float *dl = m->logits + m->vocab + 1;
+    for (int i = 1; i < m->tdt.n_durations; i++)
+        if (dl[i] > dl[di])
+            di = i;
+    *token = k;
+    *duration = di;
+    return INFD_STATUS_OK;
+}
+
+static infd_status predict(void *user, int token, infd_error *err)
+{
+    (void)err;
+    asr_model *m = user;
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    if (token == m->vocab) { /* start of sequence: zero state, the blank as last token */
+        memset(m->state[0], 0, sb);
+        memset(m->state[1], 0, sb);
+    } else { /* the state the joint's predictor run reached on the last token */
+        memcpy(m->state[0], m->pending[0], sb);
+        memcpy(m->state[1], m->pending[1], sb);
+    }
+    m->last_token = token;
+    return INFD_STATUS_OK;
+}
+
+void asr_result_fini(asr_result *r)
+{
+    if (!r)
+        return;
+    infd_free(r->text);
+    infd_free(r->tokens);
+    memset(r, 0, sizeof(*r));
+}
+
+infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
+                                 infd_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    const asr_feature_params *fp = asr_features_params(m->feat);
+    out->frame_seconds = (double)fp->hop_length * m->subsampling / fp->sample_rate;
+    int64_t frames = asr_features_frames(m->feat, n);
+    int64_t valid = asr_features_valid_frames(m->feat, n);
+    int64_t bf = m->opts.bucket_frames;
+    int64_t padded = (frames + bf - 1) / bf * bf;
+    enc_bucket *b = NULL;
+    infd_status st = encoder_bucket(m, padded, &b, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    memset(b->feats, 0, sizeof(float) * (size_t)(m->n_mels * padded));
+    asr_features_compute(m->feat, samples, n, b->feats, padded);
+    int64_t length = valid, enc_len = 0;
+    infd_tensor in[2], outs[2];
+    memset(in, 0, sizeof(in));
+    memset(outs, 0, sizeof(outs));
+    in[0] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
+                           .shape = { .rank = 3, .dims = { 1, m->n_mels, padded } },
+                           .data = b->feats,
+                           .nbytes = sizeof(float) * (size_t)(m->n_mels * padded) };
+    in[1] = (infd_tensor){ .dtype = INFD_DTYPE_INT64,
+                           .shape = { .rank = 1, .dims = { 1 } },
+                           .data = &length,
+                           .nbytes = 8 };
+    outs[0] = (infd_tensor){ .data = b->enc,
+                             .nbytes = sizeof(float) * (size_t)(m->d_enc * b->out_frames) };
+    outs[1] = (infd_tensor){ .data = &enc_len, .nbytes = 8 };
+    st = infd_plan_run(b->plan, b->ctx, in, 2, outs, 2, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (enc_len < 0 || enc_len > b->out_frames)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
+                              (long long)enc_len, (long long)b->out_frames);
+    m->enc_out = b->enc;
+    m->enc_stride = b->out_frames;
+    asr_tdt_state s;
+    asr_tdt_state_reset(&s);
+    asr_tdt_nets nets = { m, joint, predict };
+    int64_t cap = asr_tdt_max_tokens(&m->tdt, enc_len);
+    out->tokens = infd_calloc((size_t)cap + 1, sizeof(asr_tdt_token));
+    if (!out->tokens)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    st = asr_tdt_decode(&m->tdt, &nets, &s, enc_len, out->tokens, cap, &out->n_tokens, err);
+    if (st != INFD_STATUS_OK) {
+        asr_result_fini(out);
+        return st;
+    }
+    size_t len = 1;
+    for (int64_t i = 0; i < out->n_tokens; i++)
+        len += strlen(m->pieces[out->tokens[i].id]);
+    out->text = infd_malloc(len);
+    if (!out->text) {
+        asr_result_fini(out);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    /* SentencePiece: U+2581 (E2 96 81) starts a word; it becomes a space,
+     * and the text's leading space goes. */
+    size_t at = 0;
+    for (int64_t i = 0; i < out->n_tokens; i++)
+        for (const char *p = m->pieces[out->tokens[i].id]; *p;) {
+            if ((unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x96 &&
+                (unsigned char)p[2] == 0x81) {
+                if (at > 0)
+                    out->text[at++] = ' ';
+                p += 3;
+            } else {
+                out->text[at++] = *p++;
+            }
+        }
+    out->text[at] = '\0';
+    return INFD_STATUS_OK;
+}

@@ -1,0 +1,177 @@
+"""Offline transcription (issue #21): `infd asr MODEL_DIR FILE.wav` with the
+tiny random-weight Parakeet-TDT model of scripts/gen_asr_models.py (the
+onnx-asr layout), against a reference pipeline written here: the numpy
+features of test_asr_features.py, the same networks run in torch from the
+generator's state dict, and NeMo's label-looping TDT decoding in Python.
+The transcripts must be token-identical (ids and frames).
+
+Also: the model's contract checks (a vocabulary that does not match the
+joint, a wrong config, missing files) fail with the file and tensor named.
+
+Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_asr.py
+"""
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_asr_features import nemo_features, speechlike, write_wav
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUCKET = 256  # infd's default encoder bucket: feature frames padded to a multiple
+
+
+@pytest.fixture(scope="module")
+def model_dir(cache_dir):
+    d = cache_dir / "models" / "asr" / "tiny-tdt"
+    if not (d / "encoder-model.onnx").exists():
+        pytest.skip(f"{d} missing: run scripts/setup.sh (scripts/gen_asr_models.py)")
+    return d
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    """(encoder, decoder_joint, pieces) in torch, from the generator."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import gen_asr_models as gen
+
+    Encoder, DecoderJoint = gen.build_modules()
+    sd = torch.load(model_dir / "model.pt")
+    enc, dec = Encoder().eval(), DecoderJoint().eval()
+    enc.load_state_dict(sd["encoder"])
+    dec.load_state_dict(sd["decoder_joint"])
+    pieces = [line.rsplit(" ", 1)[0] for line in
+              (model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()]
+    return enc, dec, pieces[:-1]
+
+
+def reference_transcribe(reference, x, max_symbols=10, durations=(0, 1, 2, 3, 4)):
+    """Tokens [(id, frame, duration)] and text of samples x, as infd should
+    give them: features padded to the bucket, the encoder with the real
+    length, label-looping TDT greedy decoding."""
+    import torch
+
+    enc, dec, pieces = reference
+    V = len(pieces)
+    f = nemo_features(x).astype(np.float32)
+    frames, valid = f.shape[1], x.size // 160
+    padded = -(-frames // BUCKET) * BUCKET
+    fp = np.zeros((f.shape[0], padded), np.float32)
+    fp[:, :frames] = f
+    with torch.no_grad():
+        out, lens = enc(torch.from_numpy(fp)[None], torch.tensor([valid]))
+        T = int(lens[0])
+        h = torch.zeros(2, 1, dec.lstm.hidden_size)
+        c = torch.zeros_like(h)
+        last, tokens = V, []
+        t, last_frame, on_frame = 0, -1, 0
+        while t < T:
+            found = False
+            while not found and t < T:
+                z, _, h2, c2 = dec(out[:, :, t:t + 1], torch.tensor([[last]], dtype=torch.int32),
+                                   torch.tensor([1], dtype=torch.int32), h, c)
+                z = z.reshape(-1)
+                k = int(torch.argmax(z[:V + 1]))
+                d = durations[int(torch.argmax(z[V + 1:]))]
+                t_lab = t
+                if k == V and d == 0:
+                    d = 1
+                t += d
+                found = k != V
+            if not found:
+                break
+            tokens.append((k, t_lab, d))
+            on_frame = on_frame + 1 if t_lab == last_frame else 1
+            last_frame = t_lab
+            h, c, last = h2, c2, k
+            if t == t_lab and on_frame >= max_symbols:
+                t += 1
+    text = "".join(pieces[k] for k, _, _ in tokens).replace("\u2581", " ").lstrip(" ")
+    return tokens, text
+
+
+def infd_asr(infd_bin, model_dir, *files):
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), *map(str, files), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    return r
+
+
+@pytest.mark.parametrize("seconds,seed", [(0.1, 1), (0.56, 2), (2.5, 3), (2.56, 4), (7.3, 5)])
+def test_transcripts_match_the_reference(infd_bin, model_dir, reference, tmp_path, seconds, seed):
+    n = int(seconds * 16000)
+    x = write_wav(tmp_path / "a.wav", speechlike(n, seed))
+    r = infd_asr(infd_bin, model_dir, tmp_path / "a.wav")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    tokens, text = reference_transcribe(reference, x)
+    print(f"{seconds} s: {len(tokens)} tokens: {text[:80]!r}")
+    assert [(t["id"], t["frame"], t["duration"]) for t in got["tokens"]] == tokens
+    assert got["text"] == text
+    for t in got["tokens"]:
+        assert abs(t["start"] - t["frame"] * 0.08) < 1e-6
+
+
+def test_several_files_and_text_output(infd_bin, model_dir, tmp_path):
+    for i in range(3):
+        write_wav(tmp_path / f"f{i}.wav", speechlike(8000 * (i + 1), 10 + i))
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir)] +
+                       [str(tmp_path / f"f{i}.wav") for i in range(3)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3 and all(f"f{i}.wav: " in lines[i] for i in range(3)), r.stdout
+
+
+def copy_model(model_dir, tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(model_dir, d)
+    return d
+
+
+def test_contract_violations_are_named(infd_bin, model_dir, tmp_path):
+    write_wav(tmp_path / "a.wav", speechlike(8000, 1))
+    d = copy_model(model_dir, tmp_path)
+    # A vocabulary one token short: the joint's width no longer matches.
+    lines = (d / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (d / "vocab.txt").write_text("\n".join(lines[:-2] + [f"<blk> {len(lines) - 2}"]) + "\n",
+                                 encoding="utf-8")
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "decoder_joint-model.onnx: output 0 is 'outputs'" in r.stderr \
+        and "vocab.txt's 31 tokens" in r.stderr, r.stderr
+    # Features the encoder does not take.
+    d = copy_model(model_dir, tmp_path / "2")
+    (d / "config.json").write_text(json.dumps({"model_type": "nemo-conformer-tdt",
+                                               "features_size": 80}))
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "audio_signal" in r.stderr and "80" in r.stderr, r.stderr
+    # Another model type, a broken vocabulary, a missing file.
+    d = copy_model(model_dir, tmp_path / "3")
+    (d / "config.json").write_text(json.dumps({"model_type": "nemo-conformer-ctc",
+                                               "features_size": 128}))
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "model_type is \"nemo-conformer-ctc\"" in r.stderr, r.stderr
+    d = copy_model(model_dir, tmp_path / "4")
+    (d / "vocab.txt").write_text("▁a 0\nb 2\n<blk> 3\n", encoding="utf-8")
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "vocab.txt:2: expected \"piece 1\"" in r.stderr, r.stderr
+    d = copy_model(model_dir, tmp_path / "5")
+    (d / "decoder_joint-model.onnx").unlink()
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "decoder_joint-model.onnx" in r.stderr, r.stderr
+
+
+def test_bad_audio_does_not_stop_the_others(infd_bin, model_dir, tmp_path):
+    write_wav(tmp_path / "good.wav", speechlike(8000, 1))
+    (tmp_path / "bad.wav").write_bytes(b"RIFF nonsense")
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "bad.wav"),
+                        str(tmp_path / "good.wav")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "bad.wav: not a sound file" in r.stderr
+    assert "good.wav: " in r.stdout
