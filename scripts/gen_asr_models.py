@@ -2,7 +2,10 @@
 """Generate tiny random-weight Parakeet-TDT-like models for infd's speech tests.
 
 Run with Debian's python:  /usr/bin/python3 scripts/gen_asr_models.py [--out DIR]
-(default DIR: $INFD_CACHE/models/asr, INFD_CACHE defaulting to <repo>/.cache).
+[--size tiny|bench] (default DIR: $INFD_CACHE/models/asr, INFD_CACHE defaulting
+to <repo>/.cache). setup.sh makes the tiny one for the tests; bench
+(d_model 256, 8 layers, predictor 320, vocab 1024) is made by
+bench/asr_vs_ort.py when it needs it.
 
 The networks have Parakeet-TDT's structure at a small size (the facts are in
 the team's reference notes, reference/streaming.md section 2): a
@@ -44,6 +47,9 @@ import sys
 GENERATOR_VERSION = "infd-gen-asr-models/3 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2"
 SEED = 2126
 N_MELS, D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB = 128, 64, 2, 4, 64, 32
+# name -> (d_model, layers, heads, predictor, vocab). "tiny" for the tests,
+# "bench" for bench/asr_vs_ort.py (not made by setup.sh).
+SIZES = {"tiny": (D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB), "bench": (256, 8, 4, 320, 1024)}
 DURATIONS = [0, 1, 2, 3, 4]
 # SentencePiece-like pieces: "▁" starts a word.
 PIECES = ["▁the", "▁a", "▁of", "▁to", "s", "e", "t", "▁and", "▁in", "ing", "ed", "▁is",
@@ -57,7 +63,9 @@ def default_out():
     return os.path.join(cache, "models", "asr")
 
 
-def build_modules():
+def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED, vocab=VOCAB,
+                  n_mels=N_MELS):
+    """(Encoder, DecoderJoint) classes of the given size."""
     import torch
     from torch import nn
 
@@ -68,7 +76,7 @@ def build_modules():
                 nn.Conv2d(1, ch, 3, 2, 1), nn.ReLU(),
                 nn.Conv2d(ch, ch, 3, 2, 1, groups=ch), nn.Conv2d(ch, ch, 1), nn.ReLU(),
                 nn.Conv2d(ch, ch, 3, 2, 1, groups=ch), nn.Conv2d(ch, ch, 1), nn.ReLU())
-            self.out = nn.Linear(ch * (N_MELS // 8), d)
+            self.out = nn.Linear(ch * (n_mels // 8), d)
 
         def forward(self, x, length):  # x [B, mels, T]
             x = self.conv(x.transpose(1, 2).unsqueeze(1))  # [B, ch, T/8, mels/8]
@@ -121,7 +129,7 @@ def build_modules():
     class Layer(nn.Module):
         def __init__(self, d):
             super().__init__()
-            self.ff1, self.att, self.conv, self.ff2 = (FeedForward(d), Attention(d, N_HEADS),
+            self.ff1, self.att, self.conv, self.ff2 = (FeedForward(d), Attention(d, n_heads),
                                                         ConvModule(d), FeedForward(d))
             self.norm = nn.LayerNorm(d)
 
@@ -135,8 +143,8 @@ def build_modules():
     class Encoder(nn.Module):
         def __init__(self):
             super().__init__()
-            self.pre = Subsampling(D_MODEL)
-            self.layers = nn.ModuleList([Layer(D_MODEL) for _ in range(N_LAYERS)])
+            self.pre = Subsampling(d_model)
+            self.layers = nn.ModuleList([Layer(d_model) for _ in range(n_layers)])
 
         def forward(self, audio_signal, length):
             x, lens = self.pre(audio_signal, length)
@@ -151,15 +159,15 @@ def build_modules():
     class DecoderJoint(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(VOCAB + 1, PRED, padding_idx=VOCAB)
-            self.lstm = nn.LSTM(PRED, PRED, num_layers=2)
-            self.enc = nn.Linear(D_MODEL, PRED)
-            self.pred = nn.Linear(PRED, PRED)
-            self.joint = nn.Linear(PRED, VOCAB + 1 + len(DURATIONS))
+            self.embed = nn.Embedding(vocab + 1, pred, padding_idx=vocab)
+            self.lstm = nn.LSTM(pred, pred, num_layers=2)
+            self.enc = nn.Linear(d_model, pred)
+            self.pred = nn.Linear(pred, pred)
+            self.joint = nn.Linear(pred, vocab + 1 + len(DURATIONS))
 
         def forward(self, encoder_outputs, targets, target_length, input_states_1,
                     input_states_2):
-            g = self.embed(targets.long()).transpose(0, 1)  # [1, B, PRED]
+            g = self.embed(targets.long()).transpose(0, 1)  # [1, B, pred]
             g, (h, c) = self.lstm(g, (input_states_1, input_states_2))
             f = self.enc(encoder_outputs.transpose(1, 2))  # [B, 1, PRED]
             p = self.pred(g.transpose(0, 1))  # [B, 1, PRED]
@@ -169,10 +177,14 @@ def build_modules():
     return Encoder, DecoderJoint
 
 
-def generate(out):
+def generate(out, size):
+    """Writes the model of SIZES[size] into out."""
     import torch
 
-    Encoder, DecoderJoint = build_modules()
+    d_model, n_layers, n_heads, PRED, VOCAB = SIZES[size]
+    Encoder, DecoderJoint = build_modules(d_model, n_layers, n_heads, PRED, VOCAB)
+    pieces = PIECES if VOCAB == len(PIECES) else \
+        [("\u2581" if i % 3 == 0 else "") + f"p{i}" for i in range(VOCAB)]
     torch.manual_seed(SEED)
     enc, dec = Encoder().eval(), DecoderJoint().eval()
     with torch.no_grad():
@@ -208,7 +220,7 @@ def generate(out):
                                     "outputs": {0: "batch", 2: "frames"},
                                     "encoded_lengths": {0: "batch"}},
                       opset_version=17, do_constant_folding=True)
-    eo = torch.randn(1, D_MODEL, 1)
+    eo = torch.randn(1, d_model, 1)
     tg = torch.tensor([[VOCAB]], dtype=torch.int32)
     tl = torch.tensor([1], dtype=torch.int32)
     s1, s2 = torch.zeros(2, 1, PRED), torch.zeros(2, 1, PRED)
@@ -225,7 +237,7 @@ def generate(out):
                                     "output_states_2": {1: "batch"}},
                       opset_version=17, do_constant_folding=True)
     with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
-        for i, p in enumerate(PIECES):
+        for i, p in enumerate(pieces):
             f.write(f"{p} {i}\n")
         f.write(f"<blk> {VOCAB}\n")
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -238,16 +250,19 @@ def generate(out):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=default_out(), help="output directory (default: %(default)s)")
+    ap.add_argument("--size", default="tiny", choices=sorted(SIZES),
+                    help="tiny (the tests') or bench (d_model 256, 8 layers, vocab 1024)")
     ap.add_argument("--force", action="store_true", help="regenerate even if up to date")
     a = ap.parse_args(argv)
-    out = os.path.join(a.out, "tiny-tdt")
+    out = os.path.join(a.out, f"{a.size}-tdt")
+    version = f"{GENERATOR_VERSION} size={a.size}"
     stamp = os.path.join(out, "stamp")
-    if not a.force and os.path.exists(stamp) and open(stamp).read().strip() == GENERATOR_VERSION:
+    if not a.force and os.path.exists(stamp) and open(stamp).read().strip() == version:
         print(f"gen_asr_models: {out} up to date")
         return 0
-    generate(out)
+    generate(out, a.size)
     with open(stamp, "w") as f:
-        f.write(GENERATOR_VERSION + "\n")
+        f.write(version + "\n")
     print(f"gen_asr_models: wrote {out}")
     return 0
 

@@ -117,7 +117,8 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
         if (json) {
             printf("{\"file\": \"");
             json_str(files[f]);
-            printf("\", \"seconds\": %.3f, \"text\": \"", (double)a.n / a.rate);
+            printf("\", \"seconds\": %.3f, \"frames\": %lld, \"joint_runs\": %lld, \"text\": \"",
+                   (double)a.n / a.rate, (long long)r.n_frames, (long long)r.n_joint_runs);
             json_str(r.text);
             printf("\", \"tokens\": [");
             for (int64_t i = 0; i < r.n_tokens; i++) {

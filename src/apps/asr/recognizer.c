@@ -48,6 +48,7 @@ struct asr_model {
     float *logits;
     int64_t dj_lengths; /* prednet_lengths output (unused) */
     int last_token;
+    int64_t n_joint_runs;
     /* the chunk being decoded */
     const float *enc_out;
     int64_t enc_stride;
@@ -565,6 +566,7 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
     infd_status st = infd_plan_run(m->dj, m->dj_ctx, in, 5, outs, 4, err);
     if (st != INFD_STATUS_OK)
         return st;
+    m->n_joint_runs++;
     int k = 0, di = 0;
     for (int i = 1; i <= m->vocab; i++)
         if (m->logits[i] > m->logits[k])
@@ -646,11 +648,14 @@ infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, 
     asr_tdt_state s;
     asr_tdt_state_reset(&s);
     asr_tdt_nets nets = { m, joint, predict };
+    m->n_joint_runs = 0;
+    out->n_frames = enc_len;
     int64_t cap = asr_tdt_max_tokens(&m->tdt, enc_len);
     out->tokens = infd_calloc((size_t)cap + 1, sizeof(asr_tdt_token));
     if (!out->tokens)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     st = asr_tdt_decode(&m->tdt, &nets, &s, enc_len, out->tokens, cap, &out->n_tokens, err);
+    out->n_joint_runs = m->n_joint_runs;
     if (st != INFD_STATUS_OK) {
         asr_result_fini(out);
         return st;

@@ -49,6 +49,8 @@ typedef struct asr_result {
     asr_tdt_token *tokens; /* owned */
     int64_t n_tokens;
     double frame_seconds; /* seconds per encoder frame (hop x subsampling / rate) */
+    int64_t n_frames;     /* encoder frames decoded */
+    int64_t n_joint_runs; /* decoder-joint runs the decoding took */
 } asr_result;
 
 void asr_model_options_init(asr_model_options *o);

@@ -728,6 +728,32 @@ typedef struct layernorm_job {
     const infd_kernel_io *io;
 } layernorm_job;
 
+/* Sum of x[0, n) in double, over 8 independent partial sums (one vector
+ * of lanes: the compiler vectorizes it without reassociating anything),
+ * `mean` subtracted and squared when `sq`. A single running double sum
+ * was a chain of dependent adds: 23 us per 32 x 256 LayerNorm of a
+ * speech encoder, 7% of its run. */
+static double row_sum(const float *x, int64_t n, double mean, bool sq)
+{
+    double acc[8] = { 0 };
+    int64_t i = 0;
+    if (sq) {
+        for (; i + 8 <= n; i += 8)
+            for (int u = 0; u < 8; u++)
+                acc[u] += ((double)x[i + u] - mean) * ((double)x[i + u] - mean);
+    } else {
+        for (; i + 8 <= n; i += 8)
+            for (int u = 0; u < 8; u++)
+                acc[u] += (double)x[i + u];
+    }
+    double total = 0.0;
+    for (int u = 0; u < 8; u++)
+        total += acc[u];
+    for (; i < n; i++)
+        total += sq ? ((double)x[i] - mean) * ((double)x[i] - mean) : (double)x[i];
+    return total;
+}
+
 /* One row: two passes in double (mean, then variance about it). */
 static void layernorm_body(void *arg, int64_t begin, int64_t end)
 {
@@ -741,19 +767,19 @@ static void layernorm_body(void *arg, int64_t begin, int64_t end)
     for (int64_t r = begin; r < end; r++) {
         const float *x = (const float *)j->io->inputs[0] + r * len;
         float *y = (float *)j->io->outputs[0] + r * len;
-        double sum = 0.0, sq = 0.0;
-        for (int64_t i = 0; i < len; i++)
-            sum += x[i];
-        double mean = len ? sum / (double)len : 0.0;
-        for (int64_t i = 0; i < len; i++)
-            sq += ((double)x[i] - mean) * ((double)x[i] - mean);
-        double var = len ? sq / (double)len : 0.0;
+        double mean = len ? row_sum(x, len, 0.0, false) / (double)len : 0.0;
+        double var = len ? row_sum(x, len, mean, true) / (double)len : 0.0;
         float inv = (float)(1.0 / sqrt(var + (double)k->eps));
         float m = (float)mean;
-        for (int64_t i = 0; i < len; i++) {
-            float s = scale[k->scale_n == 1 ? 0 : i];
-            float b = bias ? bias[k->bias_n == 1 ? 0 : i] : 0.0f;
-            y[i] = (x[i] - m) * inv * s + b;
+        if (k->scale_n == len && bias && k->bias_n == len) {
+            for (int64_t i = 0; i < len; i++)
+                y[i] = (x[i] - m) * inv * scale[i] + bias[i];
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                float s = scale[k->scale_n == 1 ? 0 : i];
+                float b = bias ? bias[k->bias_n == 1 ? 0 : i] : 0.0f;
+                y[i] = (x[i] - m) * inv * s + b;
+            }
         }
         if (mean_out)
             mean_out[r] = m;
