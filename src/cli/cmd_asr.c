@@ -107,8 +107,13 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
     for (int f = 0; f < n_files; f++) {
         asr_audio a = { 0 };
         asr_result r = { 0 };
-        if (asr_audio_read_file(files[f], asr_model_sample_rate(m), &a, &err) != INFD_STATUS_OK ||
+        infd_status st = asr_audio_read_file(files[f], asr_model_sample_rate(m), &a, &err);
+        if (st == INFD_STATUS_OK &&
             asr_model_transcribe(m, a.samples, a.n, &r, &err) != INFD_STATUS_OK) {
+            infd_error_prefix(&err, "%s", files[f]);
+            st = err.code;
+        }
+        if (st != INFD_STATUS_OK) {
             fprintf(stderr, "infd asr: %s\n", err.msg);
             rc = INFD_EXIT_FAILURE;
             asr_audio_fini(&a);

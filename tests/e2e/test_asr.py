@@ -175,3 +175,16 @@ def test_bad_audio_does_not_stop_the_others(infd_bin, model_dir, tmp_path):
     assert r.returncode == 1
     assert "bad.wav: not a sound file" in r.stderr
     assert "good.wav: " in r.stdout
+
+
+def test_audio_longer_than_one_encoding_is_refused_alone(infd_bin, model_dir, tmp_path):
+    """Past 40 s (the encoder's attention grows with the square of the
+    length) offline decoding says it does not chunk yet; the next file is
+    still transcribed."""
+    write_wav(tmp_path / "long.wav", speechlike(16000 * 45, 2))
+    write_wav(tmp_path / "short.wav", speechlike(8000, 3))
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "long.wav"),
+                        str(tmp_path / "short.wav")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "long.wav: 45.0 s of audio: offline decoding takes at most 41 s" in r.stderr, r.stderr
+    assert "short.wav: " in r.stdout

@@ -30,8 +30,9 @@ struct asr_model {
     char *dir;
     asr_model_options opts;
     int n_mels, subsampling, max_symbols;
-    int vocab;     /* V; blank = V */
-    char **pieces; /* V entries */
+    int64_t max_frames; /* the longest padded feature length encoded at once */
+    int vocab;          /* V; blank = V */
+    char **pieces;      /* V entries */
     asr_tdt_config tdt;
     asr_features *feat;
     infd_weights *enc_w;
@@ -406,8 +407,7 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
     o.max_contexts = 1;
     o.shapes = shapes;
     o.n_shapes = 2;
-    char file[64];
-    snprintf(file, sizeof(file), "encoder-model.onnx");
+    const char *file = "encoder-model.onnx";
     infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
     infd_tensor_info t;
     if (st == INFD_STATUS_OK &&
@@ -498,6 +498,8 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         asr_model_options_init(&m->opts);
     if (m->opts.bucket_frames <= 0)
         m->opts.bucket_frames = 256;
+    if (m->opts.max_seconds <= 0)
+        m->opts.max_seconds = 40;
     infd_status st = read_config(m, err);
     if (st == INFD_STATUS_OK)
         st = read_vocab(m, err);
@@ -508,6 +510,9 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
                                    .max_symbols = m->max_symbols };
         asr_feature_params fp = asr_feature_params_nemo(m->n_mels);
         st = asr_features_create(&fp, &m->feat, err);
+        int64_t most = (int64_t)(m->opts.max_seconds * fp.sample_rate / fp.hop_length) + 1;
+        m->max_frames =
+            (most + m->opts.bucket_frames - 1) / m->opts.bucket_frames * m->opts.bucket_frames;
     }
     if (st == INFD_STATUS_OK) {
         char *path = path_join(dir, "encoder-model.onnx");
@@ -615,6 +620,13 @@ infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, 
     int64_t valid = asr_features_valid_frames(m->feat, n);
     int64_t bf = m->opts.bucket_frames;
     int64_t padded = (frames + bf - 1) / bf * bf;
+    if (padded > m->max_frames)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                              "%.1f s of audio: offline decoding takes at most %.0f s at once "
+                              "(attention grows with the square of the length); chunked "
+                              "decoding of longer audio is not built yet",
+                              (double)n / fp->sample_rate,
+                              (double)m->max_frames * fp->hop_length / fp->sample_rate);
     enc_bucket *b = NULL;
     infd_status st = encoder_bucket(m, padded, &b, err);
     if (st != INFD_STATUS_OK)

@@ -40,8 +40,9 @@ typedef struct asr_model asr_model;
 typedef struct asr_model_options {
     infd_device_kind device; /* INFD_DEVICE_CPU (default) or INFD_DEVICE_CUDA */
     int device_index;
-    int n_threads;     /* engine threads; 0: all cores */
-    int bucket_frames; /* encoder lengths are padded to a multiple of this; 0: 256 */
+    int n_threads;      /* engine threads; 0: all cores */
+    int bucket_frames;  /* encoder lengths are padded to a multiple of this; 0: 256 */
+    double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: UNIMPLEMENTED) */
 } asr_model_options;
 
 typedef struct asr_result {
@@ -65,7 +66,9 @@ int asr_model_sample_rate(const asr_model *m);
 /* The vocabulary's piece for token id (NULL outside it). */
 const char *asr_model_piece(const asr_model *m, int id);
 
-/* Transcribes n mono samples at asr_model_sample_rate. */
+/* Transcribes n mono samples at asr_model_sample_rate. Audio longer than
+ * max_seconds is UNIMPLEMENTED (saying so) until chunked decoding exists:
+ * the encoder's attention grows with the square of the length. */
 infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
                                  infd_error *err);
 
