@@ -5,6 +5,7 @@
  * values with a numpy implementation of the recipe to 1e-4.
  */
 #include "apps/asr/features.h"
+#include "count_malloc.h"
 #include "test.h"
 
 static uint64_t rng = 12345;
@@ -142,57 +143,6 @@ static void test_bad_parameters(void)
     asr_features_destroy(NULL);
 }
 
-/* Counting allocator (as tests/unit/graph/test_plan.c): computing features
- * allocates nothing. Sanitizer builds interpose malloc themselves. */
-#if defined(__SANITIZE_ADDRESS__)
-#define COUNT_MALLOC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define COUNT_MALLOC 0
-#endif
-#endif
-#ifndef COUNT_MALLOC
-#define COUNT_MALLOC 1
-#endif
-
-#if COUNT_MALLOC
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-static long n_allocs;
-
-void *malloc(size_t n);
-void *calloc(size_t a, size_t b);
-void *realloc(void *p, size_t n);
-int posix_memalign(void **out, size_t align, size_t n);
-
-void *malloc(size_t n)
-{
-    n_allocs++;
-    return __libc_malloc(n);
-}
-
-void *calloc(size_t a, size_t b)
-{
-    n_allocs++;
-    return __libc_calloc(a, b);
-}
-
-void *realloc(void *p, size_t n)
-{
-    n_allocs++;
-    return __libc_realloc(p, n);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    n_allocs++;
-    *out = __libc_memalign(align, n);
-    return *out ? 0 : 12; /* ENOMEM */
-}
-#endif
-
 static void test_compute_allocates_nothing(void)
 {
 #if COUNT_MALLOC
@@ -204,12 +154,15 @@ static void test_compute_allocates_nothing(void)
     for (int i = 0; i < 32000; i++)
         x[i] = noise();
     asr_features_compute(f, x, 32000, out, 201);
-    long before = n_allocs;
+    long before = count_malloc_n();
     for (int k = 0; k < 100; k++)
         asr_features_compute(f, x, 32000 - 160 * (k % 7), out, 201);
-    long after = n_allocs;
+    long after = count_malloc_n();
     asr_features_destroy(f);
     ASSERT_EQ_I64(after - before, 0);
+    void *probe = malloc(16); /* the counter counts */
+    ASSERT_TRUE(count_malloc_n() == after + 1);
+    free(probe);
 #else
     printf("    skipped: malloc is interposed by the sanitizer in this build\n");
 #endif

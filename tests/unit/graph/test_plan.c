@@ -21,77 +21,7 @@
 #include "onnx_model.h"
 #include "test.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define COUNT_MALLOC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define COUNT_MALLOC 0
-#endif
-#endif
-#ifndef COUNT_MALLOC
-#define COUNT_MALLOC 1
-#endif
-
-#if COUNT_MALLOC
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-
-static _Atomic long n_mallocs;
-
-void *malloc(size_t n);
-void *calloc(size_t a, size_t b);
-void *realloc(void *p, size_t n);
-void free(void *p);
-int posix_memalign(void **out, size_t align, size_t n);
-void *aligned_alloc(size_t align, size_t n);
-void *memalign(size_t align, size_t n);
-
-void *malloc(size_t n)
-{
-    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
-    return __libc_malloc(n);
-}
-
-void *calloc(size_t a, size_t b)
-{
-    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
-    return __libc_calloc(a, b);
-}
-
-void *realloc(void *p, size_t n)
-{
-    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
-
-void free(void *p)
-{
-    __libc_free(p);
-}
-
-void *memalign(size_t align, size_t n)
-{
-    atomic_fetch_add_explicit(&n_mallocs, 1, memory_order_relaxed);
-    return __libc_memalign(align, n);
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    return memalign(align, n);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    void *p = memalign(align, n);
-    if (!p)
-        return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-#endif
+#include "count_malloc.h"
 
 /* Writes onnx_model_tiny's Y = Relu(X + B) to `path`. */
 static void write_tiny_model(const char *path)
@@ -278,10 +208,10 @@ static void test_run_allocates_nothing(void)
         }
         for (int i = 0; i < 3; i++) /* warm-up: lazy initialisation in libraries */
             ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, ty, n_out, &err), INFD_STATUS_OK);
-        long before = atomic_load(&n_mallocs);
+        long before = count_malloc_n();
         for (int i = 0; i < 20; i++)
             infd_plan_run(plan, ctx, &tx, 1, ty, n_out, &err);
-        long after = atomic_load(&n_mallocs);
+        long after = count_malloc_n();
         printf("    %s, batch %lld: %ld allocations in 20 runs\n", strrchr(models[m], '/') + 1,
                (long long)batches[m], after - before);
         infd_tensor_fini(&tx);
