@@ -33,6 +33,8 @@ Parakeet ONNX files):
   asr/tiny-tdt/vocab.txt            "token id" lines, <blk> last
   asr/tiny-tdt/config.json          model_type, features_size, subsampling_factor
   asr/tiny-tdt/model.pt             the torch state dict, for the tests' reference
+and, from the same networks, the sherpa-onnx layout in asr/tiny-tdt-sherpa/
+(encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt; export_sherpa).
 Exported with torch.onnx.export(opset 17, dynamo off) and dynamic batch and
 time axes.
 
@@ -44,7 +46,7 @@ import json
 import os
 import sys
 
-GENERATOR_VERSION = "infd-gen-asr-models/3 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2"
+GENERATOR_VERSION = "infd-gen-asr-models/4 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2"
 SEED = 2126
 N_MELS, D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB = 128, 64, 2, 4, 64, 32
 # name -> (d_model, layers, heads, predictor, vocab). "tiny" for the tests,
@@ -245,6 +247,68 @@ def generate(out, size):
                    "subsampling_factor": 8, "max_tokens_per_step": 10}, f, indent=1)
     torch.save({"encoder": enc.state_dict(), "decoder_joint": dec.state_dict()},
                os.path.join(out, "model.pt"))
+    export_sherpa(enc, dec, out + "-sherpa", pieces, d_model, PRED, VOCAB)
+
+
+def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):
+    """The same networks in the sherpa-onnx layout (NeMo's own transducer
+    export, k2-fsa/sherpa-onnx scripts/nemo): encoder.onnx as above,
+    decoder.onnx (the predictor: targets [B, U] i32, target_length [B] i32,
+    two states [2, B, H] with export-made names -> outputs [B, H, U],
+    prednet_lengths, two states), joiner.onnx (encoder_outputs [B, D, T],
+    decoder_outputs [B, H, U] -> outputs [B, T, U, V + 1 + 5]) and
+    tokens.txt (piece id, <blk> last)."""
+    import torch
+    from torch import nn
+
+    class Predictor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.lstm = dec.embed, dec.lstm
+
+        def forward(self, targets, target_length, s1, s2):
+            g, (h, c) = self.lstm(self.embed(targets.long()).transpose(0, 1), (s1, s2))
+            return g.permute(1, 2, 0), target_length, h, c  # [B, H, U]
+
+    class Joiner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.pred, self.joint = dec.enc, dec.pred, dec.joint
+
+        def forward(self, encoder_outputs, decoder_outputs):
+            f = self.enc(encoder_outputs.transpose(1, 2))  # [B, T, H]
+            p = self.pred(decoder_outputs.transpose(1, 2))  # [B, U, H]
+            return self.joint(torch.relu(f.unsqueeze(2) + p.unsqueeze(1)))
+
+    os.makedirs(out, exist_ok=True)
+    torch.onnx.export(enc, (torch.randn(1, N_MELS, 200), torch.tensor([200])),
+                      os.path.join(out, "encoder.onnx"), input_names=["audio_signal", "length"],
+                      output_names=["outputs", "encoded_lengths"],
+                      dynamic_axes={"audio_signal": {0: "B", 2: "T"}, "length": {0: "B"},
+                                    "outputs": {0: "B", 2: "T_out"},
+                                    "encoded_lengths": {0: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    torch.onnx.export(Predictor().eval(),
+                      (torch.tensor([[vocab]], dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
+                       torch.zeros(2, 1, pred), torch.zeros(2, 1, pred)),
+                      os.path.join(out, "decoder.onnx"),
+                      input_names=["targets", "target_length", "states.1", "onnx::Slice_3"],
+                      output_names=["outputs", "prednet_lengths", "states", "162"],
+                      dynamic_axes={"targets": {0: "B", 1: "U"}, "target_length": {0: "B"},
+                                    "states.1": {1: "B"}, "onnx::Slice_3": {1: "B"},
+                                    "outputs": {0: "B", 2: "U"}, "prednet_lengths": {0: "B"},
+                                    "states": {1: "B"}, "162": {1: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    torch.onnx.export(Joiner().eval(), (torch.randn(1, d_model, 1), torch.randn(1, pred, 1)),
+                      os.path.join(out, "joiner.onnx"),
+                      input_names=["encoder_outputs", "decoder_outputs"], output_names=["outputs"],
+                      dynamic_axes={"encoder_outputs": {0: "B", 2: "T"},
+                                    "decoder_outputs": {0: "B", 2: "U"}, "outputs": {0: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    with open(os.path.join(out, "tokens.txt"), "w", encoding="utf-8") as f:
+        for i, p in enumerate(pieces):
+            f.write(f"{p} {i}\n")
+        f.write(f"<blk> {vocab}\n")
 
 
 def main(argv=None):

@@ -1,6 +1,7 @@
 """Offline transcription (issue #21): `infd asr MODEL_DIR FILE.wav` with the
-tiny random-weight Parakeet-TDT model of scripts/gen_asr_models.py (the
-onnx-asr layout), against a reference pipeline written here: the numpy
+tiny random-weight Parakeet-TDT model of scripts/gen_asr_models.py, in the
+onnx-asr layout and in the sherpa-onnx layout, against a reference
+pipeline written here: the numpy
 features of test_asr_features.py, the same networks run in torch from the
 generator's state dict, and NeMo's label-looping TDT decoding in Python.
 The transcripts must be token-identical (ids and frames).
@@ -30,6 +31,16 @@ BUCKET = 256  # infd's default encoder bucket: feature frames padded to a multip
 def model_dir(cache_dir):
     d = cache_dir / "models" / "asr" / "tiny-tdt"
     if not (d / "encoder-model.onnx").exists():
+        pytest.skip(f"{d} missing: run scripts/setup.sh (scripts/gen_asr_models.py)")
+    return d
+
+
+@pytest.fixture(scope="module")
+def sherpa_dir(cache_dir):
+    """The same networks in the sherpa-onnx layout (encoder, decoder and
+    joiner apart, tokens.txt, state names made up by the export)."""
+    d = cache_dir / "models" / "asr" / "tiny-tdt-sherpa"
+    if not (d / "encoder.onnx").exists():
         pytest.skip(f"{d} missing: run scripts/setup.sh (scripts/gen_asr_models.py)")
     return d
 
@@ -103,11 +114,13 @@ def infd_asr(infd_bin, model_dir, *files):
     return r
 
 
+@pytest.mark.parametrize("layout", ["onnx-asr", "sherpa-onnx"])
 @pytest.mark.parametrize("seconds,seed", [(0.1, 1), (0.56, 2), (2.5, 3), (2.56, 4), (7.3, 5)])
-def test_transcripts_match_the_reference(infd_bin, model_dir, reference, tmp_path, seconds, seed):
+def test_transcripts_match_the_reference(infd_bin, model_dir, sherpa_dir, reference, tmp_path,
+                                         seconds, seed, layout):
     n = int(seconds * 16000)
     x = write_wav(tmp_path / "a.wav", speechlike(n, seed))
-    r = infd_asr(infd_bin, model_dir, tmp_path / "a.wav")
+    r = infd_asr(infd_bin, model_dir if layout == "onnx-asr" else sherpa_dir, tmp_path / "a.wav")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     tokens, text = reference_transcribe(reference, x)
@@ -165,6 +178,25 @@ def test_contract_violations_are_named(infd_bin, model_dir, tmp_path):
     (d / "decoder_joint-model.onnx").unlink()
     r = infd_asr(infd_bin, d, tmp_path / "a.wav")
     assert r.returncode == 1 and "decoder_joint-model.onnx" in r.stderr, r.stderr
+
+
+def test_sherpa_contract_violations_are_named(infd_bin, sherpa_dir, tmp_path):
+    write_wav(tmp_path / "a.wav", speechlike(8000, 1))
+    d = copy_model(sherpa_dir, tmp_path)
+    lines = (d / "tokens.txt").read_text(encoding="utf-8").splitlines()
+    (d / "tokens.txt").write_text("\n".join(lines[:-2] + [f"<blk> {len(lines) - 2}"]) + "\n",
+                                  encoding="utf-8")
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "joiner.onnx: output 0 is 'outputs'" in r.stderr \
+        and "tokens.txt's 31 tokens" in r.stderr, r.stderr
+    d = copy_model(sherpa_dir, tmp_path / "2")
+    (d / "joiner.onnx").unlink()
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and "joiner.onnx" in r.stderr, r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = infd_asr(infd_bin, empty, tmp_path / "a.wav")
+    assert r.returncode == 1 and "not a Parakeet-TDT model directory" in r.stderr, r.stderr
 
 
 def test_bad_audio_does_not_stop_the_others(infd_bin, model_dir, tmp_path):

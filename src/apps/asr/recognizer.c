@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <yajl/yajl_tree.h>
 
@@ -26,8 +27,15 @@ typedef struct enc_bucket {
     float *enc;         /* [D, out_frames] output */
 } enc_bucket;
 
+typedef enum model_layout {
+    LAYOUT_ONNX_ASR = 0, /* encoder-model.onnx, decoder_joint-model.onnx, vocab.txt, config.json */
+    LAYOUT_SHERPA = 1,   /* encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt */
+} model_layout;
+
 struct asr_model {
     char *dir;
+    model_layout layout;
+    const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
     int n_mels, subsampling, max_symbols;
     int64_t max_frames; /* the longest padded feature length encoded at once */
@@ -50,6 +58,12 @@ struct asr_model {
     int64_t dj_lengths; /* prednet_lengths output (unused) */
     int last_token;
     int64_t n_joint_runs;
+    /* sherpa-onnx: the predictor (decoder.onnx) and the joiner, run apart */
+    infd_plan *pred;
+    infd_context *pred_ctx;
+    infd_plan *joiner;
+    infd_context *joiner_ctx;
+    float *g; /* [H]: the predictor's output for the last token */
     /* the chunk being decoded */
     const float *enc_out;
     int64_t enc_stride;
@@ -178,12 +192,13 @@ out:
     return st;
 }
 
-/* vocab.txt: "piece id" lines with ids 0.. in order and <blk> last. */
+/* vocab.txt (tokens.txt): "piece id" lines with ids 0.. in order and <blk>
+ * last. */
 static infd_status read_vocab(asr_model *m, infd_error *err)
 {
     infd_status st = INFD_STATUS_OK;
     size_t n = 0;
-    char *path = path_join(m->dir, "vocab.txt");
+    char *path = path_join(m->dir, m->vocab_file);
     char *text = path ? read_text(path, &n, err) : NULL;
     if (!path)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -275,6 +290,68 @@ static infd_status check_io(const infd_plan *p, bool output, int i, const char *
     return INFD_STATUS_OK;
 }
 
+/* Output 0 of the joint `p` holds V + 1 + 5 logits (tokens, blank,
+ * durations) and nothing else; sets m->width. */
+static infd_status check_logits(asr_model *m, const infd_plan *p, const char *path, infd_error *err)
+{
+    infd_tensor_info t;
+    infd_status st = infd_plan_output(p, 0, &t);
+    if (st != INFD_STATUS_OK)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: no output", path);
+    int64_t width = t.shape.rank > 0 ? t.shape.dims[t.shape.rank - 1] : 0;
+    int64_t numel = 1;
+    for (int d = 0; d < t.shape.rank; d++)
+        numel *= t.shape.dims[d];
+    if (strcmp(t.name, "outputs") != 0 || t.dtype != INFD_DTYPE_FP32 || numel != width ||
+        width != m->vocab + 1 + m->tdt.n_durations)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: output 0 is '%s' %s with %lld values; expected 'outputs' "
+                              "FP32 with %d (%s's %d tokens, the blank, %d durations)",
+                              path, t.name, infd_dtype_name(t.dtype), (long long)numel,
+                              m->vocab + 1 + m->tdt.n_durations, m->vocab_file, m->vocab,
+                              m->tdt.n_durations);
+    m->width = width;
+    return INFD_STATUS_OK;
+}
+
+/* Reads the states' declared shape [L, batch, H] (graph inputs i and i + 1
+ * of `w`) into m->n_layers and m->hidden. */
+static infd_status state_dims(asr_model *m, infd_weights *w, int i, const char *path,
+                              infd_error *err)
+{
+    infd_graph_input gi;
+    infd_status st = infd_weights_input(w, i, &gi, err);
+    if (st == INFD_STATUS_OK &&
+        (gi.shape.rank != 3 || gi.shape.dims[0] < 1 || gi.shape.dims[2] < 1))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: input %d ('%s') has rank %d; expected a predictor state "
+                            "[layers, batch, hidden] with layers and hidden given",
+                            path, i, gi.name, (int)gi.shape.rank);
+    if (st == INFD_STATUS_OK) {
+        m->n_layers = gi.shape.dims[0];
+        m->hidden = gi.shape.dims[2];
+    }
+    return st;
+}
+
+/* Buffers of the decoding: states, pending states, logits, an encoder
+ * frame, the predictor's output. */
+static infd_status decode_buffers(asr_model *m, infd_error *err)
+{
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    m->dj_enc = infd_calloc((size_t)m->d_enc, sizeof(float));
+    m->logits = infd_calloc((size_t)m->width, sizeof(float));
+    m->g = infd_calloc((size_t)m->hidden, sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        m->state[k] = infd_calloc(1, sb);
+        m->pending[k] = infd_calloc(1, sb);
+    }
+    if (!m->dj_enc || !m->logits || !m->g || !m->state[0] || !m->state[1] || !m->pending[0] ||
+        !m->pending[1])
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    return INFD_STATUS_OK;
+}
+
 static infd_status load_decoder(asr_model *m, infd_error *err)
 {
     char *path = path_join(m->dir, "decoder_joint-model.onnx");
@@ -282,7 +359,6 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     /* The states' declared shape [L, batch, H] gives L and H. */
     infd_weights *w = NULL;
-    infd_graph_input gi;
     infd_status st = infd_weights_create(path, &w, err);
     if (st == INFD_STATUS_OK && infd_weights_n_inputs(w, err) != 5)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -291,17 +367,7 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
                             "input_states_2)",
                             path, infd_weights_n_inputs(w, NULL));
     if (st == INFD_STATUS_OK)
-        st = infd_weights_input(w, 3, &gi, err);
-    if (st == INFD_STATUS_OK && (gi.shape.rank != 3 || gi.shape.dims[0] < 1 ||
-                                 gi.shape.dims[2] < 1 || strcmp(gi.name, "input_states_1") != 0))
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: input 3 is '%s' of rank %d; expected 'input_states_1' [layers, "
-                            "batch, hidden] with layers and hidden given",
-                            path, gi.name, (int)gi.shape.rank);
-    if (st == INFD_STATUS_OK) {
-        m->n_layers = gi.shape.dims[0];
-        m->hidden = gi.shape.dims[2];
-    }
+        st = state_dims(m, w, 3, path, err);
     infd_input_shape shapes[5] = {
         { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } } },
         { .name = "targets", .shape = { .rank = 2, .dims = { 1, 1 } } },
@@ -343,21 +409,8 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
         st = check_io(m->dj, false, 4, path, "input_states_2", INFD_DTYPE_FP32, 3,
                       (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
     }
-    if (st == INFD_STATUS_OK) {
-        st = infd_plan_output(m->dj, 0, &t);
-        int64_t width = t.shape.rank > 0 ? t.shape.dims[t.shape.rank - 1] : 0;
-        int64_t numel = 1;
-        for (int d = 0; d < t.shape.rank; d++)
-            numel *= t.shape.dims[d];
-        if (strcmp(t.name, "outputs") != 0 || t.dtype != INFD_DTYPE_FP32 || numel != width ||
-            width != m->vocab + 1 + m->tdt.n_durations)
-            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                "%s: output 0 is '%s' %s with %lld values; expected 'outputs' "
-                                "FP32 with %d (vocab.txt's %d tokens, the blank, %d durations)",
-                                path, t.name, infd_dtype_name(t.dtype), (long long)numel,
-                                m->vocab + 1 + m->tdt.n_durations, m->vocab, m->tdt.n_durations);
-        m->width = width;
-    }
+    if (st == INFD_STATUS_OK)
+        st = check_logits(m, m->dj, path, err);
     if (st == INFD_STATUS_OK)
         st = check_io(m->dj, true, 2, path, "output_states_1", INFD_DTYPE_FP32, 3,
                       (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
@@ -366,19 +419,97 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
                       (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
     if (st == INFD_STATUS_OK)
         st = infd_context_create(m->dj, &m->dj_ctx, err);
-    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
-    if (st == INFD_STATUS_OK) {
-        m->dj_enc = infd_calloc((size_t)m->d_enc, sizeof(float));
-        m->logits = infd_calloc((size_t)m->width, sizeof(float));
-        for (int k = 0; k < 2; k++) {
-            m->state[k] = infd_calloc(1, sb);
-            m->pending[k] = infd_calloc(1, sb);
-        }
-        if (!m->dj_enc || !m->logits || !m->state[0] || !m->state[1] || !m->pending[0] ||
-            !m->pending[1])
-            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
+    if (st == INFD_STATUS_OK)
+        st = decode_buffers(m, err);
     infd_free(path);
+    return st;
+}
+
+/* The sherpa-onnx layout's predictor (decoder.onnx) and joiner
+ * (joiner.onnx). The predictor's state inputs and outputs have names the
+ * export made up ("states.1", "onnx::Slice_3"): they go by position. */
+static infd_status load_sherpa(asr_model *m, infd_error *err)
+{
+    char *dpath = path_join(m->dir, "decoder.onnx"), *jpath = path_join(m->dir, "joiner.onnx");
+    infd_weights *w = NULL;
+    infd_graph_input s1, s2;
+    infd_tensor_info t;
+    infd_status st = dpath && jpath
+                         ? infd_weights_create(dpath, &w, err)
+                         : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w, err) != 4)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %d graph inputs; a NeMo predictor export has 4 (targets, "
+                            "target_length and two states)",
+                            dpath, infd_weights_n_inputs(w, NULL));
+    if (st == INFD_STATUS_OK)
+        st = state_dims(m, w, 2, dpath, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_weights_input(w, 2, &s1, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_weights_input(w, 3, &s2, err);
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.device = m->opts.device;
+    o.device_index = m->opts.device_index;
+    o.n_threads = 1; /* one step is small: threads would only wait */
+    o.max_contexts = 1;
+    if (st == INFD_STATUS_OK) {
+        infd_input_shape shapes[4] = {
+            { .name = "targets", .shape = { .rank = 2, .dims = { 1, 1 } } },
+            { .name = "target_length", .shape = { .rank = 1, .dims = { 1 } } },
+            { .name = s1.name, .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
+            { .name = s2.name, .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
+        };
+        o.shapes = shapes;
+        o.n_shapes = 4;
+        st = infd_plan_create_from_weights(w, &o, &m->pred, err);
+    }
+    infd_weights_destroy(w);
+    const int64_t state[3] = { m->n_layers, 1, m->hidden };
+    if (st == INFD_STATUS_OK && infd_plan_n_outputs(m->pred) != 4)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %d outputs; expected 4 (outputs, prednet_lengths, two states)",
+                            dpath, infd_plan_n_outputs(m->pred));
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->pred, false, 0, dpath, "targets", INFD_DTYPE_INT32, 2,
+                      (const int64_t[]){ 1, 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->pred, false, 1, dpath, "target_length", INFD_DTYPE_INT32, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->pred, true, 0, dpath, "outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->hidden, 1 }, &t, err);
+    for (int k = 2; k < 4 && st == INFD_STATUS_OK; k++) {
+        st = infd_plan_output(m->pred, k, &t);
+        if (st == INFD_STATUS_OK)
+            st = check_io(m->pred, true, k, dpath, t.name, INFD_DTYPE_FP32, 3, state, &t, err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(m->pred, &m->pred_ctx, err);
+    if (st == INFD_STATUS_OK) {
+        infd_input_shape shapes[2] = {
+            { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } } },
+            { .name = "decoder_outputs", .shape = { .rank = 3, .dims = { 1, m->hidden, 1 } } },
+        };
+        o.shapes = shapes;
+        o.n_shapes = 2;
+        st = infd_plan_create(jpath, &o, &m->joiner, err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->joiner, false, 0, jpath, "encoder_outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->d_enc, 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->joiner, false, 1, jpath, "decoder_outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, m->hidden, 1 }, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_logits(m, m->joiner, jpath, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(m->joiner, &m->joiner_ctx, err);
+    if (st == INFD_STATUS_OK)
+        st = decode_buffers(m, err);
+    infd_free(dpath);
+    infd_free(jpath);
     return st;
 }
 
@@ -407,7 +538,7 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
     o.max_contexts = 1;
     o.shapes = shapes;
     o.n_shapes = 2;
-    const char *file = "encoder-model.onnx";
+    const char *file = m->enc_file;
     infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
     infd_tensor_info t;
     if (st == INFD_STATUS_OK &&
@@ -468,6 +599,11 @@ void asr_model_destroy(asr_model *m)
     infd_weights_destroy(m->enc_w);
     infd_context_destroy(m->dj_ctx);
     infd_plan_destroy(m->dj);
+    infd_context_destroy(m->pred_ctx);
+    infd_plan_destroy(m->pred);
+    infd_context_destroy(m->joiner_ctx);
+    infd_plan_destroy(m->joiner);
+    infd_free(m->g);
     for (int k = 0; k < 2; k++) {
         infd_free(m->state[k]);
         infd_free(m->pending[k]);
@@ -481,6 +617,37 @@ void asr_model_destroy(asr_model *m)
     asr_features_destroy(m->feat);
     infd_free(m->dir);
     infd_free(m);
+}
+
+static bool file_in(const char *dir, const char *name)
+{
+    char *p = path_join(dir, name);
+    bool ok = p && access(p, R_OK) == 0;
+    infd_free(p);
+    return ok;
+}
+
+/* The onnx-asr layout when encoder-model.onnx is there, sherpa-onnx's
+ * when encoder.onnx is; INVALID_ARGUMENT listing both otherwise. */
+static infd_status detect_layout(asr_model *m, infd_error *err)
+{
+    if (file_in(m->dir, "encoder-model.onnx")) {
+        m->layout = LAYOUT_ONNX_ASR;
+        m->enc_file = "encoder-model.onnx";
+        m->vocab_file = "vocab.txt";
+    } else if (file_in(m->dir, "encoder.onnx")) {
+        m->layout = LAYOUT_SHERPA;
+        m->enc_file = "encoder.onnx";
+        m->vocab_file = "tokens.txt";
+    } else {
+        return infd_error_set(err, INFD_STATUS_NOT_FOUND,
+                              "%s: not a Parakeet-TDT model directory: expected the onnx-asr "
+                              "layout (encoder-model.onnx, decoder_joint-model.onnx, vocab.txt, "
+                              "config.json) or sherpa-onnx's (encoder.onnx, decoder.onnx, "
+                              "joiner.onnx, tokens.txt)",
+                              m->dir);
+    }
+    return INFD_STATUS_OK;
 }
 
 infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_model **out,
@@ -500,7 +667,30 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         m->opts.bucket_frames = 256;
     if (m->opts.max_seconds <= 0)
         m->opts.max_seconds = 40;
-    infd_status st = read_config(m, err);
+    infd_status st = detect_layout(m, err);
+    if (st == INFD_STATUS_OK && m->layout == LAYOUT_ONNX_ASR) {
+        st = read_config(m, err);
+    } else if (st == INFD_STATUS_OK) {
+        /* sherpa-onnx: the features the encoder declares; NeMo's defaults. */
+        char *path = path_join(dir, m->enc_file);
+        st = path ? infd_weights_create(path, &m->enc_w, err)
+                  : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        infd_graph_input gi;
+        if (st == INFD_STATUS_OK)
+            st = infd_weights_input(m->enc_w, 0, &gi, err);
+        if (st == INFD_STATUS_OK &&
+            (gi.shape.rank != 3 || gi.shape.dims[1] < 1 || gi.shape.dims[1] > 512))
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: input 0 ('%s') does not declare its features: expected "
+                                "audio_signal [batch, features, time]",
+                                path, gi.name);
+        if (st == INFD_STATUS_OK) {
+            m->n_mels = (int)gi.shape.dims[1];
+            m->subsampling = 8;
+            m->max_symbols = 10;
+        }
+        infd_free(path);
+    }
     if (st == INFD_STATUS_OK)
         st = read_vocab(m, err);
     if (st == INFD_STATUS_OK) {
@@ -514,8 +704,8 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         m->max_frames =
             (most + m->opts.bucket_frames - 1) / m->opts.bucket_frames * m->opts.bucket_frames;
     }
-    if (st == INFD_STATUS_OK) {
-        char *path = path_join(dir, "encoder-model.onnx");
+    if (st == INFD_STATUS_OK && !m->enc_w) {
+        char *path = path_join(dir, m->enc_file);
         st = path ? infd_weights_create(path, &m->enc_w, err)
                   : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         infd_free(path);
@@ -524,7 +714,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
         st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
     if (st == INFD_STATUS_OK)
-        st = load_decoder(m, err);
+        st = m->layout == LAYOUT_ONNX_ASR ? load_decoder(m, err) : load_sherpa(m, err);
     if (st != INFD_STATUS_OK) {
         asr_model_destroy(m);
         return st;
@@ -533,45 +723,10 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     return INFD_STATUS_OK;
 }
 
-/* The TDT decoder's networks: the joint on frame t with the committed
- * predictor state and last token; the predictor's step commits the state
- * the joint computed (tdt.h). */
-static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_error *err)
+/* The two argmaxes of the joint's logits: token over [0, V], duration
+ * index over the durations. */
+static void argmaxes(const asr_model *m, int *token, int *duration)
 {
-    asr_model *m = user;
-    for (int64_t d = 0; d < m->d_enc; d++)
-        m->dj_enc[d] = m->enc_out[d * m->enc_stride + t];
-    m->dj_target = m->last_token;
-    m->dj_target_len = 1;
-    infd_tensor in[5], outs[4];
-    memset(in, 0, sizeof(in));
-    memset(outs, 0, sizeof(outs));
-    in[0] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
-                           .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } },
-                           .data = m->dj_enc,
-                           .nbytes = sizeof(float) * (size_t)m->d_enc };
-    in[1] = (infd_tensor){ .dtype = INFD_DTYPE_INT32,
-                           .shape = { .rank = 2, .dims = { 1, 1 } },
-                           .data = &m->dj_target,
-                           .nbytes = 4 };
-    in[2] = (infd_tensor){ .dtype = INFD_DTYPE_INT32,
-                           .shape = { .rank = 1, .dims = { 1 } },
-                           .data = &m->dj_target_len,
-                           .nbytes = 4 };
-    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
-    for (int k = 0; k < 2; k++)
-        in[3 + k] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
-                                   .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } },
-                                   .data = m->state[k],
-                                   .nbytes = sb };
-    outs[0] = (infd_tensor){ .data = m->logits, .nbytes = sizeof(float) * (size_t)m->width };
-    outs[1] = (infd_tensor){ .data = &m->dj_lengths, .nbytes = 8 };
-    outs[2] = (infd_tensor){ .data = m->pending[0], .nbytes = sb };
-    outs[3] = (infd_tensor){ .data = m->pending[1], .nbytes = sb };
-    infd_status st = infd_plan_run(m->dj, m->dj_ctx, in, 5, outs, 4, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    m->n_joint_runs++;
     int k = 0, di = 0;
     for (int i = 1; i <= m->vocab; i++)
         if (m->logits[i] > m->logits[k])
@@ -582,22 +737,96 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
             di = i;
     *token = k;
     *duration = di;
+}
+
+static infd_tensor tensor_of(infd_dtype dt, int rank, const int64_t *dims, void *data)
+{
+    infd_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.dtype = dt;
+    t.shape.rank = rank;
+    size_t n = 1;
+    for (int d = 0; d < rank; d++) {
+        t.shape.dims[d] = dims[d];
+        n *= (size_t)dims[d];
+    }
+    t.data = data;
+    t.nbytes = n * infd_dtype_size(dt);
+    return t;
+}
+
+/* The TDT decoder's networks (tdt.h). onnx-asr: the decoder-joint runs the
+ * predictor on the last token with the committed state, then the joint on
+ * frame t; the state it returns is committed when a token is emitted.
+ * sherpa-onnx: the predictor runs when a token is emitted (and on the
+ * start-of-sequence blank), the joiner per frame on its output. */
+static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_error *err)
+{
+    asr_model *m = user;
+    for (int64_t d = 0; d < m->d_enc; d++)
+        m->dj_enc[d] = m->enc_out[d * m->enc_stride + t];
+    const int64_t enc_dims[3] = { 1, m->d_enc, 1 }, one[2] = { 1, 1 };
+    const int64_t sdims[3] = { m->n_layers, 1, m->hidden }, w[1] = { m->width };
+    infd_status st;
+    if (m->layout == LAYOUT_SHERPA) {
+        const int64_t gdims[3] = { 1, m->hidden, 1 };
+        infd_tensor in[2] = { tensor_of(INFD_DTYPE_FP32, 3, enc_dims, m->dj_enc),
+                              tensor_of(INFD_DTYPE_FP32, 3, gdims, m->g) };
+        infd_tensor outs[1] = { tensor_of(INFD_DTYPE_FP32, 1, w, m->logits) };
+        st = infd_plan_run(m->joiner, m->joiner_ctx, in, 2, outs, 1, err);
+    } else {
+        m->dj_target = m->last_token;
+        m->dj_target_len = 1;
+        infd_tensor in[5] = { tensor_of(INFD_DTYPE_FP32, 3, enc_dims, m->dj_enc),
+                              tensor_of(INFD_DTYPE_INT32, 2, one, &m->dj_target),
+                              tensor_of(INFD_DTYPE_INT32, 1, one, &m->dj_target_len),
+                              tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[0]),
+                              tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[1]) };
+        infd_tensor outs[4] = { tensor_of(INFD_DTYPE_FP32, 1, w, m->logits),
+                                tensor_of(INFD_DTYPE_INT64, 1, one, &m->dj_lengths),
+                                tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[0]),
+                                tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[1]) };
+        st = infd_plan_run(m->dj, m->dj_ctx, in, 5, outs, 4, err);
+    }
+    if (st != INFD_STATUS_OK)
+        return st;
+    m->n_joint_runs++;
+    argmaxes(m, token, duration);
     return INFD_STATUS_OK;
 }
 
 static infd_status predict(void *user, int token, infd_error *err)
 {
-    (void)err;
     asr_model *m = user;
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
     if (token == m->vocab) { /* start of sequence: zero state, the blank as last token */
         memset(m->state[0], 0, sb);
         memset(m->state[1], 0, sb);
-    } else { /* the state the joint's predictor run reached on the last token */
+    } else if (m->layout == LAYOUT_ONNX_ASR) {
+        /* the state the joint's predictor run reached on the last token */
         memcpy(m->state[0], m->pending[0], sb);
         memcpy(m->state[1], m->pending[1], sb);
     }
     m->last_token = token;
+    if (m->layout != LAYOUT_SHERPA)
+        return INFD_STATUS_OK;
+    m->dj_target = token;
+    m->dj_target_len = 1;
+    const int64_t one[2] = { 1, 1 }, sdims[3] = { m->n_layers, 1, m->hidden };
+    const int64_t gdims[3] = { 1, m->hidden, 1 };
+    infd_tensor in[4] = { tensor_of(INFD_DTYPE_INT32, 2, one, &m->dj_target),
+                          tensor_of(INFD_DTYPE_INT32, 1, one, &m->dj_target_len),
+                          tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[0]),
+                          tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[1]) };
+    infd_tensor outs[4] = { tensor_of(INFD_DTYPE_FP32, 3, gdims, m->g),
+                            tensor_of(INFD_DTYPE_INT64, 1, one, &m->dj_lengths),
+                            tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[0]),
+                            tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[1]) };
+    infd_status st = infd_plan_run(m->pred, m->pred_ctx, in, 4, outs, 4, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    memcpy(m->state[0], m->pending[0], sb);
+    memcpy(m->state[1], m->pending[1], sb);
     return INFD_STATUS_OK;
 }
 

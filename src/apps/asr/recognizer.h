@@ -15,6 +15,12 @@
  *   config.json             {"model_type": "nemo-conformer-tdt",
  *                            "features_size": 128, "subsampling_factor": 8,
  *                            "max_tokens_per_step": 10 (optional)}
+ * or, in the sherpa-onnx layout (detected by encoder.onnx): encoder.onnx
+ * (the same I/O), decoder.onnx (the predictor: targets, target_length and
+ * two states by position -> outputs [B, H, U] and two states), joiner.onnx
+ * (encoder_outputs [B, D, T], decoder_outputs [B, H, U] -> V + 1 + 5
+ * logits) and tokens.txt (vocab.txt's format); the mel count is the
+ * encoder's declared one.
  * Every name, dtype and shape above is checked when the model loads (the
  * encoder's at its first length), and a mismatch is INVALID_ARGUMENT naming
  * the file, the tensor and what was expected.
