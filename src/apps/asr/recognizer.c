@@ -628,7 +628,7 @@ static bool file_in(const char *dir, const char *name)
 }
 
 /* The onnx-asr layout when encoder-model.onnx is there, sherpa-onnx's
- * when encoder.onnx is; INVALID_ARGUMENT listing both otherwise. */
+ * when encoder.onnx is; NOT_FOUND listing both otherwise. */
 static infd_status detect_layout(asr_model *m, infd_error *err)
 {
     if (file_in(m->dir, "encoder-model.onnx")) {
@@ -713,6 +713,8 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     enc_bucket *b = NULL;
     if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
         st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
+    if (st == INFD_STATUS_OK) /* the plans hold what they read; a new length reloads */
+        infd_weights_trim(m->enc_w);
     if (st == INFD_STATUS_OK)
         st = m->layout == LAYOUT_ONNX_ASR ? load_decoder(m, err) : load_sherpa(m, err);
     if (st != INFD_STATUS_OK) {
