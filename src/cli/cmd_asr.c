@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <yajl/yajl_gen.h>
+
 #include "apps/asr/audio.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
@@ -80,18 +82,64 @@ out:
     return rc;
 }
 
-/* Writes s as a JSON string body (no quotes). */
-static void json_str(const char *s)
+static void gen_key(yajl_gen g, const char *k)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
+    yajl_gen_string(g, (const unsigned char *)k, strlen(k));
+}
+
+static void gen_str(yajl_gen g, const char *k, const char *v)
+{
+    gen_key(g, k);
+    yajl_gen_string(g, (const unsigned char *)v, strlen(v));
+}
+
+/* A number with `decimals` places (yajl_gen_double prints 17 digits). */
+static void gen_fixed(yajl_gen g, const char *k, double v, int decimals)
+{
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    gen_key(g, k);
+    yajl_gen_number(g, buf, (size_t)n);
+}
+
+/* One file's result as a line of JSON (yajl's generator). */
+static void print_json(const asr_model *m, const char *file, const asr_audio *a,
+                       const asr_result *r)
+{
+    yajl_gen g = yajl_gen_alloc(NULL);
+    if (!g)
+        return;
+    yajl_gen_map_open(g);
+    gen_str(g, "file", file);
+    gen_fixed(g, "seconds", (double)a->n / a->rate, 3);
+    gen_key(g, "frames");
+    yajl_gen_integer(g, r->n_frames);
+    gen_key(g, "joint_runs");
+    yajl_gen_integer(g, r->n_joint_runs);
+    gen_str(g, "text", r->text);
+    gen_key(g, "tokens");
+    yajl_gen_array_open(g);
+    for (int64_t i = 0; i < r->n_tokens; i++) {
+        yajl_gen_map_open(g);
+        gen_key(g, "id");
+        yajl_gen_integer(g, r->tokens[i].id);
+        gen_str(g, "piece", asr_model_piece(m, r->tokens[i].id));
+        gen_key(g, "frame");
+        yajl_gen_integer(g, r->tokens[i].frame);
+        gen_fixed(g, "start", (double)r->tokens[i].frame * r->frame_seconds, 3);
+        gen_key(g, "duration");
+        yajl_gen_integer(g, r->tokens[i].duration);
+        yajl_gen_map_close(g);
     }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    const unsigned char *buf = NULL;
+    size_t len = 0;
+    if (yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok) {
+        fwrite(buf, 1, len, stdout);
+        putchar('\n');
+    }
+    yajl_gen_free(g);
 }
 
 static int transcribe(const char *dir, char **files, int n_files, const asr_model_options *o,
@@ -120,20 +168,7 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
             continue;
         }
         if (json) {
-            printf("{\"file\": \"");
-            json_str(files[f]);
-            printf("\", \"seconds\": %.3f, \"frames\": %lld, \"joint_runs\": %lld, \"text\": \"",
-                   (double)a.n / a.rate, (long long)r.n_frames, (long long)r.n_joint_runs);
-            json_str(r.text);
-            printf("\", \"tokens\": [");
-            for (int64_t i = 0; i < r.n_tokens; i++) {
-                printf("%s{\"id\": %d, \"piece\": \"", i ? ", " : "", r.tokens[i].id);
-                json_str(asr_model_piece(m, r.tokens[i].id));
-                printf("\", \"frame\": %lld, \"start\": %.3f, \"duration\": %d}",
-                       (long long)r.tokens[i].frame, r.tokens[i].frame * r.frame_seconds,
-                       r.tokens[i].duration);
-            }
-            printf("]}\n");
+            print_json(m, files[f], &a, &r);
         } else {
             printf("%s: %s\n", files[f], r.text);
         }
