@@ -63,14 +63,11 @@ def reference(model_dir):
     return enc, dec, pieces[:-1]
 
 
-def reference_transcribe(reference, x, max_symbols=10, durations=(0, 1, 2, 3, 4)):
-    """Tokens [(id, frame, duration)] and text of samples x, as infd should
-    give them: features padded to the bucket, the encoder with the real
-    length, label-looping TDT greedy decoding."""
+def encode(enc, x):
+    """Encoder frames [1, D, T'] and the encoded length of samples x alone:
+    features over x, padded to the bucket, `length` the valid frames."""
     import torch
 
-    enc, dec, pieces = reference
-    V = len(pieces)
     f = nemo_features(x).astype(np.float32)
     frames, valid = f.shape[1], x.size // 160
     padded = -(-frames // BUCKET) * BUCKET
@@ -78,16 +75,25 @@ def reference_transcribe(reference, x, max_symbols=10, durations=(0, 1, 2, 3, 4)
     fp[:, :frames] = f
     with torch.no_grad():
         out, lens = enc(torch.from_numpy(fp)[None], torch.tensor([valid]))
-        T = int(lens[0])
-        h = torch.zeros(2, 1, dec.lstm.hidden_size)
-        c = torch.zeros_like(h)
-        last, tokens = V, []
-        t, last_frame, on_frame = 0, -1, 0
+    return out, int(lens[0])
+
+
+def decode(dec, V, out, T, st, max_symbols=10, durations=(0, 1, 2, 3, 4)):
+    """Label-looping TDT greedy decoding of frames [0, T) of out, the
+    state st (dict) carried: predictor state, last token, time jump,
+    frames before, last emitting frame and its count. Returns the tokens
+    [(id, absolute frame, duration)]."""
+    import torch
+
+    tokens = []
+    t = st["jump"]
+    with torch.no_grad():
         while t < T:
             found = False
             while not found and t < T:
-                z, _, h2, c2 = dec(out[:, :, t:t + 1], torch.tensor([[last]], dtype=torch.int32),
-                                   torch.tensor([1], dtype=torch.int32), h, c)
+                z, _, h2, c2 = dec(out[:, :, t:t + 1],
+                                   torch.tensor([[st["last"]]], dtype=torch.int32),
+                                   torch.tensor([1], dtype=torch.int32), st["h"], st["c"])
                 z = z.reshape(-1)
                 k = int(torch.argmax(z[:V + 1]))
                 d = durations[int(torch.argmax(z[V + 1:]))]
@@ -98,12 +104,44 @@ def reference_transcribe(reference, x, max_symbols=10, durations=(0, 1, 2, 3, 4)
                 found = k != V
             if not found:
                 break
-            tokens.append((k, t_lab, d))
-            on_frame = on_frame + 1 if t_lab == last_frame else 1
-            last_frame = t_lab
-            h, c, last = h2, c2, k
-            if t == t_lab and on_frame >= max_symbols:
+            frame = st["done"] + t_lab
+            tokens.append((k, frame, d))
+            st["on"] = st["on"] + 1 if frame == st["last_frame"] else 1
+            st["last_frame"] = frame
+            st["h"], st["c"], st["last"] = h2, c2, k
+            if t == t_lab and st["on"] >= max_symbols:
                 t += 1
+    st["jump"] = max(t - T, 0)
+    st["done"] += T
+    return tokens
+
+
+def reference_transcribe(reference, x, chunk=None, left=None, right=None):
+    """Tokens [(id, frame, duration)] and text of samples x, as infd should
+    give them: one encoding when chunk is None, else chunks of `chunk`
+    samples each encoded in a window with `left` samples before and
+    `right` after, only the chunk's frames decoded, the state carried."""
+    import torch
+
+    enc, dec, pieces = reference
+    V = len(pieces)
+    st = {"h": torch.zeros(2, 1, dec.lstm.hidden_size), "c": torch.zeros(2, 1,
+          dec.lstm.hidden_size), "last": V, "jump": 0, "done": 0, "last_frame": -1, "on": 0}
+    tokens = []
+    if chunk is None:
+        out, T = encode(enc, x)
+        tokens = decode(dec, V, out, T, st)
+    else:
+        n, k = x.size, 0
+        n_chunks = -(-n // chunk)
+        for k in range(n_chunks):
+            cs, ce = k * chunk, min(n, (k + 1) * chunk)
+            ws, we = max(0, cs - left), min(n, ce + right)
+            out, T = encode(enc, x[ws:we])
+            off = (cs - ws) // 1280
+            cnt = T - off if k == n_chunks - 1 else chunk // 1280
+            cnt = max(0, min(cnt, T - off))
+            tokens += decode(dec, V, out[:, :, off:], cnt, st)
     text = "".join(pieces[k] for k, _, _ in tokens).replace("\u2581", " ").lstrip(" ")
     return tokens, text
 
@@ -209,14 +247,19 @@ def test_bad_audio_does_not_stop_the_others(infd_bin, model_dir, tmp_path):
     assert "good.wav: " in r.stdout
 
 
-def test_audio_longer_than_one_encoding_is_refused_alone(infd_bin, model_dir, tmp_path):
-    """Past 40 s (the encoder's attention grows with the square of the
-    length) offline decoding says it does not chunk yet; the next file is
-    still transcribed."""
-    write_wav(tmp_path / "long.wav", speechlike(16000 * 45, 2))
-    write_wav(tmp_path / "short.wav", speechlike(8000, 3))
-    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "long.wav"),
-                        str(tmp_path / "short.wav")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1
-    assert "long.wav: 45.0 s of audio: offline decoding takes at most 41 s" in r.stderr, r.stderr
-    assert "short.wav: " in r.stdout
+def test_long_audio_is_chunked(infd_bin, model_dir, reference, tmp_path):
+    """Past one encoding (40 s) the audio is decoded in chunks of 20 s, each
+    encoded with 10 s before and 4.96 s after it, the decoder's state
+    carried: token-identical with the reference chunked the same way."""
+    x = write_wav(tmp_path / "long.wav", speechlike(16000 * 45 + 777, 2))
+    r = infd_asr(infd_bin, model_dir, tmp_path / "long.wav")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    tokens, text = reference_transcribe(reference, x, chunk=20 * 16000, left=10 * 16000,
+                                        right=62 * 1280)
+    print(f"45 s: {len(tokens)} tokens, {got['frames']} frames")
+    assert 560 <= got["frames"] <= 565  # 45 s at 80 ms a frame
+    assert [(t["id"], t["frame"], t["duration"]) for t in got["tokens"]] == tokens
+    assert got["text"] == text
+    frames = [t["frame"] for t in got["tokens"]]
+    assert frames == sorted(frames) and frames[-1] > 500

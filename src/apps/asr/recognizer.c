@@ -841,30 +841,20 @@ void asr_result_fini(asr_result *r)
     memset(r, 0, sizeof(*r));
 }
 
-infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
-                                 infd_error *err)
+/* Encodes samples x[0, n) on their own (features over them, padded to a
+ * bucket): the bucket holding the output and the encoded length. */
+static infd_status encode(asr_model *m, const float *x, int64_t n, enc_bucket **out,
+                          int64_t *enc_len, infd_error *err)
 {
-    memset(out, 0, sizeof(*out));
-    const asr_feature_params *fp = asr_features_params(m->feat);
-    out->frame_seconds = (double)fp->hop_length * m->subsampling / fp->sample_rate;
     int64_t frames = asr_features_frames(m->feat, n);
-    int64_t valid = asr_features_valid_frames(m->feat, n);
     int64_t bf = m->opts.bucket_frames;
     int64_t padded = (frames + bf - 1) / bf * bf;
-    if (padded > m->max_frames)
-        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
-                              "%.1f s of audio: offline decoding takes at most %.0f s at once "
-                              "(attention grows with the square of the length); chunked "
-                              "decoding of longer audio is not built yet",
-                              (double)n / fp->sample_rate,
-                              (double)m->max_frames * fp->hop_length / fp->sample_rate);
     enc_bucket *b = NULL;
     infd_status st = encoder_bucket(m, padded, &b, err);
     if (st != INFD_STATUS_OK)
         return st;
     memset(b->feats, 0, sizeof(float) * (size_t)(m->n_mels * padded));
-    asr_features_compute(m->feat, samples, n, b->feats, padded);
-    int64_t length = valid, enc_len = 0;
+    int64_t length = asr_features_compute(m->feat, x, n, b->feats, padded);
     infd_tensor in[2], outs[2];
     memset(in, 0, sizeof(in));
     memset(outs, 0, sizeof(outs));
@@ -878,26 +868,82 @@ infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, 
                            .nbytes = 8 };
     outs[0] = (infd_tensor){ .data = b->enc,
                              .nbytes = sizeof(float) * (size_t)(m->d_enc * b->out_frames) };
-    outs[1] = (infd_tensor){ .data = &enc_len, .nbytes = 8 };
+    outs[1] = (infd_tensor){ .data = enc_len, .nbytes = 8 };
     st = infd_plan_run(b->plan, b->ctx, in, 2, outs, 2, err);
     if (st != INFD_STATUS_OK)
         return st;
-    if (enc_len < 0 || enc_len > b->out_frames)
+    if (*enc_len < 0 || *enc_len > b->out_frames)
         return infd_error_set(err, INFD_STATUS_INTERNAL,
                               "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
-                              (long long)enc_len, (long long)b->out_frames);
-    m->enc_out = b->enc;
-    m->enc_stride = b->out_frames;
+                              (long long)*enc_len, (long long)b->out_frames);
+    *out = b;
+    return INFD_STATUS_OK;
+}
+
+/* Chunked decoding of audio longer than one encoding: chunks of
+ * ASR_CHUNK_S seconds, each encoded inside a window with ASR_LEFT_S
+ * seconds before it and ASR_RIGHT_S after (NeMo's buffered inference:
+ * features and attention over the window), of whose encoder frames only the
+ * chunk's are decoded, the decoder's state carried from chunk to chunk.
+ * All three are whole encoder frames (80 ms for Parakeet). */
+#define ASR_CHUNK_S 20.0
+#define ASR_LEFT_S  10.0
+#define ASR_RIGHT_S 4.96
+
+infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
+                                 infd_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    const asr_feature_params *fp = asr_features_params(m->feat);
+    out->frame_seconds = (double)fp->hop_length * m->subsampling / fp->sample_rate;
+    int64_t unit = (int64_t)fp->hop_length * m->subsampling; /* samples per encoder frame */
+    int64_t frames = asr_features_frames(m->feat, n);
+    int64_t bf = m->opts.bucket_frames;
+    bool whole = (frames + bf - 1) / bf * bf <= m->max_frames;
+    int64_t c_units = (int64_t)(ASR_CHUNK_S * fp->sample_rate / unit + 0.5);
+    int64_t l_units = (int64_t)(ASR_LEFT_S * fp->sample_rate / unit + 0.5);
+    int64_t r_units = (int64_t)(ASR_RIGHT_S * fp->sample_rate / unit + 0.5);
+    if (!whole && (c_units + l_units + r_units) * m->subsampling + 1 > m->max_frames)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%.1f s of audio: chunked decoding needs windows of %.1f s, "
+                              "over max_seconds %.1f",
+                              (double)n / fp->sample_rate,
+                              (double)(c_units + l_units + r_units) * unit / fp->sample_rate,
+                              m->opts.max_seconds);
+    int64_t chunk = whole ? n : c_units * unit;
+    int64_t n_chunks = n > 0 ? (n + chunk - 1) / chunk : 1;
+    int64_t cap = (n / unit + 2 * n_chunks + 2) * m->tdt.max_symbols;
+    out->tokens = infd_calloc((size_t)cap + 1, sizeof(asr_tdt_token));
+    if (!out->tokens)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     asr_tdt_state s;
     asr_tdt_state_reset(&s);
     asr_tdt_nets nets = { m, joint, predict };
     m->n_joint_runs = 0;
-    out->n_frames = enc_len;
-    int64_t cap = asr_tdt_max_tokens(&m->tdt, enc_len);
-    out->tokens = infd_calloc((size_t)cap + 1, sizeof(asr_tdt_token));
-    if (!out->tokens)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    st = asr_tdt_decode(&m->tdt, &nets, &s, enc_len, out->tokens, cap, &out->n_tokens, err);
+    infd_status st = INFD_STATUS_OK;
+    for (int64_t k = 0; k < n_chunks && st == INFD_STATUS_OK; k++) {
+        int64_t cs = k * chunk, ce = cs + chunk < n ? cs + chunk : n;
+        int64_t ws = whole ? 0 : (cs - l_units * unit > 0 ? cs - l_units * unit : 0);
+        int64_t we = whole ? n : (ce + r_units * unit < n ? ce + r_units * unit : n);
+        enc_bucket *b = NULL;
+        int64_t enc_len = 0;
+        st = encode(m, samples + ws, we - ws, &b, &enc_len, err);
+        if (st != INFD_STATUS_OK)
+            break;
+        int64_t off = (cs - ws) / unit;
+        int64_t cnt = k == n_chunks - 1 ? enc_len - off : c_units;
+        if (cnt > enc_len - off)
+            cnt = enc_len - off;
+        if (cnt < 0)
+            cnt = 0;
+        m->enc_out = b->enc + off;
+        m->enc_stride = b->out_frames;
+        int64_t got = 0;
+        st = asr_tdt_decode(&m->tdt, &nets, &s, cnt, out->tokens + out->n_tokens,
+                            cap - out->n_tokens, &got, err);
+        out->n_tokens += got;
+        out->n_frames += cnt;
+    }
     out->n_joint_runs = m->n_joint_runs;
     if (st != INFD_STATUS_OK) {
         asr_result_fini(out);

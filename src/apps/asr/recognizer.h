@@ -48,7 +48,7 @@ typedef struct asr_model_options {
     int device_index;
     int n_threads;      /* engine threads; 0: all cores */
     int bucket_frames;  /* encoder lengths are padded to a multiple of this; 0: 256 */
-    double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: UNIMPLEMENTED) */
+    double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: in chunks) */
 } asr_model_options;
 
 typedef struct asr_result {
@@ -72,9 +72,11 @@ int asr_model_sample_rate(const asr_model *m);
 /* The vocabulary's piece for token id (NULL outside it). */
 const char *asr_model_piece(const asr_model *m, int id);
 
-/* Transcribes n mono samples at asr_model_sample_rate. Audio longer than
- * max_seconds is UNIMPLEMENTED (saying so) until chunked decoding exists:
- * the encoder's attention grows with the square of the length. */
+/* Transcribes n mono samples at asr_model_sample_rate. Audio that fits in
+ * one encoding (max_seconds) is encoded at once; longer audio in chunks of
+ * 20 s, each encoded with 10 s before and 4.96 s after it (NeMo's buffered
+ * inference), only the chunk's frames decoded and the decoder's state
+ * carried (the encoder's attention grows with the square of the length). */
 infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
                                  infd_error *err);
 
