@@ -4,6 +4,8 @@
  * the tests check the frames it was asked about, the predictor's inputs
  * and the tokens, against NeMo's label-looping semantics.
  */
+#include <string.h>
+
 #include "apps/asr/tdt.h"
 #include "test.h"
 
@@ -60,103 +62,105 @@ static void say(script *s, int n, const int *pairs)
     }
 }
 
+/* One decoder under test: a script, the config, the state, a token buffer. */
+typedef struct fixture {
+    script s;
+    asr_tdt_config c;
+    asr_tdt_nets nets;
+    asr_tdt_state st;
+    asr_tdt_token out[64];
+    int64_t n;
+    infd_error err;
+} fixture;
+
+static void fixture_init(fixture *f, int max_symbols)
+{
+    memset(f, 0, sizeof(*f));
+    f->c = parakeet(max_symbols);
+    f->nets = (asr_tdt_nets){ &f->s, joint, predict };
+    asr_tdt_state_reset(&f->st);
+    f->n = -1;
+}
+
+/* Decodes a chunk of T frames into f->out[0, cap). */
+static infd_status decode_chunk(fixture *f, int64_t T, int64_t cap)
+{
+    return asr_tdt_decode(&f->c, &f->nets, &f->st, T, f->out, cap, &f->n, &f->err);
+}
+
 static void test_blank_duration_zero_moves_on(void)
 {
     /* Blank with duration 0 is taken as 1: frames 0, 1, 2 each asked once. */
-    script s = { 0 };
-    say(&s, 3, (const int[]){ BLANK, 0, BLANK, 0, BLANK, 0 });
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 3, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 0);
-    ASSERT_EQ_INT(s.n_asked, 3);
-    ASSERT_EQ_I64(s.asked[0], 0);
-    ASSERT_EQ_I64(s.asked[1], 1);
-    ASSERT_EQ_I64(s.asked[2], 2);
-    ASSERT_EQ_INT(s.n_fed, 1); /* only the start-of-sequence blank */
-    ASSERT_EQ_INT(s.fed[0], BLANK);
-    ASSERT_EQ_I64(st.time_jump, 0);
-    ASSERT_EQ_I64(st.frames_done, 3);
+    fixture f;
+    fixture_init(&f, 10);
+    say(&f.s, 3, (const int[]){ BLANK, 0, BLANK, 0, BLANK, 0 });
+    ASSERT_STATUS(decode_chunk(&f, 3, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 0);
+    ASSERT_EQ_INT(f.s.n_asked, 3);
+    ASSERT_EQ_I64(f.s.asked[0], 0);
+    ASSERT_EQ_I64(f.s.asked[1], 1);
+    ASSERT_EQ_I64(f.s.asked[2], 2);
+    ASSERT_EQ_INT(f.s.n_fed, 1); /* only the start-of-sequence blank */
+    ASSERT_EQ_INT(f.s.fed[0], BLANK);
+    ASSERT_EQ_I64(f.st.time_jump, 0);
+    ASSERT_EQ_I64(f.st.frames_done, 3);
 }
 
 static void test_several_tokens_on_one_frame(void)
 {
     /* Frame 0: token 1 (d 0), token 2 (d 0), token 3 (d 2); frame 2: blank
      * (d 1), which ends the 3-frame chunk with nothing carried. */
-    script s = { 0 };
-    say(&s, 4, (const int[]){ 1, 0, 2, 0, 3, 2, BLANK, 1 });
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 3, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 3);
-    ASSERT_EQ_INT(out[0].id, 1);
-    ASSERT_EQ_INT(out[1].id, 2);
-    ASSERT_EQ_INT(out[2].id, 3);
-    ASSERT_EQ_I64(out[0].frame, 0);
-    ASSERT_EQ_I64(out[1].frame, 0);
-    ASSERT_EQ_I64(out[2].frame, 0);
-    ASSERT_EQ_INT(out[2].duration, 2);
+    fixture f;
+    fixture_init(&f, 10);
+    say(&f.s, 4, (const int[]){ 1, 0, 2, 0, 3, 2, BLANK, 1 });
+    ASSERT_STATUS(decode_chunk(&f, 3, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 3);
+    ASSERT_EQ_INT(f.out[0].id, 1);
+    ASSERT_EQ_INT(f.out[1].id, 2);
+    ASSERT_EQ_INT(f.out[2].id, 3);
+    ASSERT_EQ_I64(f.out[0].frame, 0);
+    ASSERT_EQ_I64(f.out[1].frame, 0);
+    ASSERT_EQ_I64(f.out[2].frame, 0);
+    ASSERT_EQ_INT(f.out[2].duration, 2);
     /* The joint ran three times on frame 0 (with a new predictor output
      * each time), then on frame 2. */
-    ASSERT_EQ_INT(s.n_asked, 4);
-    ASSERT_EQ_I64(s.asked[2], 0);
-    ASSERT_EQ_I64(s.asked[3], 2);
+    ASSERT_EQ_INT(f.s.n_asked, 4);
+    ASSERT_EQ_I64(f.s.asked[2], 0);
+    ASSERT_EQ_I64(f.s.asked[3], 2);
     /* The predictor: the start blank, then each token, never the blank. */
-    ASSERT_EQ_INT(s.n_fed, 4);
-    ASSERT_EQ_INT(s.fed[1], 1);
-    ASSERT_EQ_INT(s.fed[3], 3);
-    ASSERT_EQ_I64(st.time_jump, 0);
+    ASSERT_EQ_INT(f.s.n_fed, 4);
+    ASSERT_EQ_INT(f.s.fed[1], 1);
+    ASSERT_EQ_INT(f.s.fed[3], 3);
+    ASSERT_EQ_I64(f.st.time_jump, 0);
 }
 
 static void test_max_symbols_forces_a_blank(void)
 {
     /* max_symbols 3: three d-0 tokens on frame 0, then the decoder moves to
      * frame 1 by itself (the joint is not asked about frame 0 again). */
-    script s = { 0 };
-    say(&s, 4, (const int[]){ 4, 0, 4, 0, 4, 0, BLANK, 1 });
-    asr_tdt_config c = parakeet(3);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 2, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 3);
-    ASSERT_EQ_INT(s.n_asked, 4);
-    ASSERT_EQ_I64(s.asked[3], 1);
-    ASSERT_EQ_I64(st.time_jump, 0);
+    fixture f;
+    fixture_init(&f, 3);
+    say(&f.s, 4, (const int[]){ 4, 0, 4, 0, 4, 0, BLANK, 1 });
+    ASSERT_STATUS(decode_chunk(&f, 2, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 3);
+    ASSERT_EQ_INT(f.s.n_asked, 4);
+    ASSERT_EQ_I64(f.s.asked[3], 1);
+    ASSERT_EQ_I64(f.st.time_jump, 0);
 }
 
 static void test_max_symbols_not_forced_after_a_duration(void)
 {
     /* max_symbols 2: the second token on frame 0 has d 1, so no blank is
      * forced: the next joint call is on frame 1, and frame 1 may emit. */
-    script s = { 0 };
-    say(&s, 3, (const int[]){ 1, 0, 2, 1, 3, 4 });
-    asr_tdt_config c = parakeet(2);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 3, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 3);
-    ASSERT_EQ_I64(out[2].frame, 1);
-    ASSERT_EQ_INT(out[2].duration, 4);
+    fixture f;
+    fixture_init(&f, 2);
+    say(&f.s, 3, (const int[]){ 1, 0, 2, 1, 3, 4 });
+    ASSERT_STATUS(decode_chunk(&f, 3, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 3);
+    ASSERT_EQ_I64(f.out[2].frame, 1);
+    ASSERT_EQ_INT(f.out[2].duration, 4);
     /* 1 + 4 = 5 past a 3-frame chunk: 2 frames carried. */
-    ASSERT_EQ_I64(st.time_jump, 2);
+    ASSERT_EQ_I64(f.st.time_jump, 2);
 }
 
 static void test_overshoot_carried_into_next_chunk(void)
@@ -164,90 +168,63 @@ static void test_overshoot_carried_into_next_chunk(void)
     /* Chunk 1 (4 frames): frame 0 blank d 3 -> frame 3: token 2 with d 4,
      * emitted though 3 + 4 goes past 4: 3 frames carried. Chunk 2 (5 frames)
      * starts at its frame 3 (absolute 7). */
-    script s = { 0 };
-    say(&s, 2, (const int[]){ BLANK, 3, 2, 4 });
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 4, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 1);
-    ASSERT_EQ_I64(out[0].frame, 3);
-    ASSERT_EQ_I64(st.time_jump, 3);
-    say(&s, 2, (const int[]){ 1, 1, BLANK, 1 });
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 5, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 1);
-    ASSERT_EQ_I64(s.asked[2], 3); /* the chunk's own frame index */
-    ASSERT_EQ_I64(out[0].frame, 7);
-    ASSERT_EQ_I64(st.time_jump, 0);
-    ASSERT_EQ_I64(st.frames_done, 9);
+    fixture f;
+    fixture_init(&f, 10);
+    say(&f.s, 2, (const int[]){ BLANK, 3, 2, 4 });
+    ASSERT_STATUS(decode_chunk(&f, 4, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 1);
+    ASSERT_EQ_I64(f.out[0].frame, 3);
+    ASSERT_EQ_I64(f.st.time_jump, 3);
+    say(&f.s, 2, (const int[]){ 1, 1, BLANK, 1 });
+    ASSERT_STATUS(decode_chunk(&f, 5, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 1);
+    ASSERT_EQ_I64(f.s.asked[2], 3); /* the chunk's own frame index */
+    ASSERT_EQ_I64(f.out[0].frame, 7);
+    ASSERT_EQ_I64(f.st.time_jump, 0);
+    ASSERT_EQ_I64(f.st.frames_done, 9);
     /* The start blank primed the predictor once, not per chunk. */
-    ASSERT_EQ_INT(s.n_fed, 3);
+    ASSERT_EQ_INT(f.s.n_fed, 3);
 }
 
 static void test_overshoot_past_a_whole_chunk(void)
 {
     /* A carried jump longer than the next chunk skips it entirely. */
-    script s = { 0 };
-    say(&s, 1, (const int[]){ 1, 4 }); /* frame 0 of a 1-frame chunk: d 4 */
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[64];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 1, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(st.time_jump, 3);
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 2, out, 64, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 0);
-    ASSERT_EQ_I64(st.time_jump, 1);
-    ASSERT_EQ_INT(s.n_asked, 1);
+    fixture f;
+    fixture_init(&f, 10);
+    say(&f.s, 1, (const int[]){ 1, 4 }); /* frame 0 of a 1-frame chunk: d 4 */
+    ASSERT_STATUS(decode_chunk(&f, 1, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.st.time_jump, 3);
+    ASSERT_STATUS(decode_chunk(&f, 2, 64), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 0);
+    ASSERT_EQ_I64(f.st.time_jump, 1);
+    ASSERT_EQ_INT(f.s.n_asked, 1);
 }
 
 static void test_empty_utterance(void)
 {
-    script s = { 0 };
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[4];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 0, out, 4, &n, &err), INFD_STATUS_OK);
-    ASSERT_EQ_I64(n, 0);
-    ASSERT_EQ_INT(s.n_asked, 0);
-    ASSERT_EQ_I64(st.frames_done, 0);
+    fixture f;
+    fixture_init(&f, 10);
+    ASSERT_STATUS(decode_chunk(&f, 0, 4), INFD_STATUS_OK);
+    ASSERT_EQ_I64(f.n, 0);
+    ASSERT_EQ_INT(f.s.n_asked, 0);
+    ASSERT_EQ_I64(f.st.frames_done, 0);
 }
 
 static void test_bad_joint_output_and_full_buffer(void)
 {
-    script s = { 0 };
-    say(&s, 1, (const int[]){ V + 1, 0 }); /* token past the blank */
-    asr_tdt_config c = parakeet(10);
-    asr_tdt_nets nets = { &s, joint, predict };
-    asr_tdt_state st;
-    asr_tdt_state_reset(&st);
-    asr_tdt_token out[1];
-    int64_t n = -1;
-    infd_error err = { 0 };
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 2, out, 1, &n, &err), INFD_STATUS_INTERNAL);
-    ASSERT_STR_HAS(err.msg, "token 6");
-    script s2 = { 0 };
-    say(&s2, 2, (const int[]){ 1, 1, 2, 1 });
-    nets.user = &s2;
-    asr_tdt_state_reset(&st);
-    ASSERT_STATUS(asr_tdt_decode(&c, &nets, &st, 2, out, 1, &n, &err),
-                  INFD_STATUS_RESOURCE_EXHAUSTED);
-    asr_tdt_config bad = c;
+    fixture f;
+    fixture_init(&f, 10);
+    say(&f.s, 1, (const int[]){ V + 1, 0 }); /* token past the blank */
+    ASSERT_STATUS(decode_chunk(&f, 2, 1), INFD_STATUS_INTERNAL);
+    ASSERT_STR_HAS(f.err.msg, "token 6");
+    fixture_init(&f, 10);
+    say(&f.s, 2, (const int[]){ 1, 1, 2, 1 }); /* two tokens, room for one */
+    ASSERT_STATUS(decode_chunk(&f, 2, 1), INFD_STATUS_RESOURCE_EXHAUSTED);
+    asr_tdt_config bad = f.c;
     bad.n_durations = 0;
-    ASSERT_STATUS(asr_tdt_config_check(&bad, &err), INFD_STATUS_INVALID_ARGUMENT);
-    ASSERT_STR_HAS(err.msg, "durations");
-    ASSERT_STATUS(asr_tdt_config_check(&c, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(asr_tdt_config_check(&bad, &f.err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(f.err.msg, "durations");
+    ASSERT_STATUS(asr_tdt_config_check(&f.c, &f.err), INFD_STATUS_OK);
 }
 
 TEST_MAIN(test_blank_duration_zero_moves_on, test_several_tokens_on_one_frame,
