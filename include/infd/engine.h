@@ -242,11 +242,11 @@ typedef struct infd_graph_input {
     infd_shape shape;
 } infd_graph_input;
 
-/* The model's graph inputs (constants excluded), or -1 with the error when
- * the model cannot be read (a trimmed model is loaded again). */
-INFD_API int infd_weights_n_inputs(infd_weights *w, infd_error *err);
+/* The model's graph inputs (constants excluded), recorded when it was
+ * loaded: neither call reads a trimmed model again. */
+INFD_API int infd_weights_n_inputs(const infd_weights *w);
 /* Input i in [0, infd_weights_n_inputs); NOT_FOUND otherwise. */
-INFD_API infd_status infd_weights_input(infd_weights *w, int i, infd_graph_input *out,
+INFD_API infd_status infd_weights_input(const infd_weights *w, int i, infd_graph_input *out,
                                         infd_error *err);
 
 /* Frees the model as loaded (its initializers): call it once the plans

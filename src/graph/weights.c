@@ -50,6 +50,8 @@ struct infd_weights {
     int model_users;          /* plan builds reading base (infd_weights_use_model) */
     bool drop_pending;        /* a drop waits for the last user */
     bool trimmed;             /* trim was asked: a reloaded base goes with its last user */
+    infd_graph_input *inputs; /* the graph inputs as declared, read at load (trim keeps them) */
+    int n_inputs;
 
     pthread_mutex_t mu;  /* guards everything below */
     pthread_cond_t made; /* a pending form became ready or was dropped */
@@ -115,6 +117,31 @@ static infd_status weights_new(const char *path, const char *name, infd_weights 
     return INFD_STATUS_OK;
 }
 
+/* Keeps the model's graph inputs (constants excluded) as declared, so that
+ * infd_weights_input answers without the model, after a trim too. */
+static infd_status record_inputs(infd_weights *w, infd_error *err)
+{
+    const infd_ir_graph *g = w->base;
+    int n = 0;
+    for (int32_t k = 0; k < g->n_inputs; k++)
+        n += g->values[g->inputs[k]].data == NULL;
+    w->inputs = infd_calloc((size_t)n + 1, sizeof(*w->inputs));
+    if (!w->inputs)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", w->name);
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+        const infd_ir_value *v = &g->values[g->inputs[k]];
+        if (v->data)
+            continue;
+        infd_graph_input *in = &w->inputs[w->n_inputs++];
+        snprintf(in->name, sizeof(in->name), "%s", v->name);
+        in->dtype = v->dtype;
+        in->shape.rank = v->shape.rank;
+        for (int32_t d = 0; d < v->shape.rank && d < INFD_MAX_RANK; d++)
+            in->shape.dims[d] = v->shape.dims[d].value;
+    }
+    return INFD_STATUS_OK;
+}
+
 /* A weights object holding the model read from `path` or, when `data` is
  * set, from its n bytes (named `name` in messages). */
 static infd_status weights_load(const char *path, const void *data, size_t n, const char *name,
@@ -126,6 +153,8 @@ static infd_status weights_load(const char *path, const void *data, size_t n, co
         return st;
     st = data ? infd_onnx_load_buffer(data, n, name, NULL, &w->base, err)
               : infd_onnx_load_file(path, &w->base, err);
+    if (st == INFD_STATUS_OK)
+        st = record_inputs(w, err);
     if (st != INFD_STATUS_OK) {
         infd_weights_release(w);
         return st;
@@ -180,6 +209,7 @@ void infd_weights_release(infd_weights *w)
      * holder, so the table is empty. */
     INFD_ASSERT(w->n_forms == 0);
     infd_ir_graph_destroy(w->base);
+    infd_free(w->inputs);
     infd_free(w->buckets);
     infd_free(w->path);
     infd_free(w->name);
@@ -479,48 +509,17 @@ infd_status infd_weights_copy(infd_weights *w, const void *data, size_t bytes, c
     return infd_weights_form(w, &k, make_copy, &c, free_copy, NULL, what, out, err);
 }
 
-/* The graph inputs that are not constants, in order. */
-static int real_input(const infd_ir_graph *g, int i)
+int infd_weights_n_inputs(const infd_weights *w)
 {
-    for (int32_t k = 0, seen = 0; k < g->n_inputs; k++) {
-        if (g->values[g->inputs[k]].data)
-            continue;
-        if (seen++ == i)
-            return g->inputs[k];
-    }
-    return -1;
+    return w->n_inputs;
 }
 
-int infd_weights_n_inputs(infd_weights *w, infd_error *err)
+infd_status infd_weights_input(const infd_weights *w, int i, infd_graph_input *out, infd_error *err)
 {
-    const infd_ir_graph *g = NULL;
-    if (infd_weights_use_model(w, &g, err) != INFD_STATUS_OK)
-        return -1;
-    int n = 0;
-    for (int32_t k = 0; k < g->n_inputs; k++)
-        n += g->values[g->inputs[k]].data == NULL;
-    infd_weights_unuse_model(w);
-    return n;
-}
-
-infd_status infd_weights_input(infd_weights *w, int i, infd_graph_input *out, infd_error *err)
-{
-    const infd_ir_graph *g = NULL;
-    memset(out, 0, sizeof(*out));
-    infd_status st = infd_weights_use_model(w, &g, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    int v = i >= 0 ? real_input(g, i) : -1;
-    if (v < 0) {
-        infd_weights_unuse_model(w);
+    if (i < 0 || i >= w->n_inputs) {
+        memset(out, 0, sizeof(*out));
         return infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: no graph input %d", w->name, i);
     }
-    const infd_ir_value *val = &g->values[v];
-    snprintf(out->name, sizeof(out->name), "%s", val->name);
-    out->dtype = val->dtype;
-    out->shape.rank = val->shape.rank;
-    for (int32_t d = 0; d < val->shape.rank && d < INFD_MAX_RANK; d++)
-        out->shape.dims[d] = val->shape.dims[d].value;
-    infd_weights_unuse_model(w);
+    *out = w->inputs[i];
     return INFD_STATUS_OK;
 }

@@ -360,12 +360,12 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     /* The states' declared shape [L, batch, H] gives L and H. */
     infd_weights *w = NULL;
     infd_status st = infd_weights_create(path, &w, err);
-    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w, err) != 5)
+    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w) != 5)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "%s: %d graph inputs; the onnx-asr decoder_joint has 5 "
                             "(encoder_outputs, targets, target_length, input_states_1, "
                             "input_states_2)",
-                            path, infd_weights_n_inputs(w, NULL));
+                            path, infd_weights_n_inputs(w));
     if (st == INFD_STATUS_OK)
         st = state_dims(m, w, 3, path, err);
     infd_input_shape shapes[5] = {
@@ -437,11 +437,11 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
     infd_status st = dpath && jpath
                          ? infd_weights_create(dpath, &w, err)
                          : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w, err) != 4)
+    if (st == INFD_STATUS_OK && infd_weights_n_inputs(w) != 4)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "%s: %d graph inputs; a NeMo predictor export has 4 (targets, "
                             "target_length and two states)",
-                            dpath, infd_weights_n_inputs(w, NULL));
+                            dpath, infd_weights_n_inputs(w));
     if (st == INFD_STATUS_OK)
         st = state_dims(m, w, 2, dpath, err);
     if (st == INFD_STATUS_OK)
