@@ -64,6 +64,10 @@ struct asr_model {
     infd_plan *joiner;
     infd_context *joiner_ctx;
     float *g; /* [H]: the predictor's output for the last token */
+    /* Views of the buffers above, made once (decode_buffers): the
+     * decoder-joint's (onnx-asr), the joiner's and the predictor's
+     * (sherpa-onnx) inputs and outputs. */
+    infd_tensor dj_in[5], dj_out[4], jn_in[2], jn_out[1], pr_in[4], pr_out[4];
     /* the chunk being decoded */
     const float *enc_out;
     int64_t enc_stride;
@@ -272,18 +276,15 @@ static infd_status check_io(const infd_plan *p, bool output, int i, const char *
     for (int d = 0; ok && d < rank; d++)
         ok = want[d] < 0 || info->shape.dims[d] == want[d];
     if (!ok) {
-        char got[128] = "", ws[128] = "";
+        char got[128], ws[128] = "";
+        infd_shape_format(&info->shape, got, sizeof(got));
         size_t at = 0;
-        for (int d = 0; d < info->shape.rank && at < sizeof(got); d++)
-            at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%lld", d ? "," : "",
-                                   (long long)info->shape.dims[d]);
-        at = 0;
         for (int d = 0; d < rank && at < sizeof(ws); d++)
             at += want[d] < 0 ? (size_t)snprintf(ws + at, sizeof(ws) - at, "%s?", d ? "," : "")
                               : (size_t)snprintf(ws + at, sizeof(ws) - at, "%s%lld", d ? "," : "",
                                                  (long long)want[d]);
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%s: %s %d is '%s' %s [%s]; expected '%s' %s [%s]", file,
+                              "%s: %s %d is '%s' %s %s; expected '%s' %s [%s]", file,
                               output ? "output" : "input", i, info->name,
                               infd_dtype_name(info->dtype), got, name, infd_dtype_name(dtype), ws);
     }
@@ -349,7 +350,65 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
     if (!m->dj_enc || !m->logits || !m->g || !m->state[0] || !m->state[1] || !m->pending[0] ||
         !m->pending[1])
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, 1 } };
+    const infd_shape g = { .rank = 3, .dims = { 1, m->hidden, 1 } };
+    const infd_shape state = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } };
+    const infd_shape one = { .rank = 1, .dims = { 1 } }, one2 = { .rank = 2, .dims = { 1, 1 } };
+    const infd_shape logits = { .rank = 1, .dims = { m->width } };
+    struct {
+        infd_tensor *t;
+        infd_dtype dtype;
+        const infd_shape *shape;
+        void *data;
+    } views[] = {
+        { &m->dj_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
+        { &m->dj_in[1], INFD_DTYPE_INT32, &one2, &m->dj_target },
+        { &m->dj_in[2], INFD_DTYPE_INT32, &one, &m->dj_target_len },
+        { &m->dj_in[3], INFD_DTYPE_FP32, &state, m->state[0] },
+        { &m->dj_in[4], INFD_DTYPE_FP32, &state, m->state[1] },
+        { &m->dj_out[0], INFD_DTYPE_FP32, &logits, m->logits },
+        { &m->dj_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
+        { &m->dj_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
+        { &m->dj_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
+        { &m->jn_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
+        { &m->jn_in[1], INFD_DTYPE_FP32, &g, m->g },
+        { &m->jn_out[0], INFD_DTYPE_FP32, &logits, m->logits },
+        { &m->pr_in[0], INFD_DTYPE_INT32, &one2, &m->dj_target },
+        { &m->pr_in[1], INFD_DTYPE_INT32, &one, &m->dj_target_len },
+        { &m->pr_in[2], INFD_DTYPE_FP32, &state, m->state[0] },
+        { &m->pr_in[3], INFD_DTYPE_FP32, &state, m->state[1] },
+        { &m->pr_out[0], INFD_DTYPE_FP32, &g, m->g },
+        { &m->pr_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
+        { &m->pr_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
+        { &m->pr_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
+    };
+    m->dj_target_len = 1;
+    for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+        size_t nb = 0;
+        infd_status st = infd_tensor_nbytes_for(views[i].dtype, views[i].shape, &nb, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_tensor_init_view(views[i].t, views[i].dtype, views[i].shape, views[i].data,
+                                       nb, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
     return INFD_STATUS_OK;
+}
+
+/* Options of the model's plans: its device, one context, `n_threads`
+ * threads and the given input shapes. */
+static infd_plan_options plan_options(const asr_model *m, int n_threads,
+                                      const infd_input_shape *shapes, int n_shapes)
+{
+    infd_plan_options o;
+    infd_plan_options_init(&o);
+    o.device = m->opts.device;
+    o.device_index = m->opts.device_index;
+    o.n_threads = n_threads;
+    o.max_contexts = 1;
+    o.shapes = shapes;
+    o.n_shapes = n_shapes;
+    return o;
 }
 
 static infd_status load_decoder(asr_model *m, infd_error *err)
@@ -375,14 +434,8 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
         { .name = "input_states_1", .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
         { .name = "input_states_2", .shape = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } } },
     };
-    infd_plan_options o;
-    infd_plan_options_init(&o);
-    o.device = m->opts.device;
-    o.device_index = m->opts.device_index;
-    o.n_threads = 1; /* one joint step is small: threads would only wait */
-    o.max_contexts = 1;
-    o.shapes = shapes;
-    o.n_shapes = 5;
+    /* one joint step is small: threads would only wait */
+    infd_plan_options o = plan_options(m, 1, shapes, 5);
     if (st == INFD_STATUS_OK)
         st = infd_plan_create_from_weights(w, &o, &m->dj, err);
     infd_weights_destroy(w);
@@ -448,12 +501,7 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
         st = infd_weights_input(w, 2, &s1, err);
     if (st == INFD_STATUS_OK)
         st = infd_weights_input(w, 3, &s2, err);
-    infd_plan_options o;
-    infd_plan_options_init(&o);
-    o.device = m->opts.device;
-    o.device_index = m->opts.device_index;
-    o.n_threads = 1; /* one step is small: threads would only wait */
-    o.max_contexts = 1;
+    infd_plan_options o = plan_options(m, 1, NULL, 0); /* one step: threads would only wait */
     if (st == INFD_STATUS_OK) {
         infd_input_shape shapes[4] = {
             { .name = "targets", .shape = { .rank = 2, .dims = { 1, 1 } } },
@@ -530,14 +578,7 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
     infd_input_shape shapes[2] = { { .name = "audio_signal",
                                      .shape = { .rank = 3, .dims = { 1, m->n_mels, frames } } },
                                    { .name = "length", .shape = { .rank = 1, .dims = { 1 } } } };
-    infd_plan_options o;
-    infd_plan_options_init(&o);
-    o.device = m->opts.device;
-    o.device_index = m->opts.device_index;
-    o.n_threads = m->opts.n_threads;
-    o.max_contexts = 1;
-    o.shapes = shapes;
-    o.n_shapes = 2;
+    infd_plan_options o = plan_options(m, m->opts.n_threads, shapes, 2);
     const char *file = m->enc_file;
     infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
     infd_tensor_info t;
@@ -741,22 +782,6 @@ static void argmaxes(const asr_model *m, int *token, int *duration)
     *duration = di;
 }
 
-static infd_tensor tensor_of(infd_dtype dt, int rank, const int64_t *dims, void *data)
-{
-    infd_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.dtype = dt;
-    t.shape.rank = rank;
-    size_t n = 1;
-    for (int d = 0; d < rank; d++) {
-        t.shape.dims[d] = dims[d];
-        n *= (size_t)dims[d];
-    }
-    t.data = data;
-    t.nbytes = n * infd_dtype_size(dt);
-    return t;
-}
-
 /* The TDT decoder's networks (tdt.h). onnx-asr: the decoder-joint runs the
  * predictor on the last token with the committed state, then the joint on
  * frame t; the state it returns is committed when a token is emitted.
@@ -767,28 +792,12 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
     asr_model *m = user;
     for (int64_t d = 0; d < m->d_enc; d++)
         m->dj_enc[d] = m->enc_out[d * m->enc_stride + t];
-    const int64_t enc_dims[3] = { 1, m->d_enc, 1 }, one[2] = { 1, 1 };
-    const int64_t sdims[3] = { m->n_layers, 1, m->hidden }, w[1] = { m->width };
     infd_status st;
     if (m->layout == LAYOUT_SHERPA) {
-        const int64_t gdims[3] = { 1, m->hidden, 1 };
-        infd_tensor in[2] = { tensor_of(INFD_DTYPE_FP32, 3, enc_dims, m->dj_enc),
-                              tensor_of(INFD_DTYPE_FP32, 3, gdims, m->g) };
-        infd_tensor outs[1] = { tensor_of(INFD_DTYPE_FP32, 1, w, m->logits) };
-        st = infd_plan_run(m->joiner, m->joiner_ctx, in, 2, outs, 1, err);
+        st = infd_plan_run(m->joiner, m->joiner_ctx, m->jn_in, 2, m->jn_out, 1, err);
     } else {
         m->dj_target = m->last_token;
-        m->dj_target_len = 1;
-        infd_tensor in[5] = { tensor_of(INFD_DTYPE_FP32, 3, enc_dims, m->dj_enc),
-                              tensor_of(INFD_DTYPE_INT32, 2, one, &m->dj_target),
-                              tensor_of(INFD_DTYPE_INT32, 1, one, &m->dj_target_len),
-                              tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[0]),
-                              tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[1]) };
-        infd_tensor outs[4] = { tensor_of(INFD_DTYPE_FP32, 1, w, m->logits),
-                                tensor_of(INFD_DTYPE_INT64, 1, one, &m->dj_lengths),
-                                tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[0]),
-                                tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[1]) };
-        st = infd_plan_run(m->dj, m->dj_ctx, in, 5, outs, 4, err);
+        st = infd_plan_run(m->dj, m->dj_ctx, m->dj_in, 5, m->dj_out, 4, err);
     }
     if (st != INFD_STATUS_OK)
         return st;
@@ -813,18 +822,7 @@ static infd_status predict(void *user, int token, infd_error *err)
     if (m->layout != LAYOUT_SHERPA)
         return INFD_STATUS_OK;
     m->dj_target = token;
-    m->dj_target_len = 1;
-    const int64_t one[2] = { 1, 1 }, sdims[3] = { m->n_layers, 1, m->hidden };
-    const int64_t gdims[3] = { 1, m->hidden, 1 };
-    infd_tensor in[4] = { tensor_of(INFD_DTYPE_INT32, 2, one, &m->dj_target),
-                          tensor_of(INFD_DTYPE_INT32, 1, one, &m->dj_target_len),
-                          tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[0]),
-                          tensor_of(INFD_DTYPE_FP32, 3, sdims, m->state[1]) };
-    infd_tensor outs[4] = { tensor_of(INFD_DTYPE_FP32, 3, gdims, m->g),
-                            tensor_of(INFD_DTYPE_INT64, 1, one, &m->dj_lengths),
-                            tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[0]),
-                            tensor_of(INFD_DTYPE_FP32, 3, sdims, m->pending[1]) };
-    infd_status st = infd_plan_run(m->pred, m->pred_ctx, in, 4, outs, 4, err);
+    infd_status st = infd_plan_run(m->pred, m->pred_ctx, m->pr_in, 4, m->pr_out, 4, err);
     if (st != INFD_STATUS_OK)
         return st;
     memcpy(m->state[0], m->pending[0], sb);
