@@ -300,10 +300,11 @@ static __thread bool order_held; /* this thread is between order_begin and order
  * parallel. The lock taken is remembered per thread for the unlock. */
 static pthread_mutex_t compile_mu[MAX_DEVICES];
 static void *compile_stream[MAX_DEVICES];
-static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static __thread int compile_locked = -1;
 
-static void compile_init(void)
+/* Once per process: each GPU's compile and order locks, and INFD_CUDA_ORDER. */
+static void device_locks_init(void)
 {
     for (int i = 0; i < MAX_DEVICES; i++) {
         pthread_mutex_init(&compile_mu[i], NULL);
@@ -319,7 +320,7 @@ static void compile_init(void)
 extern "C" void infd_cuda_order_begin(void *stream)
 {
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
-    pthread_once(&compile_once, compile_init);
+    pthread_once(&device_once, device_locks_init);
     if (order_fixed == 0 || st->dev < 0 || st->dev >= MAX_DEVICES)
         return;
     device_order *o = &order[st->dev];
@@ -381,7 +382,7 @@ static void order_leave(infd_cuda_stream *st)
 extern "C" void *infd_cuda_compile_stream_lock(char *why, size_t n)
 {
     int dev = 0;
-    pthread_once(&compile_once, compile_init);
+    pthread_once(&device_once, device_locks_init);
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES) {
         cudaGetLastError();
         snprintf(why, n, "no current CUDA device for compiling");
