@@ -186,13 +186,18 @@ def copy_model(model_dir, tmp_path):
     return d
 
 
+def drop_last_token(vocab):
+    """Rewrites a vocab.txt / tokens.txt one token short (<blk> moved down)."""
+    lines = vocab.read_text(encoding="utf-8").splitlines()
+    vocab.write_text("\n".join(lines[:-2] + [f"<blk> {len(lines) - 2}"]) + "\n",
+                     encoding="utf-8")
+
+
 def test_contract_violations_are_named(infd_bin, model_dir, tmp_path):
     write_wav(tmp_path / "a.wav", speechlike(8000, 1))
     d = copy_model(model_dir, tmp_path)
     # A vocabulary one token short: the joint's width no longer matches.
-    lines = (d / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    (d / "vocab.txt").write_text("\n".join(lines[:-2] + [f"<blk> {len(lines) - 2}"]) + "\n",
-                                 encoding="utf-8")
+    drop_last_token(d / "vocab.txt")
     r = infd_asr(infd_bin, d, tmp_path / "a.wav")
     assert r.returncode == 1 and "decoder_joint-model.onnx: output 0 is 'outputs'" in r.stderr \
         and "vocab.txt's 31 tokens" in r.stderr, r.stderr
@@ -221,9 +226,7 @@ def test_contract_violations_are_named(infd_bin, model_dir, tmp_path):
 def test_sherpa_contract_violations_are_named(infd_bin, sherpa_dir, tmp_path):
     write_wav(tmp_path / "a.wav", speechlike(8000, 1))
     d = copy_model(sherpa_dir, tmp_path)
-    lines = (d / "tokens.txt").read_text(encoding="utf-8").splitlines()
-    (d / "tokens.txt").write_text("\n".join(lines[:-2] + [f"<blk> {len(lines) - 2}"]) + "\n",
-                                  encoding="utf-8")
+    drop_last_token(d / "tokens.txt")
     r = infd_asr(infd_bin, d, tmp_path / "a.wav")
     assert r.returncode == 1 and "joiner.onnx: output 0 is 'outputs'" in r.stderr \
         and "tokens.txt's 31 tokens" in r.stderr, r.stderr
