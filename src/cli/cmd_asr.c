@@ -2,14 +2,26 @@
  * cmd_asr.c - `infd asr`: speech recognition from the command line (issue
  * #21, being built).
  *
- *   infd asr MODEL_DIR FILE... [--device cpu|cuda] [--threads N] [--json]
+ *   infd asr MODEL_DIR FILE... [--stream [--chunk-ms N] [--left-ms N]
+ *            [--right-ms N] [--feed-ms N] [--endpoint]] [--device cpu|cuda]
+ *            [--threads N] [--json]
  *   infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]
  *
- * MODEL_DIR FILE...: transcribes each sound file offline with the
- * Parakeet-TDT model in MODEL_DIR (the onnx-asr layout,
+ * MODEL_DIR FILE...: transcribes each sound file with the Parakeet-TDT
+ * model in MODEL_DIR (the onnx-asr or the sherpa-onnx layout,
  * src/apps/asr/recognizer.h), printing "FILE: text", or with --json one
- * object per file with each token's piece, encoder frame, start time and
- * duration. Streaming (--stream) is not built yet.
+ * object per transcript with its words (start and end in seconds) and each
+ * token's piece, encoder frame, start time and duration.
+ *
+ * Offline by default. --stream feeds the file to a stream in pieces of
+ * --feed-ms (default 100) at the file's own rate, as a live client would,
+ * decodes each chunk of --chunk-ms (default 2000) as soon as --right-ms
+ * (2000) of audio after it has come, encoded with --left-ms (10000) before
+ * it, and prints a partial transcript whenever it grows ("FILE [partial
+ * 1.20 s]: ..." or "final": false) and the final one at the end. With
+ * --endpoint a segment ends at an endpoint (sherpa-onnx's rules): it is
+ * printed as final and the next begins; --endpoint-rules R1,R2,R3 sets
+ * the rules' seconds (default 2.4,1.2,20; 0 turns one off).
  *
  * --features decodes FILE (WAV or any format libsndfile reads), mixes it to
  * mono, resamples it to 16 kHz (libsoxr) and computes Parakeet's log-mel
@@ -31,7 +43,11 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: infd asr MODEL_DIR FILE... [--device cpu|cuda] [--threads N] [--json]\n"
+    fprintf(stderr, "usage: infd asr MODEL_DIR FILE... [--stream [--chunk-ms N] [--left-ms N] "
+                    "[--right-ms N]\n"
+                    "                [--feed-ms N] [--endpoint] [--endpoint-rules R1,R2,R3]]\n"
+                    "                [--device cpu|cuda] "
+                    "[--threads N] [--json]\n"
                     "       infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n");
 }
 
@@ -103,20 +119,38 @@ static void gen_fixed(yajl_gen g, const char *k, double v, int decimals)
 }
 
 /* One file's result as a line of JSON (yajl's generator). */
-static void print_json(const asr_model *m, const char *file, const asr_audio *a,
-                       const asr_result *r)
+static void print_json(const asr_model *m, const char *file, double seconds, int segment,
+                       bool final, const asr_result *r)
 {
     yajl_gen g = yajl_gen_alloc(NULL);
     if (!g)
         return;
     yajl_gen_map_open(g);
     gen_str(g, "file", file);
-    gen_fixed(g, "seconds", (double)a->n / a->rate, 3);
+    gen_fixed(g, "seconds", seconds, 3);
+    gen_key(g, "final");
+    yajl_gen_bool(g, final);
+    gen_key(g, "segment");
+    yajl_gen_integer(g, segment);
+    gen_key(g, "start_frame");
+    yajl_gen_integer(g, r->start_frame);
     gen_key(g, "frames");
     yajl_gen_integer(g, r->n_frames);
     gen_key(g, "joint_runs");
     yajl_gen_integer(g, r->n_joint_runs);
     gen_str(g, "text", r->text);
+    gen_key(g, "words");
+    yajl_gen_array_open(g);
+    for (int64_t i = 0; i < r->n_words; i++) {
+        yajl_gen_map_open(g);
+        gen_key(g, "word");
+        yajl_gen_string(g, (const unsigned char *)r->text + r->words[i].text_off,
+                        r->words[i].text_len);
+        gen_fixed(g, "start", r->words[i].start, 3);
+        gen_fixed(g, "end", r->words[i].end, 3);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
     gen_key(g, "tokens");
     yajl_gen_array_open(g);
     for (int64_t i = 0; i < r->n_tokens; i++) {
@@ -142,8 +176,81 @@ static void print_json(const asr_model *m, const char *file, const asr_audio *a,
     yajl_gen_free(g);
 }
 
+/* A transcript: a JSON line, or "FILE: text" ("FILE [partial S s]: text"). */
+static void print_result(const asr_model *m, const char *file, double seconds, int segment,
+                         bool final, const asr_result *r, bool json)
+{
+    if (json)
+        print_json(m, file, seconds, segment, final, r);
+    else if (final)
+        printf("%s: %s\n", file, r->text);
+    else
+        printf("%s [partial %.2f s]: %s\n", file, seconds, r->text);
+    fflush(stdout);
+}
+
+/* Feeds the file's samples to a stream in pieces of feed_ms, decoding what
+ * is ready after each, printing partial and final transcripts. */
+static infd_status stream_file(asr_model *m, const char *file, const asr_audio *a,
+                               const asr_stream_options *so, int feed_ms, bool endpoint, bool json,
+                               infd_error *err)
+{
+    asr_stream *s = NULL;
+    infd_status st = asr_stream_create(m, so, &s, err);
+    int64_t piece = (int64_t)a->rate * feed_ms / 1000, shown = -1;
+    int segment = 0;
+    if (piece < 1)
+        piece = 1;
+    for (int64_t at = 0; st == INFD_STATUS_OK && !asr_stream_done(s);) {
+        if (at < a->n) {
+            int64_t k = a->n - at < piece ? a->n - at : piece;
+            st = asr_stream_accept(s, a->rate, a->samples + at, k, err);
+            at += k;
+        } else {
+            asr_stream_finish(s);
+        }
+        bool decoded = false;
+        while (st == INFD_STATUS_OK && asr_stream_ready(s)) {
+            st = asr_stream_decode(s, err);
+            decoded = true;
+        }
+        if (st != INFD_STATUS_OK || !decoded)
+            continue;
+        asr_result r;
+        st = asr_stream_result(s, &r, err);
+        if (st != INFD_STATUS_OK)
+            break;
+        bool end = endpoint && asr_stream_endpoint(s) && r.n_tokens > 0;
+        if (!asr_stream_done(s) && (r.n_tokens != shown || end))
+            print_result(m, file, (double)at / a->rate, segment, end, &r, json);
+        shown = r.n_tokens;
+        if (end) {
+            asr_stream_reset(s);
+            segment++;
+            shown = 0;
+        }
+        asr_result_fini(&r);
+    }
+    if (st == INFD_STATUS_OK) {
+        asr_result r;
+        st = asr_stream_result(s, &r, err);
+        if (st == INFD_STATUS_OK && (segment == 0 || r.n_tokens > 0))
+            print_result(m, file, (double)a->n / a->rate, segment, true, &r, json);
+        if (st == INFD_STATUS_OK)
+            asr_result_fini(&r);
+    }
+    asr_stream_destroy(s);
+    return st;
+}
+
+typedef struct stream_args {
+    bool on, endpoint;
+    asr_stream_options o;
+    int feed_ms;
+} stream_args;
+
 static int transcribe(const char *dir, char **files, int n_files, const asr_model_options *o,
-                      bool json)
+                      const stream_args *sa, bool json)
 {
     infd_error err = { 0 };
     asr_model *m = NULL;
@@ -155,9 +262,16 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
     for (int f = 0; f < n_files; f++) {
         asr_audio a = { 0 };
         asr_result r = { 0 };
-        infd_status st = asr_audio_read_file(files[f], asr_model_sample_rate(m), &a, &err);
-        if (st == INFD_STATUS_OK &&
-            asr_model_transcribe(m, a.samples, a.n, &r, &err) != INFD_STATUS_OK) {
+        /* a stream takes the file's own rate and resamples as it goes */
+        infd_status st =
+            asr_audio_read_file(files[f], sa->on ? 0 : asr_model_sample_rate(m), &a, &err);
+        if (st == INFD_STATUS_OK && sa->on &&
+            stream_file(m, files[f], &a, &sa->o, sa->feed_ms, sa->endpoint, json, &err) !=
+                INFD_STATUS_OK) {
+            infd_error_prefix(&err, "%s", files[f]);
+            st = err.code;
+        } else if (st == INFD_STATUS_OK && !sa->on &&
+                   asr_model_transcribe(m, a.samples, a.n, &r, &err) != INFD_STATUS_OK) {
             infd_error_prefix(&err, "%s", files[f]);
             st = err.code;
         }
@@ -167,11 +281,8 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
             asr_audio_fini(&a);
             continue;
         }
-        if (json) {
-            print_json(m, files[f], &a, &r);
-        } else {
-            printf("%s: %s\n", files[f], r.text);
-        }
+        if (!sa->on)
+            print_result(m, files[f], (double)a.n / a.rate, 0, true, &r, json);
         asr_result_fini(&r);
         asr_audio_fini(&a);
     }
@@ -188,6 +299,8 @@ int infd_cli_asr(int argc, char **argv)
     int n_pos = 0;
     asr_model_options o;
     asr_model_options_init(&o);
+    stream_args sa = { .feed_ms = 100 };
+    asr_stream_options_init(&sa.o);
     if (!pos)
         return INFD_EXIT_FAILURE;
     int rc = INFD_EXIT_USAGE;
@@ -227,10 +340,44 @@ int infd_cli_asr(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--stream") == 0) {
-            fprintf(stderr, "infd asr: --stream is not built yet (being built in issue #21); "
-                            "offline transcription works\n");
-            rc = INFD_EXIT_NOT_BUILT;
-            goto out;
+            sa.on = true;
+        } else if (strcmp(argv[i], "--endpoint") == 0) {
+            sa.endpoint = true;
+        } else if (strcmp(argv[i], "--endpoint-rules") == 0 && i + 1 < argc) {
+            sa.endpoint = true;
+            char *end = NULL;
+            const char *v = argv[++i];
+            sa.o.rule1_s = strtod(v, &end);
+            if (end && *end == ',')
+                sa.o.rule2_s = strtod(end + 1, &end);
+            if (end && *end == ',')
+                sa.o.rule3_s = strtod(end + 1, &end);
+            if (!end || *end || !(sa.o.rule1_s >= 0 && sa.o.rule2_s >= 0 && sa.o.rule3_s >= 0)) {
+                fprintf(stderr,
+                        "infd asr: --endpoint-rules takes three seconds, R1,R2,R3 (0: off), "
+                        "not '%s'\n",
+                        v);
+                goto out;
+            }
+        } else if ((strcmp(argv[i], "--chunk-ms") == 0 || strcmp(argv[i], "--left-ms") == 0 ||
+                    strcmp(argv[i], "--right-ms") == 0 || strcmp(argv[i], "--feed-ms") == 0) &&
+                   i + 1 < argc) {
+            const char *opt = argv[i];
+            char *end = NULL;
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 0 || v > 3600000 ||
+                (v == 0 && strcmp(opt, "--left-ms") && strcmp(opt, "--right-ms"))) {
+                fprintf(stderr, "infd asr: %s takes milliseconds, not '%s'\n", opt, argv[i]);
+                goto out;
+            }
+            if (strcmp(opt, "--chunk-ms") == 0)
+                sa.o.chunk_s = v / 1000.0;
+            else if (strcmp(opt, "--left-ms") == 0)
+                sa.o.left_s = v / 1000.0;
+            else if (strcmp(opt, "--right-ms") == 0)
+                sa.o.right_s = v / 1000.0;
+            else
+                sa.feed_ms = (int)v;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage();
             rc = INFD_EXIT_OK;
@@ -246,7 +393,7 @@ int infd_cli_asr(int argc, char **argv)
     if (feat_path && n_pos == 0)
         rc = features(feat_path, out_path, n_mels, normalize);
     else if (!feat_path && n_pos >= 2)
-        rc = transcribe(pos[0], pos + 1, n_pos - 1, &o, json);
+        rc = transcribe(pos[0], pos + 1, n_pos - 1, &o, &sa, json);
     else
         usage();
 out:

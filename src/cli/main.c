@@ -55,8 +55,9 @@ static const command commands[] = {
       "[--batch-size N] [--input-data zero|random] [--csv FILE] (--help for more)",
       "load-generate against a running server and report latency/throughput", infd_cli_perf, NULL },
     { "asr",
-      "asr MODEL_DIR FILE... [--device cpu|cuda] [--json] | asr --features FILE [-o OUT.npy]",
-      "transcribe speech offline with a Parakeet-TDT model (streaming: not built yet)",
+      "asr MODEL_DIR FILE... [--stream [--chunk-ms N]] [--device cpu|cuda] [--json] | "
+      "asr --features FILE",
+      "transcribe speech with a Parakeet-TDT model, offline or streaming",
       infd_cli_asr, NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },

@@ -174,9 +174,9 @@ def test_missing_file_and_usage(infd_bin, tmp_path):
     r = subprocess.run([str(infd_bin), "asr", "--mels", "0", "--features", "x.wav"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--mels takes 1 to 512" in r.stderr, r.stderr
-    r = subprocess.run([str(infd_bin), "asr", "models/x", "a.wav", "--stream"],
+    r = subprocess.run([str(infd_bin), "asr", "models/x", "a.wav", "--stream", "--chunk-ms", "x"],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 3 and "--stream is not built yet" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--chunk-ms takes milliseconds, not 'x'" in r.stderr, r.stderr
     r = subprocess.run([str(infd_bin), "asr", str(tmp_path / "no-model"), "a.wav"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "no-model: not a Parakeet-TDT model directory" in r.stderr, \

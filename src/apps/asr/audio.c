@@ -246,3 +246,55 @@ infd_status asr_resample(const float *in, int64_t n, int rate_in, int rate_out, 
     *n_out = (int64_t)done;
     return INFD_STATUS_OK;
 }
+
+struct asr_resampler {
+    soxr_t soxr;
+    int rate_in, rate_out;
+};
+
+infd_status asr_resampler_create(int rate_in, int rate_out, asr_resampler **out, infd_error *err)
+{
+    *out = NULL;
+    if (rate_in <= 0 || rate_out <= 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "resampling from %d to %d Hz: rates must be positive", rate_in,
+                              rate_out);
+    asr_resampler *r = infd_calloc(1, sizeof(*r));
+    if (!r)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
+    soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
+    soxr_error_t e = NULL;
+    r->soxr = soxr_create((double)rate_in, (double)rate_out, 1, &e, &io, &q, NULL);
+    if (!r->soxr || e) {
+        infd_free(r);
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "libsoxr from %d to %d Hz: %s", rate_in,
+                              rate_out, e ? e : "cannot create");
+    }
+    r->rate_in = rate_in;
+    r->rate_out = rate_out;
+    *out = r;
+    return INFD_STATUS_OK;
+}
+
+void asr_resampler_destroy(asr_resampler *r)
+{
+    if (!r)
+        return;
+    soxr_delete(r->soxr);
+    infd_free(r);
+}
+
+infd_status asr_resampler_process(asr_resampler *r, const float *in, int64_t n, int64_t *n_in,
+                                  float *out, int64_t cap, int64_t *n_out, infd_error *err)
+{
+    size_t idone = 0, odone = 0;
+    soxr_error_t e =
+        soxr_process(r->soxr, in, in ? (size_t)n : 0, &idone, out, (size_t)cap, &odone);
+    *n_in = (int64_t)idone;
+    *n_out = (int64_t)odone;
+    if (e)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "libsoxr from %d to %d Hz: %s", r->rate_in,
+                              r->rate_out, e);
+    return INFD_STATUS_OK;
+}

@@ -46,4 +46,18 @@ void asr_audio_fini(asr_audio *a);
 infd_status asr_resample(const float *in, int64_t n, int rate_in, int rate_out, float **out,
                          int64_t *n_out, infd_error *err);
 
+/* A resampler for audio that comes in pieces (a stream): libsoxr's
+ * streaming interface, high quality, one channel. */
+typedef struct asr_resampler asr_resampler;
+
+infd_status asr_resampler_create(int rate_in, int rate_out, asr_resampler **out, infd_error *err);
+void asr_resampler_destroy(asr_resampler *r);
+
+/* Resamples in[0, n) (n = 0 and in = NULL: flushes what libsoxr holds back
+ * at the end of the input) into out[0, cap): *n_out samples written, *n_in
+ * of the input consumed (less than n when out is full; call again with the
+ * rest). Allocates nothing. */
+infd_status asr_resampler_process(asr_resampler *r, const float *in, int64_t n, int64_t *n_in,
+                                  float *out, int64_t cap, int64_t *n_out, infd_error *err);
+
 #endif /* INFD_APPS_ASR_AUDIO_H */

@@ -3,6 +3,8 @@
  * (recognizer.h).
  */
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 
 #include <yajl/yajl_tree.h>
 
+#include "apps/asr/audio.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
 #include "core/alloc.h"
@@ -53,24 +56,46 @@ struct asr_model {
     int64_t n_layers, hidden, width; /* states [L, 1, H]; logits width V + 1 + 5 */
     float *dj_enc;                   /* [D] */
     int32_t dj_target, dj_target_len;
-    float *state[2], *pending[2]; /* h, c: committed and from the last joint run */
+    float *pending[2]; /* h, c from the last joint run (the committed ones are the stream's) */
     float *logits;
     int64_t dj_lengths; /* prednet_lengths output (unused) */
-    int last_token;
-    int64_t n_joint_runs;
     /* sherpa-onnx: the predictor (decoder.onnx) and the joiner, run apart */
     infd_plan *pred;
     infd_context *pred_ctx;
     infd_plan *joiner;
     infd_context *joiner_ctx;
-    float *g; /* [H]: the predictor's output for the last token */
     /* Views of the buffers above, made once (decode_buffers): the
      * decoder-joint's (onnx-asr), the joiner's and the predictor's
-     * (sherpa-onnx) inputs and outputs. */
+     * (sherpa-onnx) inputs and outputs. Those of the committed state and
+     * the predictor's output point into the stream being decoded (bind). */
     infd_tensor dj_in[5], dj_out[4], jn_in[2], jn_out[1], pr_in[4], pr_out[4];
-    /* the chunk being decoded */
+    /* the chunk being decoded: its stream and encoder frames */
+    pthread_mutex_t lock; /* one decode at a time: the plans' contexts are the model's */
+    struct asr_stream *cur;
     const float *enc_out;
     int64_t enc_stride;
+};
+
+struct asr_stream {
+    asr_model *m;
+    asr_stream_options o;
+    int64_t chunk, left, right; /* samples, whole encoder frames; chunk 0 until an
+                                   offline stream finishes */
+    bool offline, finished, done;
+    float *buf; /* samples [buf_start, buf_start + buf_len) */
+    int64_t buf_start, buf_len, buf_cap;
+    int64_t next; /* the sample where the next chunk starts */
+    int rate_in;  /* the rate audio comes at (0: none yet) */
+    asr_resampler *rs;
+    /* the decoder: the predictor's committed state (h, c) and output, the
+     * last token, the TDT state */
+    float *state[2], *g;
+    int last_token;
+    asr_tdt_state tdt;
+    asr_tdt_token *tokens; /* the segment's */
+    int64_t n_tokens, cap_tokens;
+    int64_t seg_start; /* the segment's first encoder frame */
+    int64_t n_joint_runs;
 };
 
 void asr_model_options_init(asr_model_options *o)
@@ -342,14 +367,12 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
     m->dj_enc = infd_calloc((size_t)m->d_enc, sizeof(float));
     m->logits = infd_calloc((size_t)m->width, sizeof(float));
-    m->g = infd_calloc((size_t)m->hidden, sizeof(float));
-    for (int k = 0; k < 2; k++) {
-        m->state[k] = infd_calloc(1, sb);
+    for (int k = 0; k < 2; k++)
         m->pending[k] = infd_calloc(1, sb);
-    }
-    if (!m->dj_enc || !m->logits || !m->g || !m->state[0] || !m->state[1] || !m->pending[0] ||
-        !m->pending[1])
+    if (!m->dj_enc || !m->logits || !m->pending[0] || !m->pending[1])
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    /* the stream's committed state and predictor output until bind() */
+    float *state0 = m->pending[0], *state1 = m->pending[1], *g_buf = m->pending[0];
     const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, 1 } };
     const infd_shape g = { .rank = 3, .dims = { 1, m->hidden, 1 } };
     const infd_shape state = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } };
@@ -364,20 +387,20 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         { &m->dj_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
         { &m->dj_in[1], INFD_DTYPE_INT32, &one2, &m->dj_target },
         { &m->dj_in[2], INFD_DTYPE_INT32, &one, &m->dj_target_len },
-        { &m->dj_in[3], INFD_DTYPE_FP32, &state, m->state[0] },
-        { &m->dj_in[4], INFD_DTYPE_FP32, &state, m->state[1] },
+        { &m->dj_in[3], INFD_DTYPE_FP32, &state, state0 },
+        { &m->dj_in[4], INFD_DTYPE_FP32, &state, state1 },
         { &m->dj_out[0], INFD_DTYPE_FP32, &logits, m->logits },
         { &m->dj_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
         { &m->dj_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
         { &m->dj_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
         { &m->jn_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
-        { &m->jn_in[1], INFD_DTYPE_FP32, &g, m->g },
+        { &m->jn_in[1], INFD_DTYPE_FP32, &g, g_buf },
         { &m->jn_out[0], INFD_DTYPE_FP32, &logits, m->logits },
         { &m->pr_in[0], INFD_DTYPE_INT32, &one2, &m->dj_target },
         { &m->pr_in[1], INFD_DTYPE_INT32, &one, &m->dj_target_len },
-        { &m->pr_in[2], INFD_DTYPE_FP32, &state, m->state[0] },
-        { &m->pr_in[3], INFD_DTYPE_FP32, &state, m->state[1] },
-        { &m->pr_out[0], INFD_DTYPE_FP32, &g, m->g },
+        { &m->pr_in[2], INFD_DTYPE_FP32, &state, state0 },
+        { &m->pr_in[3], INFD_DTYPE_FP32, &state, state1 },
+        { &m->pr_out[0], INFD_DTYPE_FP32, &g, g_buf },
         { &m->pr_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
         { &m->pr_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
         { &m->pr_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
@@ -644,11 +667,9 @@ void asr_model_destroy(asr_model *m)
     infd_plan_destroy(m->pred);
     infd_context_destroy(m->joiner_ctx);
     infd_plan_destroy(m->joiner);
-    infd_free(m->g);
-    for (int k = 0; k < 2; k++) {
-        infd_free(m->state[k]);
+    for (int k = 0; k < 2; k++)
         infd_free(m->pending[k]);
-    }
+    pthread_mutex_destroy(&m->lock);
     infd_free(m->dj_enc);
     infd_free(m->logits);
     if (m->pieces)
@@ -700,6 +721,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         infd_free(m);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
+    pthread_mutex_init(&m->lock, NULL);
     if (o)
         m->opts = *o;
     else
@@ -782,11 +804,12 @@ static void argmaxes(const asr_model *m, int *token, int *duration)
     *duration = di;
 }
 
-/* The TDT decoder's networks (tdt.h). onnx-asr: the decoder-joint runs the
- * predictor on the last token with the committed state, then the joint on
- * frame t; the state it returns is committed when a token is emitted.
- * sherpa-onnx: the predictor runs when a token is emitted (and on the
- * start-of-sequence blank), the joiner per frame on its output. */
+/* The TDT decoder's networks (tdt.h), for the stream m->cur. onnx-asr:
+ * the decoder-joint runs the predictor on the last token with the
+ * committed state, then the joint on frame t; the state it returns is
+ * committed when a token is emitted. sherpa-onnx: the predictor runs when a
+ * token is emitted (and on the start-of-sequence blank), the joiner per
+ * frame on its output. */
 static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_error *err)
 {
     asr_model *m = user;
@@ -796,12 +819,12 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
     if (m->layout == LAYOUT_SHERPA) {
         st = infd_plan_run(m->joiner, m->joiner_ctx, m->jn_in, 2, m->jn_out, 1, err);
     } else {
-        m->dj_target = m->last_token;
+        m->dj_target = m->cur->last_token;
         st = infd_plan_run(m->dj, m->dj_ctx, m->dj_in, 5, m->dj_out, 4, err);
     }
     if (st != INFD_STATUS_OK)
         return st;
-    m->n_joint_runs++;
+    m->cur->n_joint_runs++;
     argmaxes(m, token, duration);
     return INFD_STATUS_OK;
 }
@@ -809,25 +832,39 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
 static infd_status predict(void *user, int token, infd_error *err)
 {
     asr_model *m = user;
+    asr_stream *s = m->cur;
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
     if (token == m->vocab) { /* start of sequence: zero state, the blank as last token */
-        memset(m->state[0], 0, sb);
-        memset(m->state[1], 0, sb);
+        memset(s->state[0], 0, sb);
+        memset(s->state[1], 0, sb);
     } else if (m->layout == LAYOUT_ONNX_ASR) {
         /* the state the joint's predictor run reached on the last token */
-        memcpy(m->state[0], m->pending[0], sb);
-        memcpy(m->state[1], m->pending[1], sb);
+        memcpy(s->state[0], m->pending[0], sb);
+        memcpy(s->state[1], m->pending[1], sb);
     }
-    m->last_token = token;
+    s->last_token = token;
     if (m->layout != LAYOUT_SHERPA)
         return INFD_STATUS_OK;
     m->dj_target = token;
     infd_status st = infd_plan_run(m->pred, m->pred_ctx, m->pr_in, 4, m->pr_out, 4, err);
     if (st != INFD_STATUS_OK)
         return st;
-    memcpy(m->state[0], m->pending[0], sb);
-    memcpy(m->state[1], m->pending[1], sb);
+    memcpy(s->state[0], m->pending[0], sb);
+    memcpy(s->state[1], m->pending[1], sb);
     return INFD_STATUS_OK;
+}
+
+/* Points the decoder's views of the committed state and the predictor's
+ * output at stream s (m->lock held). */
+static void bind(asr_model *m, asr_stream *s)
+{
+    m->cur = s;
+    m->dj_in[3].data = s->state[0];
+    m->dj_in[4].data = s->state[1];
+    m->pr_in[2].data = s->state[0];
+    m->pr_in[3].data = s->state[1];
+    m->pr_out[0].data = s->g;
+    m->jn_in[1].data = s->g;
 }
 
 void asr_result_fini(asr_result *r)
@@ -836,6 +873,7 @@ void asr_result_fini(asr_result *r)
         return;
     infd_free(r->text);
     infd_free(r->tokens);
+    infd_free(r->words);
     memset(r, 0, sizeof(*r));
 }
 
@@ -878,97 +916,444 @@ static infd_status encode(asr_model *m, const float *x, int64_t n, enc_bucket **
     return INFD_STATUS_OK;
 }
 
-/* Chunked decoding of audio longer than one encoding: chunks of
- * ASR_CHUNK_S seconds, each encoded inside a window with ASR_LEFT_S
- * seconds before it and ASR_RIGHT_S after (NeMo's buffered inference:
- * features and attention over the window), of whose encoder frames only the
- * chunk's are decoded, the decoder's state carried from chunk to chunk.
- * All three are whole encoder frames (80 ms for Parakeet). */
+double asr_model_frame_seconds(const asr_model *m)
+{
+    const asr_feature_params *fp = asr_features_params(m->feat);
+    return (double)fp->hop_length * m->subsampling / fp->sample_rate;
+}
+
+/* Samples per encoder frame (1280 for Parakeet: hop 160 x subsampling 8). */
+static int64_t frame_samples(const asr_model *m)
+{
+    return (int64_t)asr_features_params(m->feat)->hop_length * m->subsampling;
+}
+
+void asr_stream_options_init(asr_stream_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->chunk_s = 2.0;
+    o->left_s = 10.0;
+    o->right_s = 2.0;
+    o->rule1_s = 2.4;
+    o->rule2_s = 1.2;
+    o->rule3_s = 20.0;
+}
+
+/* Seconds as whole encoder frames' samples into *out; INVALID_ARGUMENT
+ * naming `what` when they are not. */
+static infd_status frames_of(const asr_model *m, double sec, const char *what, int64_t *out,
+                             infd_error *err)
+{
+    double fs = asr_model_frame_seconds(m);
+    double k = sec / fs;
+    if (!(sec >= 0) || sec > 3600 || fabs(k - floor(k + 0.5)) > 1e-6)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %s is %g s; it must be a whole number of encoder frames "
+                              "(%g s each) in [0, 3600]",
+                              m->dir, what, sec, fs);
+    *out = (int64_t)floor(k + 0.5) * frame_samples(m);
+    return INFD_STATUS_OK;
+}
+
+/* The padded feature frames of a window of n samples. */
+static int64_t window_frames(const asr_model *m, int64_t n)
+{
+    int64_t bf = m->opts.bucket_frames;
+    return (asr_features_frames(m->feat, n) + bf - 1) / bf * bf;
+}
+
+static infd_status window_fits(const asr_model *m, int64_t chunk, int64_t left, int64_t right,
+                               infd_error *err)
+{
+    int64_t rate = asr_model_sample_rate(m);
+    if (window_frames(m, left + chunk + right) > m->max_frames)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: a window of %.2f + %.2f + %.2f s is longer than the %.1f s "
+                              "encoded at once (max_seconds)",
+                              m->dir, (double)left / rate, (double)chunk / rate,
+                              (double)right / rate, m->opts.max_seconds);
+    return INFD_STATUS_OK;
+}
+
+void asr_stream_destroy(asr_stream *s)
+{
+    if (!s)
+        return;
+    asr_resampler_destroy(s->rs);
+    infd_free(s->buf);
+    infd_free(s->state[0]);
+    infd_free(s->state[1]);
+    infd_free(s->g);
+    infd_free(s->tokens);
+    infd_free(s);
+}
+
+infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_stream **out,
+                              infd_error *err)
+{
+    *out = NULL;
+    asr_stream *s = infd_calloc(1, sizeof(*s));
+    if (!s)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    s->m = m;
+    if (o)
+        s->o = *o;
+    else
+        asr_stream_options_init(&s->o);
+    infd_status st = INFD_STATUS_OK;
+    s->offline = s->o.chunk_s == 0;
+    if (!s->offline) {
+        st = frames_of(m, s->o.chunk_s, "the chunk", &s->chunk, err);
+        if (st == INFD_STATUS_OK)
+            st = frames_of(m, s->o.left_s, "the left context", &s->left, err);
+        if (st == INFD_STATUS_OK)
+            st = frames_of(m, s->o.right_s, "the right context", &s->right, err);
+        if (st == INFD_STATUS_OK && s->chunk == 0)
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: the chunk is %g s; it must be at least one encoder frame "
+                                "(%g s)",
+                                m->dir, s->o.chunk_s, asr_model_frame_seconds(m));
+        if (st == INFD_STATUS_OK)
+            st = window_fits(m, s->chunk, s->left, s->right, err);
+    }
+    if (st == INFD_STATUS_OK &&
+        (!(s->o.rule1_s >= 0) || !(s->o.rule2_s >= 0) || !(s->o.rule3_s >= 0)))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: endpoint rules of %g, %g and %g s; they must be >= 0 (0: off)",
+                            m->dir, s->o.rule1_s, s->o.rule2_s, s->o.rule3_s);
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    if (st == INFD_STATUS_OK) {
+        /* room for a window and a second of audio, tokens for a minute */
+        s->buf_cap = s->left + s->chunk + s->right + asr_model_sample_rate(m);
+        s->cap_tokens = 1024;
+        s->buf = infd_malloc((size_t)s->buf_cap * sizeof(float));
+        s->state[0] = infd_calloc(1, sb);
+        s->state[1] = infd_calloc(1, sb);
+        s->g = infd_calloc((size_t)m->hidden, sizeof(float));
+        s->tokens = infd_calloc((size_t)s->cap_tokens, sizeof(asr_tdt_token));
+        if (!s->buf || !s->state[0] || !s->state[1] || !s->g || !s->tokens)
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st != INFD_STATUS_OK) {
+        asr_stream_destroy(s);
+        return st;
+    }
+    asr_tdt_state_reset(&s->tdt);
+    s->last_token = m->vocab;
+    *out = s;
+    return INFD_STATUS_OK;
+}
+
+/* Room for `more` samples after the buffered ones. */
+static infd_status reserve_samples(asr_stream *s, int64_t more, infd_error *err)
+{
+    if (s->buf_len + more <= s->buf_cap)
+        return INFD_STATUS_OK;
+    int64_t cap = s->buf_cap * 2 > s->buf_len + more ? s->buf_cap * 2 : s->buf_len + more;
+    if (cap > ASR_AUDIO_MAX_FRAMES)
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
+                              "%s: more than %lld samples held by one stream", s->m->dir,
+                              (long long)ASR_AUDIO_MAX_FRAMES);
+    float *nb = infd_realloc(s->buf, (size_t)cap * sizeof(float));
+    if (!nb)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %lld samples",
+                              (long long)cap);
+    s->buf = nb;
+    s->buf_cap = cap;
+    return INFD_STATUS_OK;
+}
+
+/* Appends what the resampler gives for in[0, n) (NULL: its flush). */
+static infd_status resample_in(asr_stream *s, const float *in, int64_t n, infd_error *err)
+{
+    int rate = asr_model_sample_rate(s->m);
+    for (;;) {
+        int64_t room = (int64_t)((double)n * rate / s->rate_in) + 64;
+        infd_status st = reserve_samples(s, room, err);
+        int64_t used = 0, made = 0;
+        if (st == INFD_STATUS_OK)
+            st = asr_resampler_process(s->rs, in, n, &used, s->buf + s->buf_len,
+                                       s->buf_cap - s->buf_len, &made, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+        s->buf_len += made;
+        if (in) {
+            in += used;
+            n -= used;
+            if (n == 0)
+                return INFD_STATUS_OK;
+        } else if (made == 0) {
+            return INFD_STATUS_OK;
+        }
+    }
+}
+
+infd_status asr_stream_accept(asr_stream *s, int sample_rate, const float *samples, int64_t n,
+                              infd_error *err)
+{
+    asr_model *m = s->m;
+    if (s->finished && n > 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "audio after the input finished");
+    if (sample_rate <= 0 || sample_rate > 1000000)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "a sample rate of %d Hz; it must be in [1, 1000000]", sample_rate);
+    if (s->rate_in && sample_rate != s->rate_in)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "the sample rate changed from %d to %d Hz within the stream",
+                              s->rate_in, sample_rate);
+    if (n < 0 || (n > 0 && !samples))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%lld samples at %p", (long long)n,
+                              (const void *)samples);
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(samples[i]) <= ASR_AUDIO_MAX_ABS))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "sample %lld of the chunk is %g; samples are expected in "
+                                  "[-1, 1] (at most %g accepted)",
+                                  (long long)i, (double)samples[i], (double)ASR_AUDIO_MAX_ABS);
+    if (n == 0)
+        return INFD_STATUS_OK;
+    if (!s->rate_in) {
+        if (sample_rate != asr_model_sample_rate(m)) {
+            infd_status st =
+                asr_resampler_create(sample_rate, asr_model_sample_rate(m), &s->rs, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+        }
+        s->rate_in = sample_rate;
+    }
+    if (s->rs)
+        return resample_in(s, samples, n, err);
+    infd_status st = reserve_samples(s, n, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    memcpy(s->buf + s->buf_len, samples, (size_t)n * sizeof(float));
+    s->buf_len += n;
+    return INFD_STATUS_OK;
+}
+
+/* Chunked decoding of audio longer than one encoding, for offline streams:
+ * chunks of ASR_CHUNK_S seconds, each with ASR_LEFT_S before it and
+ * ASR_RIGHT_S after (whole encoder frames, 80 ms for Parakeet). */
 #define ASR_CHUNK_S 20.0
 #define ASR_LEFT_S  10.0
 #define ASR_RIGHT_S 4.96
+
+void asr_stream_finish(asr_stream *s)
+{
+    if (s->finished)
+        return;
+    if (s->rs) {
+        infd_error e = { 0 };
+        if (resample_in(s, NULL, 0, &e) != INFD_STATUS_OK)
+            fprintf(stderr, "infd asr: flushing the resampler: %s\n", e.msg);
+    }
+    s->finished = true;
+    if (!s->offline)
+        return;
+    /* the whole audio in one window when it fits, else NeMo's buffered
+     * chunks */
+    asr_model *m = s->m;
+    int64_t unit = frame_samples(m), total = s->buf_start + s->buf_len;
+    if (window_frames(m, total) <= m->max_frames) {
+        s->chunk = total > 0 ? (total + unit - 1) / unit * unit : unit;
+        s->left = s->right = 0;
+    } else {
+        int64_t rate = asr_model_sample_rate(m);
+        s->chunk = (int64_t)(ASR_CHUNK_S * rate / unit + 0.5) * unit;
+        s->left = (int64_t)(ASR_LEFT_S * rate / unit + 0.5) * unit;
+        s->right = (int64_t)(ASR_RIGHT_S * rate / unit + 0.5) * unit;
+    }
+}
+
+bool asr_stream_ready(const asr_stream *s)
+{
+    int64_t total = s->buf_start + s->buf_len;
+    if (s->done || s->chunk == 0)
+        return false;
+    return s->finished ? s->next < total : total >= s->next + s->chunk + s->right;
+}
+
+bool asr_stream_done(const asr_stream *s)
+{
+    return s->finished && !asr_stream_ready(s);
+}
+
+/* Room for `more` tokens after the segment's. */
+static infd_status reserve_tokens(asr_stream *s, int64_t more, infd_error *err)
+{
+    if (s->n_tokens + more <= s->cap_tokens)
+        return INFD_STATUS_OK;
+    int64_t cap = s->cap_tokens * 2 > s->n_tokens + more ? s->cap_tokens * 2 : s->n_tokens + more;
+    asr_tdt_token *nt = infd_realloc(s->tokens, (size_t)cap * sizeof(asr_tdt_token));
+    if (!nt)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %lld tokens",
+                              (long long)cap);
+    s->tokens = nt;
+    s->cap_tokens = cap;
+    return INFD_STATUS_OK;
+}
+
+infd_status asr_stream_decode(asr_stream *s, infd_error *err)
+{
+    if (!asr_stream_ready(s))
+        return INFD_STATUS_OK;
+    asr_model *m = s->m;
+    int64_t unit = frame_samples(m), total = s->buf_start + s->buf_len;
+    int64_t cs = s->next, ce = cs + s->chunk;
+    bool last = s->finished && ce >= total;
+    if (last)
+        ce = total;
+    int64_t ws = cs - s->left > 0 ? cs - s->left : 0;
+    int64_t we = ce + s->right < total ? ce + s->right : total;
+    infd_status st = INFD_STATUS_OK;
+    if (window_frames(m, we - ws) > m->max_frames)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: a window of %.2f s is longer than the %.1f s encoded at once "
+                            "(max_seconds)",
+                            m->dir, (double)(we - ws) / asr_model_sample_rate(m),
+                            m->opts.max_seconds);
+    pthread_mutex_lock(&m->lock);
+    enc_bucket *b = NULL;
+    int64_t enc_len = 0;
+    if (st == INFD_STATUS_OK)
+        st = encode(m, s->buf + (ws - s->buf_start), we - ws, &b, &enc_len, err);
+    int64_t off = (cs - ws) / unit, cnt = 0;
+    if (st == INFD_STATUS_OK) {
+        cnt = last ? enc_len - off : s->chunk / unit;
+        if (cnt > enc_len - off)
+            cnt = enc_len - off;
+        if (cnt < 0)
+            cnt = 0;
+        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
+    }
+    if (st == INFD_STATUS_OK) {
+        bind(m, s);
+        m->enc_out = b->enc + off;
+        m->enc_stride = b->out_frames;
+        asr_tdt_nets nets = { m, joint, predict };
+        int64_t got = 0;
+        st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
+                            s->cap_tokens - s->n_tokens, &got, err);
+        s->n_tokens += got;
+        m->cur = NULL;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (st != INFD_STATUS_OK)
+        return st;
+    s->next = last ? total : cs + s->chunk;
+    s->done = last;
+    /* the samples before the next window go */
+    int64_t drop = s->next - s->left - s->buf_start;
+    if (drop > s->buf_len)
+        drop = s->buf_len;
+    if (drop > 0) {
+        memmove(s->buf, s->buf + drop, (size_t)(s->buf_len - drop) * sizeof(float));
+        s->buf_start += drop;
+        s->buf_len -= drop;
+    }
+    return INFD_STATUS_OK;
+}
+
+bool asr_stream_endpoint(const asr_stream *s)
+{
+    double fs = asr_model_frame_seconds(s->m);
+    int64_t done = s->tdt.frames_done;
+    int64_t since = s->n_tokens > 0 ? s->tdt.last_frame + 1 : s->seg_start;
+    if (since < s->seg_start)
+        since = s->seg_start;
+    double trailing = (double)(done - since) * fs, length = (double)(done - s->seg_start) * fs;
+    if (s->n_tokens == 0 && s->o.rule1_s > 0 && trailing >= s->o.rule1_s)
+        return true;
+    if (s->n_tokens > 0 && s->o.rule2_s > 0 && trailing >= s->o.rule2_s)
+        return true;
+    return s->o.rule3_s > 0 && length >= s->o.rule3_s;
+}
+
+void asr_stream_reset(asr_stream *s)
+{
+    s->n_tokens = 0;
+    s->seg_start = s->tdt.frames_done;
+}
+
+/* The text of tokens (SentencePiece: U+2581, E2 96 81, starts a word and
+ * becomes a space; the text's leading space goes) and its words. */
+static infd_status fill_text(const asr_model *m, asr_result *r, infd_error *err)
+{
+    size_t len = 1;
+    for (int64_t i = 0; i < r->n_tokens; i++)
+        len += strlen(m->pieces[r->tokens[i].id]);
+    r->text = infd_malloc(len);
+    r->words = infd_calloc((size_t)r->n_tokens + 1, sizeof(asr_word));
+    if (!r->text || !r->words)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    size_t at = 0;
+    asr_word *w = NULL;
+    for (int64_t i = 0; i < r->n_tokens; i++) {
+        const char *p = m->pieces[r->tokens[i].id];
+        bool mark = (unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x96 &&
+                    (unsigned char)p[2] == 0x81;
+        if (mark || !w) {
+            if (mark && at > 0)
+                r->text[at++] = ' ';
+            w = &r->words[r->n_words++];
+            w->first = i;
+            w->text_off = at;
+            w->start = (double)r->tokens[i].frame * r->frame_seconds;
+        }
+        while (*p) {
+            if ((unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x96 &&
+                (unsigned char)p[2] == 0x81) {
+                if (p != m->pieces[r->tokens[i].id] && at > 0)
+                    r->text[at++] = ' ';
+                p += 3;
+            } else {
+                r->text[at++] = *p++;
+            }
+        }
+        w->n = i - w->first + 1;
+        w->text_len = at - w->text_off;
+        w->end = (double)(r->tokens[i].frame + r->tokens[i].duration) * r->frame_seconds;
+    }
+    r->text[at] = '\0';
+    return INFD_STATUS_OK;
+}
+
+infd_status asr_stream_result(const asr_stream *s, asr_result *out, infd_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->frame_seconds = asr_model_frame_seconds(s->m);
+    out->n_frames = s->tdt.frames_done - s->seg_start;
+    out->start_frame = s->seg_start;
+    out->n_joint_runs = s->n_joint_runs;
+    out->tokens = infd_malloc(((size_t)s->n_tokens + 1) * sizeof(asr_tdt_token));
+    if (!out->tokens)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    memcpy(out->tokens, s->tokens, (size_t)s->n_tokens * sizeof(asr_tdt_token));
+    out->n_tokens = s->n_tokens;
+    infd_status st = fill_text(s->m, out, err);
+    if (st != INFD_STATUS_OK)
+        asr_result_fini(out);
+    return st;
+}
 
 infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
                                  infd_error *err)
 {
     memset(out, 0, sizeof(*out));
-    const asr_feature_params *fp = asr_features_params(m->feat);
-    out->frame_seconds = (double)fp->hop_length * m->subsampling / fp->sample_rate;
-    int64_t unit = (int64_t)fp->hop_length * m->subsampling; /* samples per encoder frame */
-    int64_t frames = asr_features_frames(m->feat, n);
-    int64_t bf = m->opts.bucket_frames;
-    bool whole = (frames + bf - 1) / bf * bf <= m->max_frames;
-    int64_t c_units = (int64_t)(ASR_CHUNK_S * fp->sample_rate / unit + 0.5);
-    int64_t l_units = (int64_t)(ASR_LEFT_S * fp->sample_rate / unit + 0.5);
-    int64_t r_units = (int64_t)(ASR_RIGHT_S * fp->sample_rate / unit + 0.5);
-    if (!whole && (c_units + l_units + r_units) * m->subsampling + 1 > m->max_frames)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%.1f s of audio: chunked decoding needs windows of %.1f s, "
-                              "over max_seconds %.1f",
-                              (double)n / fp->sample_rate,
-                              (double)(c_units + l_units + r_units) * unit / fp->sample_rate,
-                              m->opts.max_seconds);
-    int64_t chunk = whole ? n : c_units * unit;
-    int64_t n_chunks = n > 0 ? (n + chunk - 1) / chunk : 1;
-    int64_t cap = (n / unit + 2 * n_chunks + 2) * m->tdt.max_symbols;
-    out->tokens = infd_calloc((size_t)cap + 1, sizeof(asr_tdt_token));
-    if (!out->tokens)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    asr_tdt_state s;
-    asr_tdt_state_reset(&s);
-    asr_tdt_nets nets = { m, joint, predict };
-    m->n_joint_runs = 0;
-    infd_status st = INFD_STATUS_OK;
-    for (int64_t k = 0; k < n_chunks && st == INFD_STATUS_OK; k++) {
-        int64_t cs = k * chunk, ce = cs + chunk < n ? cs + chunk : n;
-        int64_t ws = whole ? 0 : (cs - l_units * unit > 0 ? cs - l_units * unit : 0);
-        int64_t we = whole ? n : (ce + r_units * unit < n ? ce + r_units * unit : n);
-        enc_bucket *b = NULL;
-        int64_t enc_len = 0;
-        st = encode(m, samples + ws, we - ws, &b, &enc_len, err);
-        if (st != INFD_STATUS_OK)
-            break;
-        int64_t off = (cs - ws) / unit;
-        int64_t cnt = k == n_chunks - 1 ? enc_len - off : c_units;
-        if (cnt > enc_len - off)
-            cnt = enc_len - off;
-        if (cnt < 0)
-            cnt = 0;
-        m->enc_out = b->enc + off;
-        m->enc_stride = b->out_frames;
-        int64_t got = 0;
-        st = asr_tdt_decode(&m->tdt, &nets, &s, cnt, out->tokens + out->n_tokens,
-                            cap - out->n_tokens, &got, err);
-        out->n_tokens += got;
-        out->n_frames += cnt;
+    asr_stream_options o;
+    asr_stream_options_init(&o);
+    o.chunk_s = 0;
+    asr_stream *s = NULL;
+    infd_status st = asr_stream_create(m, &o, &s, err);
+    if (st == INFD_STATUS_OK)
+        st = asr_stream_accept(s, asr_model_sample_rate(m), samples, n, err);
+    if (st == INFD_STATUS_OK) {
+        asr_stream_finish(s);
+        while (st == INFD_STATUS_OK && asr_stream_ready(s))
+            st = asr_stream_decode(s, err);
     }
-    out->n_joint_runs = m->n_joint_runs;
-    if (st != INFD_STATUS_OK) {
-        asr_result_fini(out);
-        return st;
-    }
-    size_t len = 1;
-    for (int64_t i = 0; i < out->n_tokens; i++)
-        len += strlen(m->pieces[out->tokens[i].id]);
-    out->text = infd_malloc(len);
-    if (!out->text) {
-        asr_result_fini(out);
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
-    /* SentencePiece: U+2581 (E2 96 81) starts a word; it becomes a space,
-     * and the text's leading space goes. */
-    size_t at = 0;
-    for (int64_t i = 0; i < out->n_tokens; i++)
-        for (const char *p = m->pieces[out->tokens[i].id]; *p;) {
-            if ((unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x96 &&
-                (unsigned char)p[2] == 0x81) {
-                if (at > 0)
-                    out->text[at++] = ' ';
-                p += 3;
-            } else {
-                out->text[at++] = *p++;
-            }
-        }
-    out->text[at] = '\0';
-    return INFD_STATUS_OK;
+    if (st == INFD_STATUS_OK)
+        st = asr_stream_result(s, out, err);
+    asr_stream_destroy(s);
+    return st;
 }

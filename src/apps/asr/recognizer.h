@@ -1,6 +1,7 @@
 /*
- * recognizer.h - offline transcription with a Parakeet-TDT model in the
- * onnx-asr layout, on infd's engine (docs/ASR.md).
+ * recognizer.h - transcription, offline and streaming, with a Parakeet-TDT
+ * model on infd's engine (docs/ASR.md). The public C ABI over it is
+ * include/infd/asr.h.
  *
  * A model directory holds (as istupakov/onnx-asr publishes Parakeet):
  *   encoder-model.onnx      audio_signal [B, n_mels, T] f32, length [B] i64
@@ -36,12 +37,14 @@
 #ifndef INFD_APPS_ASR_RECOGNIZER_H
 #define INFD_APPS_ASR_RECOGNIZER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "apps/asr/tdt.h"
 #include "infd/engine.h"
 
 typedef struct asr_model asr_model;
+typedef struct asr_stream asr_stream;
 
 typedef struct asr_model_options {
     infd_device_kind device; /* INFD_DEVICE_CPU (default) or INFD_DEVICE_CUDA */
@@ -51,13 +54,24 @@ typedef struct asr_model_options {
     double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: in chunks) */
 } asr_model_options;
 
+/* A word: tokens [first, first + n) of the result, the first starting with
+ * SentencePiece's word mark; its text is text[text_off, text_off + text_len). */
+typedef struct asr_word {
+    int64_t first, n;
+    size_t text_off, text_len;
+    double start, end; /* seconds: the first token's frame, the last one's frame + duration */
+} asr_word;
+
 typedef struct asr_result {
     char *text;            /* detokenised (SentencePiece's U+2581 as spaces), owned */
     asr_tdt_token *tokens; /* owned */
     int64_t n_tokens;
+    asr_word *words; /* owned */
+    int64_t n_words;
     double frame_seconds; /* seconds per encoder frame (hop x subsampling / rate) */
     int64_t n_frames;     /* encoder frames decoded */
     int64_t n_joint_runs; /* decoder-joint runs the decoding took */
+    int64_t start_frame;  /* the segment's first frame (streams reset at endpoints) */
 } asr_result;
 
 void asr_model_options_init(asr_model_options *o);
@@ -69,17 +83,90 @@ void asr_model_destroy(asr_model *m);
 /* The sample rate the model takes (16000). */
 int asr_model_sample_rate(const asr_model *m);
 
+/* Seconds per encoder frame (0.08 for Parakeet). */
+double asr_model_frame_seconds(const asr_model *m);
+
 /* The vocabulary's piece for token id (NULL outside it). */
 const char *asr_model_piece(const asr_model *m, int id);
 
-/* Transcribes n mono samples at asr_model_sample_rate. Audio that fits in
- * one encoding (max_seconds) is encoded at once; longer audio in chunks of
- * 20 s, each encoded with 10 s before and 4.96 s after it (NeMo's buffered
- * inference), only the chunk's frames decoded and the decoder's state
- * carried (the encoder's attention grows with the square of the length). */
+/* Transcribes n mono samples at asr_model_sample_rate: an offline stream
+ * (below) given all of them. Audio that fits in one encoding (max_seconds)
+ * is encoded at once; longer audio in chunks of 20 s, each encoded with
+ * 10 s before and 4.96 s after it (NeMo's buffered inference), only the
+ * chunk's frames decoded and the decoder's state carried (the encoder's
+ * attention grows with the square of the length). */
 infd_status asr_model_transcribe(asr_model *m, const float *samples, int64_t n, asr_result *out,
                                  infd_error *err);
 
 void asr_result_fini(asr_result *r);
+
+/*
+ * Streams: one per session, all sharing the model. Buffered chunked
+ * streaming (NeMo's for full-attention models such as Parakeet v2/v3):
+ * audio is cut into chunks of chunk_s; a chunk is encoded inside the window
+ * [left_s | chunk | right_s] (features and their normalisation over the
+ * window), only its encoder frames are decoded, and the decoder's state
+ * (the predictor's LSTM state, its last token, the TDT time jump) is
+ * carried to the next. A chunk is ready once right_s of audio after it has
+ * come, or the input has finished. The three are whole encoder frames.
+ * chunk_s = 0 makes an offline stream: nothing is ready until the input
+ * has finished, and then it decodes as asr_model_transcribe.
+ *
+ * Endpoints follow sherpa-onnx's three rules, in seconds of decoded audio
+ * since the segment began (asr_stream_reset begins one): trailing silence
+ * (frames since the last token) >= rule1_s with no token yet; >= rule2_s
+ * after a token; the segment >= rule3_s long.
+ *
+ * After the first chunks, accepting audio at the model's rate and decoding
+ * allocate nothing (tests/unit/apps/test_asr_stream.c counts): the
+ * encoder's plans for the window lengths are built on their first use, the
+ * sample buffer is compacted in place, and the token buffer doubles only
+ * when full. Decoding locks the model: streams decode one at a time.
+ */
+typedef struct asr_stream_options {
+    double chunk_s; /* 0: offline; else >= one encoder frame (0.08 s) */
+    double left_s, right_s;
+    double rule1_s, rule2_s, rule3_s; /* endpoint rules; 0 turns one off */
+} asr_stream_options;
+
+/* Defaults: chunk 2 s, left 10 s, right 2 s (NeMo's), endpoint rules 2.4,
+ * 1.2 and 20 s (sherpa-onnx's). */
+void asr_stream_options_init(asr_stream_options *o);
+
+/* INVALID_ARGUMENT naming the option when a length is negative, not a
+ * whole number of encoder frames, or the window is longer than the model's
+ * max_seconds. */
+infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_stream **out,
+                              infd_error *err);
+void asr_stream_destroy(asr_stream *s);
+
+/* Appends n samples at sample_rate (resampled with libsoxr when it is not
+ * the model's; it may not change within a stream). n = 0 is a no-op.
+ * INVALID_ARGUMENT for a rate <= 0 or changed, a sample that is not finite
+ * or beyond ASR_AUDIO_MAX_ABS, or audio after asr_stream_finish. */
+infd_status asr_stream_accept(asr_stream *s, int sample_rate, const float *samples, int64_t n,
+                              infd_error *err);
+
+/* No more audio: the rest is decoded as the last chunk. */
+void asr_stream_finish(asr_stream *s);
+
+/* A chunk can be decoded. */
+bool asr_stream_ready(const asr_stream *s);
+
+/* Decodes the next ready chunk (a no-op when none is). */
+infd_status asr_stream_decode(asr_stream *s, infd_error *err);
+
+/* The input has finished and every chunk is decoded. */
+bool asr_stream_done(const asr_stream *s);
+
+/* The segment's transcript so far (partial until asr_stream_done). */
+infd_status asr_stream_result(const asr_stream *s, asr_result *out, infd_error *err);
+
+/* One of the endpoint rules holds. */
+bool asr_stream_endpoint(const asr_stream *s);
+
+/* Begins a new segment: the tokens so far are dropped (the decoder keeps
+ * its state and the audio goes on). */
+void asr_stream_reset(asr_stream *s);
 
 #endif /* INFD_APPS_ASR_RECOGNIZER_H */

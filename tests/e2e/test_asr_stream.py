@@ -1,0 +1,220 @@
+"""Buffered streaming speech recognition (issue #21, mode (a)): `infd asr
+--stream` and the C ABI (include/infd/asr.h, libinfd_asr.so through
+ctypes) with the tiny random-weight Parakeet-TDT model, against the
+reference pipeline of test_asr.py run chunk by chunk the same way: each
+chunk encoded inside its [left | chunk | right] window, only its frames
+decoded, the decoder's state carried. Token-identical (ids and frames),
+whatever the size of the pieces the audio comes in.
+
+A full-attention encoder sees different context in a window than in the
+whole file, so the streamed tokens of a random model differ from the
+offline ones unless the windows cover the file; when they do, streaming
+gives exactly the offline tokens (test_windows_over_the_whole_file...).
+
+Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_asr_stream.py
+"""
+
+import ctypes
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+from test_asr import model_dir, reference, reference_transcribe, sherpa_dir  # noqa: F401
+from test_asr_features import speechlike, write_wav
+
+MS = 16  # samples per millisecond at 16 kHz
+
+
+def stream(infd_bin, model, wav, chunk_ms, left_ms, right_ms, feed_ms=100, extra=()):
+    r = subprocess.run([str(infd_bin), "asr", str(model), str(wav), "--stream", "--json",
+                        "--chunk-ms", str(chunk_ms), "--left-ms", str(left_ms),
+                        "--right-ms", str(right_ms), "--feed-ms", str(feed_ms), *extra],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def ids(result):
+    return [(t["id"], t["frame"], t["duration"]) for t in result["tokens"]]
+
+
+@pytest.mark.parametrize("layout", ["onnx-asr", "sherpa-onnx"])
+@pytest.mark.parametrize("chunk_ms,left_ms,right_ms,feed_ms,seconds", [
+    (2000, 10000, 2000, 100, 7.3),   # NeMo's 10-2-2
+    (160, 2000, 320, 37, 4.1),       # low latency, odd-sized pieces
+    (480, 0, 0, 480, 3.3),           # no context at all
+    (800, 1600, 800, 1000, 0.5),     # shorter than one chunk
+])
+def test_stream_matches_the_reference(infd_bin, model_dir, sherpa_dir, reference, tmp_path,
+                                      layout, chunk_ms, left_ms, right_ms, feed_ms, seconds):
+    x = write_wav(tmp_path / "a.wav", speechlike(int(seconds * 16000), 11))
+    model = model_dir if layout == "onnx-asr" else sherpa_dir
+    lines = stream(infd_bin, model, tmp_path / "a.wav", chunk_ms, left_ms, right_ms, feed_ms)
+    final = lines[-1]
+    assert final["final"] and all(not line["final"] for line in lines[:-1])
+    tokens, text = reference_transcribe(reference, x, chunk=chunk_ms * MS, left=left_ms * MS,
+                                        right=right_ms * MS)
+    print(f"{chunk_ms}/{left_ms}/{right_ms} ms: {len(tokens)} tokens, {len(lines) - 1} partials")
+    assert ids(final) == tokens
+    assert final["text"] == text
+    # partials grow: each is a prefix of the final transcript
+    for p in lines[:-1]:
+        assert ids(p) == tokens[:len(p["tokens"])]
+    # words: their times come from their tokens
+    if final["words"]:
+        assert " ".join(w["word"] for w in final["words"]) == text
+        assert all(w["end"] > w["start"] for w in final["words"])
+
+
+def test_windows_over_the_whole_file_give_the_offline_tokens(infd_bin, model_dir, tmp_path):
+    """When the right context reaches past the end of the file, every chunk
+    is encoded with the whole file around it: the chunks' frames and the
+    carried decoder state must then give exactly the offline tokens."""
+    write_wav(tmp_path / "a.wav", speechlike(int(6.2 * 16000), 5))
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "a.wav"), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    offline = json.loads(r.stdout)
+    for chunk_ms in (160, 800, 2000):
+        final = stream(infd_bin, model_dir, tmp_path / "a.wav", chunk_ms, 10000, 10000)[-1]
+        assert ids(final) == ids(offline), chunk_ms
+        assert final["text"] == offline["text"]
+
+
+def test_endpoints_split_segments(infd_bin, model_dir, tmp_path):
+    """--endpoint: a segment ends at an endpoint, is printed as final, and
+    the next begins where it ended. The random model emits tokens even in
+    silence, so here rule 3 (a segment of 2 s) ends them, or rule 2 (0.8 s
+    after the last token)."""
+    write_wav(tmp_path / "a.wav", np.concatenate([speechlike(16000 * 3, 2),
+                                                  np.zeros(16000 * 3, np.float32),
+                                                  speechlike(16000 * 3, 3)]))
+    lines = stream(infd_bin, model_dir, tmp_path / "a.wav", 400, 2000, 400, extra=["--endpoint-rules", "2.4,0.8,2"])
+    finals = [line for line in lines if line["final"]]
+    print([(f["segment"], f["start_frame"], len(f["tokens"])) for f in finals])
+    assert len(finals) >= 4
+    assert [f["segment"] for f in finals] == list(range(len(finals)))
+    for a, b in zip(finals, finals[1:]):
+        assert b["start_frame"] == a["start_frame"] + a["frames"]
+        assert a["frames"] * 0.08 <= 2.0 + 0.4  # rule 3, checked after each 400 ms chunk
+        assert all(t["frame"] >= b["start_frame"] for t in b["tokens"])
+
+
+def test_stream_text_output_and_errors(infd_bin, model_dir, tmp_path):
+    write_wav(tmp_path / "a.wav", speechlike(16000 * 5, 4))
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "a.wav"),
+                        "--stream"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 'a.wav'} [partial 4.00 s]: ")
+    assert lines[-1].startswith(f"{tmp_path / 'a.wav'}: ")
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "a.wav"),
+                        "--stream", "--chunk-ms", "100"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1
+    assert "the chunk is 0.1 s; it must be a whole number of encoder frames (0.08 s each)" \
+        in r.stderr
+
+
+class Result(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_char_p), ("count", ctypes.c_int32),
+                ("tokens", ctypes.POINTER(ctypes.c_char_p)),
+                ("token_ids", ctypes.POINTER(ctypes.c_int32)),
+                ("timestamps", ctypes.POINTER(ctypes.c_float)),
+                ("durations", ctypes.POINTER(ctypes.c_float)),
+                ("n_words", ctypes.c_int32), ("words", ctypes.c_void_p),
+                ("segment", ctypes.c_int32), ("start_time", ctypes.c_float),
+                ("is_final", ctypes.c_int32), ("json", ctypes.c_char_p)]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("model_dir", ctypes.c_char_p), ("device", ctypes.c_char_p),
+                ("num_threads", ctypes.c_int), ("chunk_ms", ctypes.c_int),
+                ("left_ms", ctypes.c_int), ("right_ms", ctypes.c_int),
+                ("rule1", ctypes.c_float), ("rule2", ctypes.c_float), ("rule3", ctypes.c_float)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+@pytest.fixture(scope="module")
+def libasr(infd_bin):
+    path = pathlib.Path(infd_bin).resolve().parent / "libinfd_asr.so"
+    assert path.exists(), f"{path}: the build makes it beside infd"
+    lib = ctypes.CDLL(str(path))
+    lib.infd_asr_accept_waveform.argtypes = [ctypes.c_void_p, ctypes.c_int32,
+                                             ctypes.POINTER(ctypes.c_float), ctypes.c_int64,
+                                             ctypes.POINTER(Error)]
+    for f in ("infd_asr_is_ready", "infd_asr_decode", "infd_asr_get_result",
+              "infd_asr_decode_multiple"):
+        getattr(lib, f).argtypes = None
+    lib.infd_asr_get_result.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.POINTER(ctypes.POINTER(Result)),
+                                        ctypes.POINTER(Error)]
+    lib.infd_asr_is_ready.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.infd_asr_decode.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(Error)]
+    lib.infd_asr_decode_multiple.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                             ctypes.c_int32, ctypes.POINTER(Error)]
+    lib.infd_asr_input_finished.argtypes = [ctypes.c_void_p]
+    lib.infd_asr_stream_destroy.argtypes = [ctypes.c_void_p]
+    lib.infd_asr_recognizer_destroy.argtypes = [ctypes.c_void_p]
+    lib.infd_asr_result_destroy.argtypes = [ctypes.POINTER(Result)]
+    return lib
+
+
+def test_c_abi_many_streams(libasr, model_dir, reference):
+    """Three sessions through the C ABI at once, fed interleaved in pieces
+    of different sizes and decoded together with
+    infd_asr_decode_multiple: each gets the reference's tokens, and the
+    result's arrays and JSON agree."""
+    cfg = Config()
+    libasr.infd_asr_config_init(ctypes.byref(cfg))
+    cfg.model_dir = str(model_dir).encode()
+    cfg.num_threads = 1
+    cfg.chunk_ms, cfg.left_ms, cfg.right_ms = 320, 1600, 480
+    err = Error()
+    rec = ctypes.c_void_p()
+    assert libasr.infd_asr_recognizer_create(ctypes.byref(cfg), ctypes.byref(rec),
+                                             ctypes.byref(err)) == 0, err.msg
+    audio = [speechlike(int(s * 16000), 20 + i) for i, s in enumerate((2.9, 4.4, 1.3))]
+    streams = (ctypes.c_void_p * 3)()
+    for i in range(3):
+        assert libasr.infd_asr_stream_create(rec, ctypes.byref(streams, i * 8),
+                                             ctypes.byref(err)) == 0, err.msg
+    pieces, at = (1000, 3200, 777), [0, 0, 0]
+    while any(at[i] < audio[i].size for i in range(3)):
+        for i in range(3):
+            if at[i] >= audio[i].size:
+                continue
+            x = np.ascontiguousarray(audio[i][at[i]:at[i] + pieces[i]], np.float32)
+            at[i] += x.size
+            p = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            assert libasr.infd_asr_accept_waveform(streams[i], 16000, p, x.size,
+                                                   ctypes.byref(err)) == 0, err.msg
+            if at[i] >= audio[i].size:
+                libasr.infd_asr_input_finished(streams[i])
+        assert libasr.infd_asr_decode_multiple(rec, streams, 3, ctypes.byref(err)) == 0, err.msg
+    for i in range(3):
+        while libasr.infd_asr_is_ready(rec, streams[i]):
+            assert libasr.infd_asr_decode(rec, streams[i], ctypes.byref(err)) == 0, err.msg
+        res = ctypes.POINTER(Result)()
+        assert libasr.infd_asr_get_result(rec, streams[i], ctypes.byref(res),
+                                          ctypes.byref(err)) == 0, err.msg
+        r = res.contents
+        x = audio[i].astype(np.float32)
+        tokens, text = reference_transcribe(reference, x, chunk=320 * MS, left=1600 * MS,
+                                            right=480 * MS)
+        got = [(r.token_ids[k], round(r.timestamps[k] / 0.08), round(r.durations[k] / 0.08))
+               for k in range(r.count)]
+        assert got == tokens
+        assert r.text.decode() == text and r.is_final == 1
+        j = json.loads(r.json.decode())
+        assert j["text"] == text and j["token_ids"] == [t[0] for t in tokens]
+        assert j["is_final"] is True and j["segment"] == 0
+        libasr.infd_asr_result_destroy(res)
+        libasr.infd_asr_stream_destroy(streams[i])
+    libasr.infd_asr_recognizer_destroy(rec)
