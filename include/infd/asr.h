@@ -86,6 +86,10 @@ typedef struct infd_asr_config {
     float rule1_min_trailing_silence;
     float rule2_min_trailing_silence;
     float rule3_min_utterance_length;
+    /* The model's contract (docs/ASR.md): NULL checks
+     * <parent of model_dir>/contracts/<model>.contract.json when it is
+     * there; a path given must be there. */
+    const char *contract;
 } infd_asr_config;
 
 /* A word of a transcript: its text and times in seconds from the start of

@@ -5,7 +5,12 @@
  *   infd asr MODEL_DIR FILE... [--stream [--chunk-ms N] [--left-ms N]
  *            [--right-ms N] [--feed-ms N] [--endpoint]] [--device cpu|cuda]
  *            [--threads N] [--json]
+ *   infd asr MODEL_DIR --write-contract [-o FILE]
  *   infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]
+ *
+ * The model's contract (src/apps/asr/contract.h) is checked when it loads
+ * if its file is there, <parent of MODEL_DIR>/contracts/<model>.contract.json
+ * or --contract FILE; --write-contract writes it there (or to -o FILE).
  *
  * MODEL_DIR FILE...: transcribes each sound file with the Parakeet-TDT
  * model in MODEL_DIR (the onnx-asr or the sherpa-onnx layout,
@@ -28,9 +33,11 @@
  * features (src/apps/asr/features.h), printing their shape and writing
  * them, [n_mels, frames] FP32, to OUT.npy.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <yajl/yajl_gen.h>
 
@@ -46,8 +53,9 @@ static void usage(void)
     fprintf(stderr, "usage: infd asr MODEL_DIR FILE... [--stream [--chunk-ms N] [--left-ms N] "
                     "[--right-ms N]\n"
                     "                [--feed-ms N] [--endpoint] [--endpoint-rules R1,R2,R3]]\n"
-                    "                [--device cpu|cuda] "
+                    "                [--contract FILE] [--device cpu|cuda] "
                     "[--threads N] [--json]\n"
+                    "       infd asr MODEL_DIR --write-contract [-o FILE]\n"
                     "       infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n");
 }
 
@@ -249,6 +257,45 @@ typedef struct stream_args {
     int feed_ms;
 } stream_args;
 
+/* Writes the loaded model's contract to `out` (NULL: its contract path,
+ * making the contracts/ folder). */
+static int write_contract(const char *dir, const asr_model_options *o, const char *out)
+{
+    infd_error err = { 0 };
+    asr_model *m = NULL;
+    if (asr_model_load(dir, o, &m, &err) != INFD_STATUS_OK) {
+        fprintf(stderr, "infd asr: %s\n", err.msg);
+        return INFD_EXIT_FAILURE;
+    }
+    const char *path = out ? out : asr_model_contract_path(m);
+    char *json = asr_model_contract_json(m);
+    int rc = INFD_EXIT_FAILURE;
+    if (!out) { /* the contracts/ folder beside the model */
+        char folder[4096];
+        snprintf(folder, sizeof(folder), "%s", path);
+        char *slash = strrchr(folder, '/');
+        if (slash) {
+            *slash = '\0';
+            if (mkdir(folder, 0755) != 0 && errno != EEXIST)
+                fprintf(stderr, "infd asr: %s: cannot make the folder: %s\n", folder,
+                        strerror(errno));
+        }
+    }
+    FILE *f = json ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "infd asr: %s: cannot write: %s\n", path,
+                json ? strerror(errno) : "out of memory");
+    } else if (fputs(json, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "infd asr: %s: cannot write: %s\n", path, strerror(errno));
+    } else {
+        printf("%s: the contract of %s\n", path, dir);
+        rc = INFD_EXIT_OK;
+    }
+    infd_free(json);
+    asr_model_destroy(m);
+    return rc;
+}
+
 static int transcribe(const char *dir, char **files, int n_files, const asr_model_options *o,
                       const stream_args *sa, bool json)
 {
@@ -294,7 +341,7 @@ int infd_cli_asr(int argc, char **argv)
 {
     const char *feat_path = NULL, *out_path = NULL;
     int n_mels = 128;
-    bool normalize = true, json = false;
+    bool normalize = true, json = false, write = false;
     char **pos = calloc((size_t)argc + 1, sizeof(char *));
     int n_pos = 0;
     asr_model_options o;
@@ -341,6 +388,10 @@ int infd_cli_asr(int argc, char **argv)
             json = true;
         } else if (strcmp(argv[i], "--stream") == 0) {
             sa.on = true;
+        } else if (strcmp(argv[i], "--write-contract") == 0) {
+            write = true;
+        } else if (strcmp(argv[i], "--contract") == 0 && i + 1 < argc) {
+            o.contract = argv[++i];
         } else if (strcmp(argv[i], "--endpoint") == 0) {
             sa.endpoint = true;
         } else if (strcmp(argv[i], "--endpoint-rules") == 0 && i + 1 < argc) {
@@ -390,7 +441,9 @@ int infd_cli_asr(int argc, char **argv)
             pos[n_pos++] = argv[i];
         }
     }
-    if (feat_path && n_pos == 0)
+    if (write && !feat_path && n_pos == 1)
+        rc = write_contract(pos[0], &o, out_path);
+    else if (feat_path && n_pos == 0)
         rc = features(feat_path, out_path, n_mels, normalize);
     else if (!feat_path && n_pos >= 2)
         rc = transcribe(pos[0], pos + 1, n_pos - 1, &o, &sa, json);

@@ -57,8 +57,7 @@ static const command commands[] = {
     { "asr",
       "asr MODEL_DIR FILE... [--stream [--chunk-ms N]] [--device cpu|cuda] [--json] | "
       "asr --features FILE",
-      "transcribe speech with a Parakeet-TDT model, offline or streaming",
-      infd_cli_asr, NULL },
+      "transcribe speech with a Parakeet-TDT model, offline or streaming", infd_cli_asr, NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
 };

@@ -266,3 +266,57 @@ def test_long_audio_is_chunked(infd_bin, model_dir, reference, tmp_path):
     assert got["text"] == text
     frames = [t["frame"] for t in got["tokens"]]
     assert frames == sorted(frames) and frames[-1] > 500
+
+
+@pytest.mark.parametrize("layout", ["onnx-asr", "sherpa-onnx"])
+def test_contract_file_is_written_and_enforced(infd_bin, model_dir, sherpa_dir, tmp_path,
+                                               layout):
+    """`infd asr MODEL_DIR --write-contract` writes contracts/<model>.contract.json
+    beside the model; from then on every load checks the model against it,
+    and each difference (features, dtype, a cache input the model lacks,
+    vocabulary size) is refused naming the field, the tensor and both values."""
+    write_wav(tmp_path / "a.wav", speechlike(8000, 1))
+    d = copy_model(model_dir if layout == "onnx-asr" else sherpa_dir, tmp_path)
+    r = subprocess.run([str(infd_bin), "asr", str(d), "--write-contract"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "contracts" / "m.contract.json"
+    c = json.loads(path.read_text())
+    assert c["contract"] == "infd-asr/1" and c["layout"] == layout and c["model"] == "m"
+    assert c["tdt"] == {"vocab_size": 32, "blank_id": 32, "durations": [0, 1, 2, 3, 4],
+                        "max_symbols_per_step": 10}
+    assert c["features"]["n_mels"] == 128 and c["cache"] == {"kind": "none"}
+    enc = c["networks"]["encoder"]
+    assert enc["inputs"][0] == {"name": "audio_signal", "dtype": "FP32", "shape": [1, 128, "?"]}
+    assert r.stdout.strip() == f"{path}: the contract of {d}"
+    assert infd_asr(infd_bin, d, tmp_path / "a.wav").returncode == 0
+
+    def refused(edit, message):
+        bad = json.loads(json.dumps(c))
+        edit(bad)
+        path.write_text(json.dumps(bad))
+        r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+        assert r.returncode == 1 and f"{path}: {message}" in r.stderr, r.stderr
+
+    refused(lambda b: b["features"].update(n_mels=80),
+            "features.n_mels: the model has 128, the contract 80")
+    refused(lambda b: b["networks"]["encoder"]["inputs"][1].update(dtype="INT32"),
+            "networks.encoder.inputs[1] ('length').dtype: the model has \"INT64\", "
+            "the contract \"INT32\"")
+    refused(lambda b: b["networks"]["encoder"]["inputs"].append(
+        {"name": "cache_last_channel", "dtype": "FP32", "shape": [1, 2, 70, 64]}),
+        "networks.encoder.inputs[2] ('cache_last_channel'): the model has nothing, "
+        "the contract an object")
+    refused(lambda b: b["cache"].update(kind="cache_aware"),
+            "cache.kind: the model has \"none\", the contract \"cache_aware\"")
+    refused(lambda b: b["tdt"].update(vocab_size=8192),
+            "tdt.vocab_size: the model has 32, the contract 8192")
+    refused(lambda b: b.pop("predictor"),
+            "predictor: the model has an object, the contract nothing")
+    path.write_text("{\"contract\": \"infd-asr/1\", ")
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and f"{path}: not a JSON object: parse error" in r.stderr, r.stderr
+    # a contract given on the command line must be there
+    r = subprocess.run([str(infd_bin), "asr", str(d), str(tmp_path / "a.wav"), "--contract",
+                        str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "nope.json: cannot open" in r.stderr, r.stderr

@@ -134,7 +134,8 @@ class Config(ctypes.Structure):
     _fields_ = [("model_dir", ctypes.c_char_p), ("device", ctypes.c_char_p),
                 ("num_threads", ctypes.c_int), ("chunk_ms", ctypes.c_int),
                 ("left_ms", ctypes.c_int), ("right_ms", ctypes.c_int),
-                ("rule1", ctypes.c_float), ("rule2", ctypes.c_float), ("rule3", ctypes.c_float)]
+                ("rule1", ctypes.c_float), ("rule2", ctypes.c_float), ("rule3", ctypes.c_float),
+                ("contract", ctypes.c_char_p)]
 
 
 class Error(ctypes.Structure):

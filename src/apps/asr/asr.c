@@ -87,6 +87,7 @@ infd_status infd_asr_recognizer_create(const infd_asr_config *c, infd_asr_recogn
                               "chunk_ms %d, left_ms %d and right_ms %d; none may be negative",
                               c->chunk_ms, c->left_ms, c->right_ms);
     o.n_threads = c->num_threads;
+    o.contract = c->contract;
     infd_asr_recognizer *r = infd_calloc(1, sizeof(*r));
     if (!r)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");

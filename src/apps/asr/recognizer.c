@@ -10,9 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <yajl/yajl_tree.h>
-
 #include "apps/asr/audio.h"
+#include "apps/asr/contract.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
 #include "core/alloc.h"
@@ -37,6 +36,9 @@ typedef enum model_layout {
 
 struct asr_model {
     char *dir;
+    char *name;          /* the directory's last component */
+    char *contract_path; /* where its contract is read from */
+    asr_contract contract;
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -162,60 +164,16 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
-/* config.json: model type, feature count, subsampling, max tokens per step. */
+/* config.json (contract.h's parser). */
 static infd_status read_config(asr_model *m, infd_error *err)
 {
-    infd_status st = INFD_STATUS_OK;
     size_t n = 0;
-    char *path = path_join(m->dir, "config.json"), ebuf[256] = "";
+    char *path = path_join(m->dir, "config.json");
     char *text = path ? read_text(path, &n, err) : NULL;
-    yajl_val root = NULL;
-    if (!path)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    if (!text) {
-        st = err ? err->code : INFD_STATUS_IO;
-        goto out;
-    }
-    root = yajl_tree_parse(text, ebuf, sizeof(ebuf));
-    if (!root || !YAJL_IS_OBJECT(root)) {
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: not a JSON object: %s", path,
-                            ebuf[0] ? ebuf : "no object");
-        goto out;
-    }
-    const char *k_type[] = { "model_type", NULL }, *k_feat[] = { "features_size", NULL },
-               *k_sub[] = { "subsampling_factor", NULL },
-               *k_max[] = { "max_tokens_per_step", NULL };
-    yajl_val type = yajl_tree_get(root, k_type, yajl_t_string);
-    const char *tv = type ? YAJL_GET_STRING(type) : NULL;
-    if (!tv || strcmp(tv, "nemo-conformer-tdt") != 0) {
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: model_type is %s%s%s; infd reads \"nemo-conformer-tdt\"", path,
-                            tv ? "\"" : "", tv ? tv : "missing", tv ? "\"" : "");
-        goto out;
-    }
-    yajl_val feat = yajl_tree_get(root, k_feat, yajl_t_number);
-    yajl_val sub = yajl_tree_get(root, k_sub, yajl_t_number);
-    yajl_val max = yajl_tree_get(root, k_max, yajl_t_number);
-    long long nf = feat && YAJL_IS_INTEGER(feat) ? YAJL_GET_INTEGER(feat) : -1;
-    long long ns = sub && YAJL_IS_INTEGER(sub) ? YAJL_GET_INTEGER(sub) : 8;
-    long long nm = max && YAJL_IS_INTEGER(max) ? YAJL_GET_INTEGER(max) : 10;
-    if (nf < 1 || nf > 512) {
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: features_size is %lld; expected an integer in [1, 512]", path, nf);
-        goto out;
-    }
-    if (ns < 1 || ns > 64 || nm < 1 || nm > 1000) {
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: subsampling_factor %lld or max_tokens_per_step %lld out of "
-                            "range ([1, 64] and [1, 1000])",
-                            path, ns, nm);
-        goto out;
-    }
-    m->n_mels = (int)nf;
-    m->subsampling = (int)ns;
-    m->max_symbols = (int)nm;
-out:
-    yajl_tree_free(root);
+    infd_status st = !path   ? infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory")
+                     : !text ? (err ? err->code : INFD_STATUS_IO)
+                             : asr_config_parse(text, n, path, &m->n_mels, &m->subsampling,
+                                                &m->max_symbols, err);
     infd_free(text);
     infd_free(path);
     return st;
@@ -493,8 +451,11 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     if (st == INFD_STATUS_OK)
         st = check_io(m->dj, true, 3, path, "output_states_2", INFD_DTYPE_FP32, 3,
                       (const int64_t[]){ m->n_layers, 1, m->hidden }, &t, err);
-    if (st == INFD_STATUS_OK)
+    if (st == INFD_STATUS_OK) {
+        asr_contract_record(&m->contract.nets[m->contract.n_nets++], "decoder_joint",
+                            "decoder_joint-model.onnx", m->dj);
         st = infd_context_create(m->dj, &m->dj_ctx, err);
+    }
     if (st == INFD_STATUS_OK)
         st = decode_buffers(m, err);
     infd_free(path);
@@ -556,8 +517,11 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
         if (st == INFD_STATUS_OK)
             st = check_io(m->pred, true, k, dpath, t.name, INFD_DTYPE_FP32, 3, state, &t, err);
     }
-    if (st == INFD_STATUS_OK)
+    if (st == INFD_STATUS_OK) {
+        asr_contract_record(&m->contract.nets[m->contract.n_nets++], "decoder", "decoder.onnx",
+                            m->pred);
         st = infd_context_create(m->pred, &m->pred_ctx, err);
+    }
     if (st == INFD_STATUS_OK) {
         infd_input_shape shapes[2] = {
             { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } } },
@@ -575,8 +539,11 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
                       (const int64_t[]){ 1, m->hidden, 1 }, &t, err);
     if (st == INFD_STATUS_OK)
         st = check_logits(m, m->joiner, jpath, err);
-    if (st == INFD_STATUS_OK)
+    if (st == INFD_STATUS_OK) {
+        asr_contract_record(&m->contract.nets[m->contract.n_nets++], "joiner", "joiner.onnx",
+                            m->joiner);
         st = infd_context_create(m->joiner, &m->joiner_ctx, err);
+    }
     if (st == INFD_STATUS_OK)
         st = decode_buffers(m, err);
     infd_free(dpath);
@@ -677,6 +644,8 @@ void asr_model_destroy(asr_model *m)
             infd_free(m->pieces[i]);
     infd_free(m->pieces);
     asr_features_destroy(m->feat);
+    infd_free(m->contract_path);
+    infd_free(m->name);
     infd_free(m->dir);
     infd_free(m);
 }
@@ -712,6 +681,68 @@ static infd_status detect_layout(asr_model *m, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* The model's name (the directory's last component) and its contract's
+ * path: `given`, or <parent>/contracts/<name>.contract.json. */
+static infd_status model_paths(asr_model *m, const char *given)
+{
+    size_t len = strlen(m->dir);
+    while (len > 1 && m->dir[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start > 0 && m->dir[start - 1] != '/')
+        start--;
+    m->name = infd_malloc(len - start + 1);
+    if (!m->name)
+        return INFD_STATUS_OUT_OF_MEMORY;
+    memcpy(m->name, m->dir + start, len - start);
+    m->name[len - start] = '\0';
+    if (given) {
+        m->contract_path = infd_strdup(given);
+    } else {
+        size_t n = start + strlen(m->name) + 64;
+        m->contract_path = infd_malloc(n);
+        if (m->contract_path)
+            snprintf(m->contract_path, n, "%.*scontracts/%s.contract.json", (int)start, m->dir,
+                     m->name);
+    }
+    return m->contract_path ? INFD_STATUS_OK : INFD_STATUS_OUT_OF_MEMORY;
+}
+
+/* The loaded model's facts (contract.h), checked against its contract file
+ * when that is there (or was given). */
+static infd_status check_contract(asr_model *m, infd_error *err)
+{
+    asr_contract *c = &m->contract;
+    c->model = m->name;
+    c->layout = m->layout == LAYOUT_ONNX_ASR ? "onnx-asr" : "sherpa-onnx";
+    c->features = *asr_features_params(m->feat);
+    c->subsampling = m->subsampling;
+    c->d_model = m->d_enc;
+    c->pred_layers = m->n_layers;
+    c->pred_hidden = m->hidden;
+    c->tdt = m->tdt;
+    c->cache_kind = "none";
+    if (!m->opts.contract && access(m->contract_path, F_OK) != 0)
+        return INFD_STATUS_OK;
+    size_t n = 0;
+    char *text = read_text(m->contract_path, &n, err);
+    if (!text)
+        return err ? err->code : INFD_STATUS_IO;
+    infd_status st = asr_contract_check(c, text, n, m->contract_path, err);
+    infd_free(text);
+    return st;
+}
+
+char *asr_model_contract_json(const asr_model *m)
+{
+    return asr_contract_json(&m->contract);
+}
+
+const char *asr_model_contract_path(const asr_model *m)
+{
+    return m->contract_path;
+}
+
 infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_model **out,
                            infd_error *err)
 {
@@ -722,6 +753,10 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&m->lock, NULL);
+    if (model_paths(m, o ? o->contract : NULL) != INFD_STATUS_OK) {
+        asr_model_destroy(m);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     if (o)
         m->opts = *o;
     else
@@ -776,10 +811,18 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     enc_bucket *b = NULL;
     if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
         st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
+    if (st == INFD_STATUS_OK) { /* the first bucket's plan: the encoder's I/O, time dims chosen */
+        asr_contract_record(&m->contract.nets[m->contract.n_nets++], "encoder", m->enc_file,
+                            b->plan);
+        m->contract.nets[0].in[0].dims[2] = -1;
+        m->contract.nets[0].out[0].dims[2] = -1;
+    }
     if (st == INFD_STATUS_OK) /* the plans hold what they read; a new length reloads */
         infd_weights_trim(m->enc_w);
     if (st == INFD_STATUS_OK)
         st = m->layout == LAYOUT_ONNX_ASR ? load_decoder(m, err) : load_sherpa(m, err);
+    if (st == INFD_STATUS_OK)
+        st = check_contract(m, err);
     if (st != INFD_STATUS_OK) {
         asr_model_destroy(m);
         return st;

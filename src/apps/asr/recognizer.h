@@ -52,6 +52,10 @@ typedef struct asr_model_options {
     int n_threads;      /* engine threads; 0: all cores */
     int bucket_frames;  /* encoder lengths are padded to a multiple of this; 0: 256 */
     double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: in chunks) */
+    /* The contract (contract.h) checked at load: NULL for the default path,
+     * <parent of the model directory>/contracts/<model>.contract.json,
+     * checked when it is there; a path given must be there. */
+    const char *contract;
 } asr_model_options;
 
 /* A word: tokens [first, first + n) of the result, the first starting with
@@ -85,6 +89,11 @@ int asr_model_sample_rate(const asr_model *m);
 
 /* Seconds per encoder frame (0.08 for Parakeet). */
 double asr_model_frame_seconds(const asr_model *m);
+
+/* The model's contract as JSON (infd_malloc'd; NULL: out of memory), and
+ * the path its file is read from. */
+char *asr_model_contract_json(const asr_model *m);
+const char *asr_model_contract_path(const asr_model *m);
 
 /* The vocabulary's piece for token id (NULL outside it). */
 const char *asr_model_piece(const asr_model *m, int id);
