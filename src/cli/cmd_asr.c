@@ -6,6 +6,7 @@
  *            [--right-ms N] [--feed-ms N] [--endpoint]] [--device cpu|cuda]
  *            [--threads N] [--json]
  *   infd asr MODEL_DIR --write-contract [-o FILE]
+ *   infd asr --replay TAPDIR [MODEL_DIR]
  *   infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]
  *
  * The model's contract (src/apps/asr/contract.h) is checked when it loads
@@ -28,6 +29,10 @@
  * printed as final and the next begins; --endpoint-rules R1,R2,R3 sets
  * the rules' seconds (default 2.4,1.2,20; 0 turns one off).
  *
+ * --replay plays back a stream recorded with INFD_ASR_TAP_DIR set
+ * (src/apps/asr/tap.h) with the model it names (or MODEL_DIR), checking
+ * each chunk gives its recorded tokens; exit 0 when all do.
+ *
  * --features decodes FILE (WAV or any format libsndfile reads), mixes it to
  * mono, resamples it to 16 kHz (libsoxr) and computes Parakeet's log-mel
  * features (src/apps/asr/features.h), printing their shape and writing
@@ -44,6 +49,7 @@
 #include "apps/asr/audio.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
+#include "apps/asr/tap.h"
 #include "cli/cli.h"
 #include "cli/npy.h"
 #include "core/alloc.h"
@@ -56,6 +62,7 @@ static void usage(void)
                     "                [--contract FILE] [--device cpu|cuda] "
                     "[--threads N] [--json]\n"
                     "       infd asr MODEL_DIR --write-contract [-o FILE]\n"
+                    "       infd asr --replay TAPDIR [MODEL_DIR]\n"
                     "       infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n");
 }
 
@@ -339,7 +346,7 @@ static int transcribe(const char *dir, char **files, int n_files, const asr_mode
 
 int infd_cli_asr(int argc, char **argv)
 {
-    const char *feat_path = NULL, *out_path = NULL;
+    const char *feat_path = NULL, *out_path = NULL, *replay = NULL;
     int n_mels = 128;
     bool normalize = true, json = false, write = false;
     char **pos = calloc((size_t)argc + 1, sizeof(char *));
@@ -388,6 +395,8 @@ int infd_cli_asr(int argc, char **argv)
             json = true;
         } else if (strcmp(argv[i], "--stream") == 0) {
             sa.on = true;
+        } else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc) {
+            replay = argv[++i];
         } else if (strcmp(argv[i], "--write-contract") == 0) {
             write = true;
         } else if (strcmp(argv[i], "--contract") == 0 && i + 1 < argc) {
@@ -441,7 +450,14 @@ int infd_cli_asr(int argc, char **argv)
             pos[n_pos++] = argv[i];
         }
     }
-    if (write && !feat_path && n_pos == 1)
+    if (replay && !feat_path && n_pos <= 1) {
+        infd_error err = { 0 };
+        rc = INFD_EXIT_OK;
+        if (asr_replay(replay, n_pos ? pos[0] : NULL, stdout, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd asr: replay: %s\n", err.msg);
+            rc = INFD_EXIT_FAILURE;
+        }
+    } else if (write && !feat_path && n_pos == 1)
         rc = write_contract(pos[0], &o, out_path);
     else if (feat_path && n_pos == 0)
         rc = features(feat_path, out_path, n_mels, normalize);

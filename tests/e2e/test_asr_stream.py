@@ -15,8 +15,10 @@ Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_asr_
 """
 
 import ctypes
+import os
 import json
 import pathlib
+import shutil
 import subprocess
 
 import numpy as np
@@ -219,3 +221,75 @@ def test_c_abi_many_streams(libasr, model_dir, reference):
         libasr.infd_asr_result_destroy(res)
         libasr.infd_asr_stream_destroy(streams[i])
     libasr.infd_asr_recognizer_destroy(rec)
+
+
+def test_taps_replay_and_debug_log(infd_bin, model_dir, tmp_path):
+    """INFD_ASR_TAP_DIR records a stream (its audio as accepted, each
+    window's features, the events); `infd asr --replay` plays it back and
+    finds every chunk decodes to its recorded tokens, and says which chunk
+    does not when the recording is changed. INFD_ASR_DEBUG=1 logs each
+    chunk."""
+    write_wav(tmp_path / "a.wav", speechlike(int(3.3 * 16000), 6))
+    env = dict(os.environ, INFD_ASR_TAP_DIR=str(tmp_path / "taps"), INFD_ASR_DEBUG="1")
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "a.wav"), "--stream",
+                        "--json", "--chunk-ms", "800", "--left-ms", "1600", "--right-ms", "800",
+                        "--feed-ms", "250"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    final = json.loads(r.stdout.splitlines()[-1])
+    assert r.stderr.count("infd asr: chunk ") == 5, r.stderr  # 3.3 s in chunks of 0.8 s
+    (tap,) = (tmp_path / "taps").iterdir()
+    events = [json.loads(line) for line in (tap / "events.jsonl").read_text().splitlines()]
+    assert events[0]["event"] == "start" and events[0]["chunk_s"] == 0.8
+    accepts = [e for e in events if e["event"] == "accept"]
+    assert sum(e["n"] for e in accepts) == int(3.3 * 16000) and accepts[0]["n"] == 4000
+    audio = np.fromfile(tap / "audio.f32", np.float32)
+    assert audio.size == int(3.3 * 16000)
+    decodes = [e for e in events if e["event"] == "decode"]
+    assert [t for e in decodes for t in e["tokens"]] == [list(t) for t in ids(final)]
+    feats = np.fromfile(tap / "features.f32", np.float32)
+    assert feats.size == sum(e["features"][0] * e["features"][1] for e in decodes)
+    assert np.isfinite(feats).all()
+    r = subprocess.run([str(infd_bin), "asr", "--replay", str(tap)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"segment 0 ({len(final['tokens'])} tokens): {final['text']}" in r.stdout
+    assert "replay: 5 chunks, every one as recorded" in r.stdout
+    # a recording whose third chunk says otherwise
+    lines = (tap / "events.jsonl").read_text().splitlines()
+    k = [i for i, line in enumerate(lines) if '"decode"' in line][2]
+    e = json.loads(lines[k])
+    e["tokens"] = e["tokens"][:-1] if e["tokens"] else [[0, 0, 1]]
+    lines[k] = json.dumps(e)
+    (tap / "events.jsonl").write_text("\n".join(lines) + "\n")
+    r = subprocess.run([str(infd_bin), "asr", "--replay", str(tap)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and f"events.jsonl:{k + 1}: chunk 2 decoded to" in r.stderr, r.stderr
+
+
+def test_nan_guard_names_where(infd_bin, model_dir, tmp_path):
+    """An encoder whose weights hold a NaN: with INFD_ASR_NAN_GUARD=1 the
+    transcription stops with the encoder's output named; without it the
+    NaN goes through unnoticed."""
+    import onnx
+    from onnx import numpy_helper
+
+    d = tmp_path / "m"
+    shutil.copytree(model_dir, d)
+    m = onnx.load(str(d / "encoder-model.onnx"))
+    for init in m.graph.initializer:
+        w = numpy_helper.to_array(init)
+        if w.dtype == np.float32 and w.ndim == 2 and w.size > 100:
+            w = w.copy()
+            w.flat[0] = np.nan
+            init.CopyFrom(numpy_helper.from_array(w, init.name))
+            break
+    onnx.save(m, str(d / "encoder-model.onnx"))
+    write_wav(tmp_path / "a.wav", speechlike(16000, 1))
+    r = subprocess.run([str(infd_bin), "asr", str(d), str(tmp_path / "a.wav")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    env = dict(os.environ, INFD_ASR_NAN_GUARD="1")
+    r = subprocess.run([str(infd_bin), "asr", str(d), str(tmp_path / "a.wav")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1 and "NaN guard: the encoder's output" in r.stderr \
+        and "(chunk 0)" in r.stderr, r.stderr

@@ -3,6 +3,7 @@
  * (recognizer.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "apps/asr/audio.h"
 #include "apps/asr/contract.h"
+#include "apps/asr/tap.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
 #include "core/alloc.h"
@@ -39,6 +41,8 @@ struct asr_model {
     char *name;          /* the directory's last component */
     char *contract_path; /* where its contract is read from */
     asr_contract contract;
+    int debug;      /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
+    bool nan_guard; /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -98,6 +102,8 @@ struct asr_stream {
     int64_t n_tokens, cap_tokens;
     int64_t seg_start; /* the segment's first encoder frame */
     int64_t n_joint_runs;
+    int64_t n_chunks; /* chunks decoded */
+    asr_tap *tap;     /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
 };
 
 void asr_model_options_init(asr_model_options *o)
@@ -753,6 +759,9 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&m->lock, NULL);
+    const char *dbg = getenv("INFD_ASR_DEBUG"), *guard = getenv("INFD_ASR_NAN_GUARD");
+    m->debug = dbg && *dbg ? atoi(dbg) : 0;
+    m->nan_guard = guard && *guard && strcmp(guard, "0") != 0;
     if (model_paths(m, o ? o->contract : NULL) != INFD_STATUS_OK) {
         asr_model_destroy(m);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -868,7 +877,19 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
     if (st != INFD_STATUS_OK)
         return st;
     m->cur->n_joint_runs++;
+    if (m->nan_guard)
+        for (int64_t i = 0; i < m->width; i++)
+            if (!isfinite(m->logits[i]))
+                return infd_error_set(err, INFD_STATUS_INTERNAL,
+                                      "%s: NaN guard: the joint's logit %lld is %g at frame %lld "
+                                      "(chunk %lld)",
+                                      m->dir, (long long)i, (double)m->logits[i],
+                                      (long long)(m->cur->tdt.frames_done + t),
+                                      (long long)m->cur->n_chunks);
     argmaxes(m, token, duration);
+    if (m->debug >= 2)
+        fprintf(stderr, "infd asr: joint at frame %lld: token %d, duration index %d\n",
+                (long long)(m->cur->tdt.frames_done + t), *token, *duration);
     return INFD_STATUS_OK;
 }
 
@@ -1023,6 +1044,7 @@ void asr_stream_destroy(asr_stream *s)
     if (!s)
         return;
     asr_resampler_destroy(s->rs);
+    asr_tap_close(s->tap);
     infd_free(s->buf);
     infd_free(s->state[0]);
     infd_free(s->state[1]);
@@ -1083,6 +1105,28 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
     }
     asr_tdt_state_reset(&s->tdt);
     s->last_token = m->vocab;
+    if (getenv("INFD_ASR_TAP_DIR")) {
+        char settings[2 * PATH_MAX + 512], path[PATH_MAX], model[2 * PATH_MAX];
+        if (!realpath(m->dir, path))
+            snprintf(path, sizeof(path), "%s", m->dir);
+        size_t at = 0; /* a JSON string: quotes and backslashes escaped, controls dropped */
+        for (const char *c = path; *c && at + 2 < sizeof(model); c++) {
+            if (*c == '"' || *c == '\\')
+                model[at++] = '\\';
+            if ((unsigned char)*c >= 0x20)
+                model[at++] = *c;
+        }
+        model[at] = '\0';
+        snprintf(settings, sizeof(settings),
+                 "\"model\":\"%s\",\"device\":\"%s\",\"device_index\":%d,\"n_threads\":%d,"
+                 "\"bucket_frames\":%d,\"max_seconds\":%.17g,\"chunk_s\":%.17g,"
+                 "\"left_s\":%.17g,\"right_s\":%.17g,\"rule1_s\":%.17g,\"rule2_s\":%.17g,"
+                 "\"rule3_s\":%.17g",
+                 model, m->opts.device == INFD_DEVICE_CUDA ? "cuda" : "cpu", m->opts.device_index,
+                 m->opts.n_threads, m->opts.bucket_frames, m->opts.max_seconds, s->o.chunk_s,
+                 s->o.left_s, s->o.right_s, s->o.rule1_s, s->o.rule2_s, s->o.rule3_s);
+        s->tap = asr_tap_open(settings);
+    }
     *out = s;
     return INFD_STATUS_OK;
 }
@@ -1155,6 +1199,7 @@ infd_status asr_stream_accept(asr_stream *s, int sample_rate, const float *sampl
                                   (long long)i, (double)samples[i], (double)ASR_AUDIO_MAX_ABS);
     if (n == 0)
         return INFD_STATUS_OK;
+    asr_tap_accept(s->tap, sample_rate, samples, n);
     if (!s->rate_in) {
         if (sample_rate != asr_model_sample_rate(m)) {
             infd_status st =
@@ -1185,6 +1230,7 @@ void asr_stream_finish(asr_stream *s)
 {
     if (s->finished)
         return;
+    asr_tap_finish(s->tap);
     if (s->rs) {
         infd_error e = { 0 };
         if (resample_in(s, NULL, 0, &e) != INFD_STATUS_OK)
@@ -1236,6 +1282,30 @@ static infd_status reserve_tokens(asr_stream *s, int64_t more, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* INFD_ASR_NAN_GUARD: the window's features and its encoder frames are
+ * finite. */
+static infd_status guard_window(const asr_model *m, const enc_bucket *b, int64_t enc_len,
+                                int64_t chunk, infd_error *err)
+{
+    for (int64_t i = 0; i < m->n_mels * b->frames; i++)
+        if (!isfinite(b->feats[i]))
+            return infd_error_set(err, INFD_STATUS_INTERNAL,
+                                  "%s: NaN guard: feature %lld of frame %lld is %g (chunk %lld)",
+                                  m->dir, (long long)(i / b->frames), (long long)(i % b->frames),
+                                  (double)b->feats[i], (long long)chunk);
+    for (int64_t d = 0; d < m->d_enc; d++)
+        for (int64_t t = 0; t < enc_len; t++) {
+            float v = b->enc[d * b->out_frames + t];
+            if (!isfinite(v))
+                return infd_error_set(err, INFD_STATUS_INTERNAL,
+                                      "%s: NaN guard: the encoder's output %lld of frame %lld of "
+                                      "the window is %g (chunk %lld)",
+                                      m->dir, (long long)d, (long long)t, (double)v,
+                                      (long long)chunk);
+        }
+    return INFD_STATUS_OK;
+}
+
 infd_status asr_stream_decode(asr_stream *s, infd_error *err)
 {
     if (!asr_stream_ready(s))
@@ -1269,6 +1339,8 @@ infd_status asr_stream_decode(asr_stream *s, infd_error *err)
             cnt = 0;
         st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
     }
+    if (st == INFD_STATUS_OK && m->nan_guard)
+        st = guard_window(m, b, enc_len, s->n_chunks, err);
     if (st == INFD_STATUS_OK) {
         bind(m, s);
         m->enc_out = b->enc + off;
@@ -1279,6 +1351,17 @@ infd_status asr_stream_decode(asr_stream *s, infd_error *err)
                             s->cap_tokens - s->n_tokens, &got, err);
         s->n_tokens += got;
         m->cur = NULL;
+        if (st == INFD_STATUS_OK) {
+            asr_tap_decode(s->tap, s->n_chunks, ws, we, m->n_mels, b->frames, b->feats,
+                           s->tokens + s->n_tokens - got, got);
+            if (m->debug)
+                fprintf(stderr,
+                        "infd asr: chunk %lld: window [%lld, %lld) samples, encoder frames "
+                        "%lld to %lld of the window, %lld tokens, %lld joint runs in all\n",
+                        (long long)s->n_chunks, (long long)ws, (long long)we, (long long)off,
+                        (long long)(off + cnt), (long long)got, (long long)s->n_joint_runs);
+            s->n_chunks++;
+        }
     }
     pthread_mutex_unlock(&m->lock);
     if (st != INFD_STATUS_OK)
@@ -1312,8 +1395,15 @@ bool asr_stream_endpoint(const asr_stream *s)
     return s->o.rule3_s > 0 && length >= s->o.rule3_s;
 }
 
+const asr_tdt_token *asr_stream_tokens(const asr_stream *s, int64_t *n)
+{
+    *n = s->n_tokens;
+    return s->tokens;
+}
+
 void asr_stream_reset(asr_stream *s)
 {
+    asr_tap_reset(s->tap);
     s->n_tokens = 0;
     s->seg_start = s->tdt.frames_done;
 }

@@ -171,6 +171,10 @@ bool asr_stream_done(const asr_stream *s);
 /* The segment's transcript so far (partial until asr_stream_done). */
 infd_status asr_stream_result(const asr_stream *s, asr_result *out, infd_error *err);
 
+/* The segment's tokens so far (n in *n), valid until the next decode or
+ * reset. */
+const asr_tdt_token *asr_stream_tokens(const asr_stream *s, int64_t *n);
+
 /* One of the endpoint rules holds. */
 bool asr_stream_endpoint(const asr_stream *s);
 
