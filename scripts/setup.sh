@@ -43,6 +43,7 @@ packages=(
     ocl-icd-opencl-dev  # oneDNN's CMake config insists on OpenCL; libdnnl-dev only recommends it
     libevent-dev libyajl-dev libxxhash-dev
     libfftw3-dev libsndfile1-dev libsoxr-dev  # speech front end: FFT, sound files, resampling
+    pocketsphinx-testdata  # real speech (LibriVox WAVs with transcripts) for the speech tests
     libgrpc-dev protobuf-compiler protobuf-compiler-grpc
     libonnx-testdata curl prometheus
     python3 python3-pytest python3-numpy python3-requests
