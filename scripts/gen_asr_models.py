@@ -34,7 +34,23 @@ Parakeet ONNX files):
   asr/tiny-tdt/config.json          model_type, features_size, subsampling_factor
   asr/tiny-tdt/model.pt             the torch state dict, for the tests' reference
 and, from the same networks, the sherpa-onnx layout in asr/tiny-tdt-sherpa/
-(encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt; export_sherpa).
+(encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt, and the metadata keys
+sherpa-onnx's NeMo export writes; export_sherpa).
+
+A cache-aware streaming variant, asr/tiny-tdt-streaming/ in the sherpa-onnx
+layout (generate_streaming): an encoder built for chunked-limited
+attention, as NeMo's cache-aware FastConformers are (reference notes,
+section 2, "(b) True cache-aware FastConformer"), at a small size: frame
+stacking x8 (so no pre-encode cache: window_size = chunk_shift = 16 mel
+frames, 2 encoder frames a chunk), 2 layers whose attention sees its chunk
+and the 8 encoder frames before it (cache_last_channel [B, 2, 8, 64]) and a
+causal depthwise conv of kernel 5 (cache_last_time [B, 2, 64, 4]), no
+feature normalisation (normalize_type ""; the encoder scales its input by
+fixed constants). Its encoder.onnx takes
+audio_signal, length, cache_last_channel, cache_last_time,
+cache_last_channel_len and gives outputs, encoded_lengths and the three
+caches' next values; its forward_full runs a whole utterance at once with
+the equivalent masks, the tests' offline reference.
 Exported with torch.onnx.export(opset 17, dynamo off) and dynamic batch and
 time axes.
 
@@ -46,7 +62,8 @@ import json
 import os
 import sys
 
-GENERATOR_VERSION = "infd-gen-asr-models/4 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2"
+GENERATOR_VERSION = ("infd-gen-asr-models/5 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2 "
+                     "sherpa-metadata streaming=C8,K5,chunk16,fixednorm")
 SEED = 2126
 N_MELS, D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB = 128, 64, 2, 4, 64, 32
 # name -> (d_model, layers, heads, predictor, vocab). "tiny" for the tests,
@@ -179,6 +196,268 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
     return Encoder, DecoderJoint
 
 
+STREAM_CHUNK, STREAM_LEFT, STREAM_KERNEL = 2, 8, 5  # encoder frames a chunk, left context, conv
+
+
+def build_streaming_encoder(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, n_mels=N_MELS,
+                            chunk=STREAM_CHUNK, left=STREAM_LEFT, kernel=STREAM_KERNEL):
+    """The cache-aware encoder class: forward(audio_signal, length,
+    cache_last_channel, cache_last_time, cache_last_channel_len) for one
+    chunk of chunk * 8 mel frames, and forward_full(audio_signal, length)
+    for a whole utterance with the masks that make it equal."""
+    import torch
+    from torch import nn
+
+    class FeedForward(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return self.l2(nn.functional.silu(self.l1(self.norm(x))))
+
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.ff1, self.ff2 = FeedForward(d), FeedForward(d)
+            self.att_norm = nn.LayerNorm(d)
+            self.qkv, self.att_out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.conv_norm = nn.LayerNorm(d)
+            self.pw1 = nn.Conv1d(d, 2 * d, 1)
+            self.dw = nn.Conv1d(d, d, kernel, groups=d)  # causal: left context from the cache
+            self.bn = nn.BatchNorm1d(d)
+            self.pw2 = nn.Conv1d(d, d, 1)
+            self.norm = nn.LayerNorm(d)
+
+        def attend(self, q_in, kv_in, mask):  # mask [B, 1, Tq, Tk]: True where hidden
+            b, tq, d = q_in.shape
+            tk = kv_in.shape[1]
+            h = n_heads
+            w = self.qkv.weight
+            bias = self.qkv.bias
+            q = nn.functional.linear(q_in, w[:d], bias[:d]).reshape(b, tq, h, d // h)
+            kv = nn.functional.linear(kv_in, w[d:], bias[d:]).reshape(b, tk, 2, h, d // h)
+            q = q.transpose(1, 2)
+            k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+            s = torch.matmul(q, k.transpose(-1, -2)) / float((d // h) ** 0.5)
+            s = s.masked_fill(mask, -10000.0)
+            a = torch.matmul(torch.softmax(s, dim=-1), v)
+            return self.att_out(a.transpose(1, 2).reshape(b, tq, d))
+
+        def conv(self, x, pad, cache):  # cache [B, d, K-1]: the dw conv's last inputs
+            y = self.conv_norm(x).masked_fill(pad, 0.0).transpose(1, 2)
+            y = nn.functional.glu(self.pw1(y), dim=1)
+            y = torch.cat([cache, y], dim=2)
+            out = self.pw2(nn.functional.silu(self.bn(self.dw(y))))
+            return out.transpose(1, 2), y[:, :, y.shape[2] - (kernel - 1):]
+
+    class StreamingEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre = nn.Linear(8 * n_mels, d_model)
+            self.layers = nn.ModuleList([Layer(d_model) for _ in range(n_layers)])
+
+        def subsample(self, audio_signal, length):
+            b, m, t = audio_signal.shape
+            # fixed normalisation of unnormalised log-mels (a cache-aware
+            # model's features depend on nothing but their own frames)
+            audio_signal = (audio_signal + 9.0) / 3.5
+            x = audio_signal.transpose(1, 2).reshape(b, t // 8, 8 * m)
+            return torch.relu(self.pre(x)), torch.div(length + 7, 8, rounding_mode="floor")
+
+        def forward(self, audio_signal, length, cache_last_channel, cache_last_time,
+                    cache_last_channel_len):
+            x, lens = self.subsample(audio_signal, length)
+            b, t, d = x.shape
+            pos = torch.arange(t, device=x.device)
+            pad = (pos.unsqueeze(0) >= lens.unsqueeze(1))  # [B, T]
+            cpos = torch.arange(left, device=x.device)
+            cache_hidden = cpos.unsqueeze(0) < (left - cache_last_channel_len).unsqueeze(1)
+            hidden = torch.cat([cache_hidden, pad], dim=1)  # [B, C + T]
+            mask = hidden.unsqueeze(1).unsqueeze(1)
+            padc = pad.unsqueeze(2)
+            channels, times = [], []
+            for i, layer in enumerate(self.layers):
+                x = x + 0.5 * layer.ff1(x)
+                a_in = layer.att_norm(x)
+                kv_in = torch.cat([cache_last_channel[:, i], a_in], dim=1)
+                channels.append(kv_in[:, kv_in.shape[1] - left:])
+                x = x + layer.attend(a_in, kv_in, mask)
+                c, tc = layer.conv(x, padc, cache_last_time[:, i])
+                times.append(tc)
+                x = x + c
+                x = x + 0.5 * layer.ff2(x)
+                x = layer.norm(x)
+            next_len = torch.clamp(cache_last_channel_len + t, max=left)
+            return (x.transpose(1, 2), lens, torch.stack(channels, 1), torch.stack(times, 1),
+                    next_len)
+
+        def forward_full(self, audio_signal, length):
+            """A whole utterance at once: frame i attends to frames from
+            `left` before its chunk's start to its chunk's end (chunks of
+            `chunk` frames), the convs are causal."""
+            t8 = -(-audio_signal.shape[2] // 8) * 8
+            audio_signal = nn.functional.pad(audio_signal, (0, t8 - audio_signal.shape[2]))
+            x, lens = self.subsample(audio_signal, length)
+            b, t, d = x.shape
+            pos = torch.arange(t)
+            pad = pos.unsqueeze(0) >= lens.unsqueeze(1)
+            start = pos // chunk * chunk
+            visible = (pos.unsqueeze(0) >= (start - left).unsqueeze(1)) & \
+                (pos.unsqueeze(0) < (start + chunk).unsqueeze(1))  # [Tq, Tk]
+            mask = (~visible).unsqueeze(0).unsqueeze(0) | pad.unsqueeze(1).unsqueeze(1)
+            padc = pad.unsqueeze(2)
+            for layer in self.layers:
+                x = x + 0.5 * layer.ff1(x)
+                a_in = layer.att_norm(x)
+                x = x + layer.attend(a_in, a_in, mask)
+                c, _ = layer.conv(x, padc, torch.zeros(b, d, kernel - 1))
+                x = x + c
+                x = x + 0.5 * layer.ff2(x)
+                x = layer.norm(x)
+            return x.transpose(1, 2), lens
+
+    return StreamingEncoder
+
+
+def calibrate_joint(encode, dec, pred, vocab):
+    """A random joint made to emit a mix of tokens, blanks and durations:
+    the joint's inputs (post-ReLU, so with a common positive part) are
+    collected over random features and tokens, the logits centred
+    (bias -= W mean) and scaled to a standard deviation of 2, then the
+    blank and the durations get biases of their own."""
+    import torch
+
+    eo = encode(torch.randn(4, N_MELS, 400), torch.tensor([400] * 4))
+    f = dec.enc(eo.transpose(1, 2)).reshape(-1, pred)  # [4 * 50, PRED]
+    toks = torch.randint(0, vocab, (1, 64))
+    g, _ = dec.lstm(dec.embed(toks),  # [1 step, 64 sequences, PRED]
+                    (torch.zeros(2, 64, pred), torch.zeros(2, 64, pred)))
+    p = dec.pred(g.reshape(-1, pred))  # [64, PRED]
+    z = torch.relu(f[:, None, :] + p[None, :, :]).reshape(-1, pred)
+    w = dec.joint.weight
+    logits = z @ w.t()
+    w.mul_(2.0 / logits.std(dim=0, keepdim=True).t().clamp_min(1e-6))
+    dec.joint.bias.copy_(-(z.mean(dim=0) @ w.t()))
+    dec.joint.bias[vocab] += 1.5  # blank
+    dec.joint.bias[vocab + 1:] += torch.tensor([0.5, 1.0, 0.5, 0.0, -0.5])
+
+
+def randomise_batchnorm(module):
+    """BatchNorm statistics of a trained-looking net."""
+    import torch
+
+    for m in module.modules():
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+
+
+def add_metadata(path, meta):
+    """Writes `meta` into the ONNX file's metadata_props, as sherpa-onnx's
+    NeMo export scripts do."""
+    import onnx
+
+    m = onnx.load(path)
+    for k, v in meta.items():
+        e = m.metadata_props.add()
+        e.key, e.value = k, str(v)
+    onnx.save(m, path)
+
+
+def rough_logmels(seconds=4.0, batch=4):
+    """Log-mels of synthetic speech-like audio (moving tones in noise, with
+    pauses), unnormalised, [batch, N_MELS, frames]: a cache-aware model's
+    inputs, to calibrate its joint on. Rough (HTK-style triangles): only the
+    spread of values matters here."""
+    import math
+
+    import torch
+
+    g = torch.Generator().manual_seed(SEED)
+    n = int(seconds * 16000)
+    t = torch.arange(n) / 16000.0
+    hz = torch.linspace(0, 8000, 257)
+    mel = lambda f: 2595.0 * torch.log10(1.0 + f / 700.0)  # noqa: E731
+    edges = torch.linspace(0, float(mel(torch.tensor(8000.0))), N_MELS + 2)
+    m = mel(hz)
+    fb = torch.clamp(torch.minimum((m[None] - edges[:-2, None]) / (edges[1:-1, None] - edges[:-2, None]),
+                                   (edges[2:, None] - m[None]) / (edges[2:, None] - edges[1:-1, None])),
+                     min=0.0)
+    out = []
+    for _ in range(batch):
+        x = 0.05 * torch.randn(n, generator=g)
+        for f0 in (220.0, 700.0, 1800.0, 3500.0):
+            rate = float(torch.rand(1, generator=g)) * 4 + 1
+            x += 0.15 * torch.sin(2 * math.pi * f0 * t * (1 + 0.05 * torch.sin(2 * math.pi * rate * t)))
+        x *= (torch.sin(2 * math.pi * 0.7 * t + float(torch.rand(1, generator=g)) * 6) > -0.3).float()
+        spec = torch.stft(x, 512, 160, 400, torch.hann_window(400, periodic=False), center=True,
+                          pad_mode="constant", return_complex=True)
+        out.append(torch.log(fb @ spec.abs() ** 2 + 2.0 ** -24))
+    return torch.stack(out)
+
+
+def generate_streaming(out):
+    """The cache-aware variant (module docstring) in the sherpa-onnx layout,
+    with model.pt (encoder and decoder_joint state dicts)."""
+    import torch
+
+    StreamingEncoder = build_streaming_encoder()
+    _, DecoderJoint = build_modules()
+    torch.manual_seed(SEED + 1)
+    enc, dec = StreamingEncoder().eval(), DecoderJoint().eval()
+    L, C, K = N_LAYERS, STREAM_LEFT, STREAM_KERNEL
+    window = STREAM_CHUNK * 8
+    with torch.no_grad():
+        randomise_batchnorm(enc)
+        # on unnormalised log-mels of speech-like audio
+        feats = rough_logmels()
+        calibrate_joint(lambda x, n: enc.forward_full(feats, torch.tensor([feats.shape[2]] * 4))[0],
+                        dec, PRED, VOCAB)
+        # the chunked forward with caches equals the whole-utterance one
+        x = torch.randn(1, N_MELS, 8 * 13)
+        full, _ = enc.forward_full(x, torch.tensor([x.shape[2]]))
+        ch, tm, ln = torch.zeros(1, L, C, D_MODEL), torch.zeros(1, L, D_MODEL, K - 1), \
+            torch.zeros(1, dtype=torch.int64)
+        parts = []
+        for s in range(0, x.shape[2], window):
+            piece = torch.nn.functional.pad(x[:, :, s:s + window],
+                                            (0, max(0, s + window - x.shape[2])))
+            o, _, ch, tm, ln = enc(piece, torch.tensor([min(window, x.shape[2] - s)]), ch, tm, ln)
+            parts.append(o)
+        chunked = torch.cat(parts, dim=2)[:, :, :full.shape[2]]
+        assert torch.allclose(full, chunked, atol=1e-4), (full - chunked).abs().max()
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "encoder.onnx")
+    torch.onnx.export(enc, (torch.randn(1, N_MELS, window), torch.tensor([window]),
+                            torch.zeros(1, L, C, D_MODEL), torch.zeros(1, L, D_MODEL, K - 1),
+                            torch.zeros(1, dtype=torch.int64)), path,
+                      input_names=["audio_signal", "length", "cache_last_channel",
+                                   "cache_last_time", "cache_last_channel_len"],
+                      output_names=["outputs", "encoded_lengths", "cache_last_channel_next",
+                                    "cache_last_time_next", "cache_last_channel_next_len"],
+                      dynamic_axes={"audio_signal": {0: "B"}, "length": {0: "B"},
+                                    "cache_last_channel": {0: "B"}, "cache_last_time": {0: "B"},
+                                    "cache_last_channel_len": {0: "B"}, "outputs": {0: "B"},
+                                    "encoded_lengths": {0: "B"},
+                                    "cache_last_channel_next": {0: "B"},
+                                    "cache_last_time_next": {0: "B"},
+                                    "cache_last_channel_next_len": {0: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    add_metadata(path, {"vocab_size": VOCAB + 1, "normalize_type": "", "pred_rnn_layers": 2,
+                        "pred_hidden": PRED, "subsampling_factor": 8, "feat_dim": N_MELS,
+                        "window_size": window, "chunk_shift": window,
+                        "cache_last_channel_dim1": L, "cache_last_channel_dim2": C,
+                        "cache_last_channel_dim3": D_MODEL, "cache_last_time_dim1": L,
+                        "cache_last_time_dim2": D_MODEL, "cache_last_time_dim3": K - 1,
+                        "model_type": "EncDecRNNTBPEModel"})
+    pieces = PIECES
+    export_predictor_joiner(dec, out, pieces, D_MODEL, PRED, VOCAB)
+    torch.save({"encoder": enc.state_dict(), "decoder_joint": dec.state_dict()},
+               os.path.join(out, "model.pt"))
+
+
 def generate(out, size):
     """Writes the model of SIZES[size] into out."""
     import torch
@@ -190,28 +469,8 @@ def generate(out, size):
     torch.manual_seed(SEED)
     enc, dec = Encoder().eval(), DecoderJoint().eval()
     with torch.no_grad():
-        for m in enc.modules():  # BatchNorm statistics of a trained-looking net
-            if isinstance(m, torch.nn.BatchNorm1d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-        # A mix of tokens, blanks and durations from a random joint: the
-        # joint's inputs (post-ReLU, so with a common positive part) are
-        # collected over random features and tokens, the logits centred
-        # (bias -= W mean) and scaled to a standard deviation of 2, then the
-        # blank and the durations get biases of their own.
-        eo, _ = enc(torch.randn(4, N_MELS, 400), torch.tensor([400] * 4))
-        f = dec.enc(eo.transpose(1, 2)).reshape(-1, PRED)  # [4 * 50, PRED]
-        toks = torch.randint(0, VOCAB, (1, 64))
-        g, _ = dec.lstm(dec.embed(toks),  # [1 step, 64 sequences, PRED]
-                        (torch.zeros(2, 64, PRED), torch.zeros(2, 64, PRED)))
-        p = dec.pred(g.reshape(-1, PRED))  # [64, PRED]
-        z = torch.relu(f[:, None, :] + p[None, :, :]).reshape(-1, PRED)
-        w = dec.joint.weight
-        logits = z @ w.t()
-        w.mul_(2.0 / logits.std(dim=0, keepdim=True).t().clamp_min(1e-6))
-        dec.joint.bias.copy_(-(z.mean(dim=0) @ w.t()))
-        dec.joint.bias[VOCAB] += 1.5  # blank
-        dec.joint.bias[VOCAB + 1:] += torch.tensor([0.5, 1.0, 0.5, 0.0, -0.5])
+        randomise_batchnorm(enc)
+        calibrate_joint(lambda x, n: enc(x, n)[0], dec, PRED, VOCAB)
     os.makedirs(out, exist_ok=True)
     feats = torch.randn(1, N_MELS, 200)
     length = torch.tensor([200], dtype=torch.int64)
@@ -248,6 +507,8 @@ def generate(out, size):
     torch.save({"encoder": enc.state_dict(), "decoder_joint": dec.state_dict()},
                os.path.join(out, "model.pt"))
     export_sherpa(enc, dec, out + "-sherpa", pieces, d_model, PRED, VOCAB)
+    if size == "tiny":
+        generate_streaming(out.replace("-tdt", "-tdt-streaming"))
 
 
 def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):
@@ -258,6 +519,25 @@ def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):
     prednet_lengths, two states), joiner.onnx (encoder_outputs [B, D, T],
     decoder_outputs [B, H, U] -> outputs [B, T, U, V + 1 + 5]) and
     tokens.txt (piece id, <blk> last)."""
+    import torch
+
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "encoder.onnx")
+    torch.onnx.export(enc, (torch.randn(1, N_MELS, 200), torch.tensor([200])),
+                      path, input_names=["audio_signal", "length"],
+                      output_names=["outputs", "encoded_lengths"],
+                      dynamic_axes={"audio_signal": {0: "B", 2: "T"}, "length": {0: "B"},
+                                    "outputs": {0: "B", 2: "T_out"},
+                                    "encoded_lengths": {0: "B"}},
+                      opset_version=17, do_constant_folding=True)
+    add_metadata(path, {"vocab_size": vocab + 1, "normalize_type": "per_feature",
+                        "pred_rnn_layers": 2, "pred_hidden": pred, "subsampling_factor": 8,
+                        "feat_dim": N_MELS, "model_type": "EncDecRNNTBPEModel"})
+    export_predictor_joiner(dec, out, pieces, d_model, pred, vocab)
+
+
+def export_predictor_joiner(dec, out, pieces, d_model, pred, vocab):
+    """decoder.onnx, joiner.onnx and tokens.txt of the sherpa-onnx layout."""
     import torch
     from torch import nn
 
@@ -280,14 +560,6 @@ def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):
             p = self.pred(decoder_outputs.transpose(1, 2))  # [B, U, H]
             return self.joint(torch.relu(f.unsqueeze(2) + p.unsqueeze(1)))
 
-    os.makedirs(out, exist_ok=True)
-    torch.onnx.export(enc, (torch.randn(1, N_MELS, 200), torch.tensor([200])),
-                      os.path.join(out, "encoder.onnx"), input_names=["audio_signal", "length"],
-                      output_names=["outputs", "encoded_lengths"],
-                      dynamic_axes={"audio_signal": {0: "B", 2: "T"}, "length": {0: "B"},
-                                    "outputs": {0: "B", 2: "T_out"},
-                                    "encoded_lengths": {0: "B"}},
-                      opset_version=17, do_constant_folding=True)
     torch.onnx.export(Predictor().eval(),
                       (torch.tensor([[vocab]], dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
                        torch.zeros(2, 1, pred), torch.zeros(2, 1, pred)),

@@ -39,6 +39,11 @@
  * next chunk. A chunk is ready once right_ms of audio after it has come (or
  * the input has finished), so a transcript lags the audio by chunk_ms +
  * right_ms at most. The three are whole encoder frames (80 ms).
+ * Cache-aware models (sherpa-onnx exports whose encoder takes
+ * cache_last_channel, cache_last_time and cache_last_channel_len) stream in
+ * their own chunks instead (window_size and chunk_shift in their metadata),
+ * the caches carried per stream: chunk_ms, left_ms and right_ms do not apply
+ * (chunk_ms 0 still makes streams offline).
  *
  * Errors: every call that can fail returns an infd_status and fills the
  * nullable `err` with a message saying what is wrong; a stream or

@@ -248,6 +248,9 @@ INFD_API int infd_weights_n_inputs(const infd_weights *w);
 /* Input i in [0, infd_weights_n_inputs); NOT_FOUND otherwise. */
 INFD_API infd_status infd_weights_input(const infd_weights *w, int i, infd_graph_input *out,
                                         infd_error *err);
+/* The value of the model's metadata_props entry `key` (the first, when
+ * there are several), or NULL when it has none; valid while w lives. */
+INFD_API const char *infd_weights_metadata(const infd_weights *w, const char *key);
 
 /* Frees the model as loaded (its initializers): call it once the plans
  * needed now are built, and only what they hold stays in memory. A plan

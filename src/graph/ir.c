@@ -118,6 +118,15 @@ infd_ir_graph *infd_ir_graph_clone(const infd_ir_graph *src)
     g->inputs = table_dup(src->inputs, src->n_inputs, sizeof(*g->inputs), &oom);
     g->outputs = table_dup(src->outputs, src->n_outputs, sizeof(*g->outputs), &oom);
     g->sym_names = table_dup(src->sym_names, src->n_syms, sizeof(*g->sym_names), &oom);
+    g->n_meta = src->n_meta;
+    if (src->n_meta > 0) {
+        g->meta_keys = arena_dup(a, src->meta_keys, (size_t)src->n_meta, sizeof(char *), &oom);
+        g->meta_values = arena_dup(a, src->meta_values, (size_t)src->n_meta, sizeof(char *), &oom);
+        for (int32_t i = 0; !oom && i < src->n_meta; i++) {
+            g->meta_keys[i] = arena_str(a, src->meta_keys[i], &oom);
+            g->meta_values[i] = arena_str(a, src->meta_values[i], &oom);
+        }
+    }
     if (oom) {
         infd_ir_graph_destroy(g);
         return NULL;

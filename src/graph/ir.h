@@ -123,6 +123,11 @@ typedef struct infd_ir_graph {
     int64_t ir_version; /* the model's IR version */
     const char *name;   /* the graph's name, or "" */
     const char *source; /* the file it came from, for messages; "" if none */
+
+    /* The model's metadata_props (key, value pairs in file order; exporters
+     * such as sherpa-onnx's put model facts there). */
+    const char **meta_keys, **meta_values;
+    int32_t n_meta;
 } infd_ir_graph;
 
 /* An empty graph; NULL on out of memory. `source` names it in messages. */

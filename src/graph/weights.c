@@ -52,6 +52,8 @@ struct infd_weights {
     bool trimmed;             /* trim was asked: a reloaded base goes with its last user */
     infd_graph_input *inputs; /* the graph inputs as declared, read at load (trim keeps them) */
     int n_inputs;
+    char **meta; /* the model's metadata_props, key and value alternating (trim keeps them) */
+    int n_meta;
 
     pthread_mutex_t mu;  /* guards everything below */
     pthread_cond_t made; /* a pending form became ready or was dropped */
@@ -155,6 +157,18 @@ static infd_status weights_load(const char *path, const void *data, size_t n, co
               : infd_onnx_load_file(path, &w->base, err);
     if (st == INFD_STATUS_OK)
         st = record_inputs(w, err);
+    if (st == INFD_STATUS_OK && w->base->n_meta > 0) {
+        w->meta = infd_calloc((size_t)w->base->n_meta * 2, sizeof(char *));
+        if (!w->meta)
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", w->name);
+        for (int32_t i = 0; st == INFD_STATUS_OK && i < w->base->n_meta; i++) {
+            w->meta[2 * i] = infd_strdup(w->base->meta_keys[i]);
+            w->meta[2 * i + 1] = infd_strdup(w->base->meta_values[i]);
+            w->n_meta = i + 1;
+            if (!w->meta[2 * i] || !w->meta[2 * i + 1])
+                st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", w->name);
+        }
+    }
     if (st != INFD_STATUS_OK) {
         infd_weights_release(w);
         return st;
@@ -210,6 +224,11 @@ void infd_weights_release(infd_weights *w)
     INFD_ASSERT(w->n_forms == 0);
     infd_ir_graph_destroy(w->base);
     infd_free(w->inputs);
+    for (int i = 0; i < w->n_meta; i++) {
+        infd_free(w->meta[2 * i]);
+        infd_free(w->meta[2 * i + 1]);
+    }
+    infd_free(w->meta);
     infd_free(w->buckets);
     infd_free(w->path);
     infd_free(w->name);
@@ -507,6 +526,14 @@ infd_status infd_weights_copy(infd_weights *w, const void *data, size_t bytes, c
     infd_form_key_init(&k, data, bytes, "bytes", NULL, 0, -1);
     copy_ctx c = { data, bytes, what };
     return infd_weights_form(w, &k, make_copy, &c, free_copy, NULL, what, out, err);
+}
+
+const char *infd_weights_metadata(const infd_weights *w, const char *key)
+{
+    for (int i = 0; i < w->n_meta; i++)
+        if (strcmp(w->meta[2 * i], key) == 0)
+            return w->meta[2 * i + 1];
+    return NULL;
 }
 
 int infd_weights_n_inputs(const infd_weights *w)

@@ -722,6 +722,21 @@ static infd_status build(loader *l, const Onnx__ModelProto *mp)
     const Onnx__GraphProto *gp = mp->graph;
     if (gp->name && !(g->name = infd_arena_strdup(&g->arena, gp->name)))
         return oom(l);
+    if (mp->n_metadata_props > 0) {
+        size_t nm = mp->n_metadata_props;
+        g->meta_keys = infd_arena_alloc(&g->arena, nm * sizeof(char *), _Alignof(char *));
+        g->meta_values = infd_arena_alloc(&g->arena, nm * sizeof(char *), _Alignof(char *));
+        if (!g->meta_keys || !g->meta_values)
+            return oom(l);
+        for (size_t i = 0; i < nm; i++) {
+            const Onnx__StringStringEntryProto *e = mp->metadata_props[i];
+            g->meta_keys[i] = infd_arena_strdup(&g->arena, str_or_empty(e->key));
+            g->meta_values[i] = infd_arena_strdup(&g->arena, str_or_empty(e->value));
+            if (!g->meta_keys[i] || !g->meta_values[i])
+                return oom(l);
+        }
+        g->n_meta = (int32_t)nm;
+    }
 
     /* Name table, sized once: nothing is inserted beyond count_names. */
     size_t want = count_names(gp) * 2;

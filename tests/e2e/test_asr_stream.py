@@ -20,6 +20,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import wave
 
 import numpy as np
 import pytest
@@ -293,3 +294,114 @@ def test_nan_guard_names_where(infd_bin, model_dir, tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 1 and "NaN guard: the encoder's output" in r.stderr \
         and "(chunk 0)" in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def streaming_dir(cache_dir):
+    """The cache-aware variant (scripts/gen_asr_models.py, generate_streaming)."""
+    d = cache_dir / "models" / "asr" / "tiny-tdt-streaming"
+    if not (d / "encoder.onnx").exists():
+        pytest.skip(f"{d} missing: run scripts/setup.sh (scripts/gen_asr_models.py)")
+    return d
+
+
+def cache_aware_reference(model_dir, x):
+    """Tokens of samples x by the cache-aware model run on the whole
+    utterance at once (forward_full: the chunked-limited attention as a
+    mask, causal convs), unnormalised features of the whole file, and the
+    label-looping decoder of test_asr.py."""
+    import sys
+
+    import torch
+
+    from test_asr import REPO, decode
+    from test_asr_features import nemo_features
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import gen_asr_models as gen
+
+    enc = gen.build_streaming_encoder()().eval()
+    _, DecoderJoint = gen.build_modules()
+    dec = DecoderJoint().eval()
+    sd = torch.load(model_dir / "model.pt")
+    enc.load_state_dict(sd["encoder"])
+    dec.load_state_dict(sd["decoder_joint"])
+    V = 32
+    f = nemo_features(x, normalize=False).astype(np.float32)
+    with torch.no_grad():
+        out, lens = enc.forward_full(torch.from_numpy(f)[None], torch.tensor([x.size // 160]))
+    st = {"h": torch.zeros(2, 1, 64), "c": torch.zeros(2, 1, 64), "last": V, "jump": 0,
+          "done": 0, "last_frame": -1, "on": 0}
+    return decode(dec, V, out, int(lens[0]), st)
+
+
+@pytest.mark.parametrize("seconds,seed,feed_ms", [(0.3, 1, 100), (2.47, 2, 37), (6.1, 3, 160),
+                                                  (4.0, 4, 1000)])
+def test_cache_aware_streaming_equals_offline(infd_bin, streaming_dir, tmp_path, seconds, seed,
+                                              feed_ms):
+    """Mode (b): the cache-aware encoder streams in the model's own chunks
+    (16 feature frames, 160 ms), its caches carried from chunk to chunk;
+    offline and streamed in pieces of any size, the tokens are exactly those
+    of the whole utterance encoded at once."""
+    x = write_wav(tmp_path / "a.wav", speechlike(int(seconds * 16000), seed))
+    want = cache_aware_reference(streaming_dir, x)
+    r = subprocess.run([str(infd_bin), "asr", str(streaming_dir), str(tmp_path / "a.wav"),
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    offline = json.loads(r.stdout)
+    lines = stream(infd_bin, streaming_dir, tmp_path / "a.wav", 2000, 10000, 2000, feed_ms)
+    print(f"{seconds} s: {len(want)} tokens, {len(lines) - 1} partials")
+    assert ids(offline) == want
+    assert ids(lines[-1]) == want and lines[-1]["text"] == offline["text"]
+    for p in lines[:-1]:
+        assert ids(p) == want[:len(p["tokens"])]
+
+
+def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, tmp_path):
+    """The LibriVox recordings stream through the cache-aware model exactly
+    as the whole-utterance reference; its contract says cache_aware with its
+    window and shift, and the sherpa-onnx metadata keys are checked."""
+    import onnx
+
+    wavs = sorted(pathlib.Path("/usr/share/pocketsphinx/test/data/librivox").glob("*.wav"))
+    if not wavs:
+        pytest.skip("pocketsphinx-testdata missing: run scripts/setup.sh")
+    r = subprocess.run([str(infd_bin), "asr", str(streaming_dir), *map(str, wavs), "--stream",
+                        "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    finals = [json.loads(line) for line in r.stdout.splitlines() if json.loads(line)["final"]]
+    for wav, got in zip(wavs, finals):
+        with wave.open(str(wav), "rb") as w:
+            x = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32768.0
+        assert ids(got) == cache_aware_reference(streaming_dir, x), wav.name
+    d = tmp_path / "m"
+    shutil.copytree(streaming_dir, d)
+    r = subprocess.run([str(infd_bin), "asr", str(d), "--write-contract"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    c = json.loads((tmp_path / "contracts" / "m.contract.json").read_text())
+    assert c["cache"] == {"kind": "cache_aware", "window_size": 16, "chunk_shift": 16}
+    assert [t["name"] for t in c["networks"]["encoder"]["inputs"]] == [
+        "audio_signal", "length", "cache_last_channel", "cache_last_time",
+        "cache_last_channel_len"]
+    assert c["networks"]["encoder"]["inputs"][2]["shape"] == [1, 2, 8, 64]
+    assert c["features"]["normalize"] == "NA"
+    (tmp_path / "contracts" / "m.contract.json").unlink()
+    write_wav(tmp_path / "a.wav", speechlike(8000, 1))
+
+    def with_metadata(key, value, message):
+        m = onnx.load(str(streaming_dir / "encoder.onnx"))
+        for e in m.metadata_props:
+            if e.key == key:
+                e.value = value
+        onnx.save(m, str(d / "encoder.onnx"))
+        r = subprocess.run([str(infd_bin), "asr", str(d), str(tmp_path / "a.wav")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and message in r.stderr, r.stderr
+
+    with_metadata("vocab_size", "1025",
+                  "metadata vocab_size is 1025; tokens.txt has 32 tokens and the blank")
+    with_metadata("window_size", "24", "window_size 24 and chunk_shift 16")
+    with_metadata("normalize_type", "per_feature", "a cache-aware encoder with per_feature")
+    with_metadata("cache_last_channel_dim2", "9", "cache_last_channel")
+    with_metadata("pred_hidden", "x", "metadata pred_hidden is \"x\"")

@@ -91,7 +91,8 @@ static inline bool onnx_model_write_file_(const char *path, const void *data, si
 }
 
 /* A serialized model Y = Relu(X + B), X: FP32 [batch, 4] with a symbolic
- * batch, B an initializer [-1.5, -0.5, 0.5, 1.5]; returns its size (the
+ * batch, B an initializer [-1.5, -0.5, 0.5, 1.5], metadata window_size
+ * "121" and normalize_type ""; returns its size (the
  * caller frees *out). Inline: not every includer uses it. */
 static inline size_t onnx_model_tiny(uint8_t **out)
 {
@@ -124,6 +125,16 @@ static inline size_t onnx_model_tiny(uint8_t **out)
     m.n_opset_import = 1;
     m.opset_import = opsets;
     m.graph = &g;
+    /* metadata_props, as exporters write them (infd_weights_metadata) */
+    Onnx__StringStringEntryProto meta0 = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+    Onnx__StringStringEntryProto meta1 = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+    Onnx__StringStringEntryProto *metas[2] = { &meta0, &meta1 };
+    meta0.key = "window_size";
+    meta0.value = "121";
+    meta1.key = "normalize_type";
+    meta1.value = "";
+    m.n_metadata_props = 2;
+    m.metadata_props = metas;
     b.name = "B";
     b.has_data_type = 1;
     b.data_type = 1;

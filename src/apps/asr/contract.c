@@ -150,6 +150,10 @@ char *asr_contract_json(const asr_contract *c)
     key(g, "cache");
     yajl_gen_map_open(g);
     str(g, "kind", c->cache_kind);
+    if (strcmp(c->cache_kind, "cache_aware") == 0) {
+        integer(g, "window_size", c->window);
+        integer(g, "chunk_shift", c->shift);
+    }
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     const unsigned char *buf = NULL;

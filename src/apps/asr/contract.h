@@ -13,7 +13,9 @@
  *     the runtime plans them at batch 1 ("?" for the time dims it chooses);
  *   - the encoder's subsampling and width, the predictor's layers and width;
  *   - the TDT head: vocabulary size, blank id, durations, max symbols a step;
- *   - the cache semantics ("kind": "none" for buffered streaming).
+ *   - the cache semantics: "kind" "none" (buffered streaming) or
+ *     "cache_aware" with the window_size and chunk_shift in feature frames
+ *     (the caches' shapes are the encoder's I/O).
  * The model as loaded must match it field for field; the first difference
  * is INVALID_ARGUMENT naming the contract file, the field (with the
  * tensor's name) and both values. Fields the contract lacks, or has and the
@@ -53,7 +55,8 @@ typedef struct asr_contract {
     int subsampling;
     int64_t d_model, pred_layers, pred_hidden;
     asr_tdt_config tdt;
-    const char *cache_kind; /* "none" */
+    const char *cache_kind; /* "none" or "cache_aware" */
+    int64_t window, shift;  /* cache-aware: feature frames a chunk takes and moves on */
     asr_contract_net nets[3];
     int n_nets;
 } asr_contract;

@@ -236,12 +236,73 @@ void asr_features_destroy(asr_features *f)
     infd_free(f);
 }
 
+/* The signal frames are cut from: `x` holds samples [start, start + len)
+ * of a signal `n` samples long (n < 0: its end is not known yet). */
+typedef struct sig_src {
+    const float *x;
+    int64_t start, n;
+} sig_src;
+
 /* Sample i of the pre-emphasised signal, 0 outside [0, n). */
-static inline double emphasised(const float *x, int64_t n, int64_t i, double a)
+static inline double emphasised(const sig_src *sg, int64_t i, double a)
 {
-    if (i < 0 || i >= n)
+    if (i < 0 || (sg->n >= 0 && i >= sg->n))
         return 0.0;
+    const float *x = sg->x - sg->start;
     return i == 0 ? x[0] : x[i] - a * x[i - 1];
+}
+
+/* The log-mel column of frame t into out[m * stride]. */
+static void frame_mels(asr_features *f, const sig_src *sg, int64_t t, float *out, int64_t stride)
+{
+    const asr_feature_params *p = &f->head.p;
+    int nf = p->n_fft, wl = p->win_length;
+    /* frame t: samples t * hop - n_fft / 2 + [0, n_fft); the window covers
+     * [win_off, win_off + win_length) of it. */
+    int64_t base = t * p->hop_length - nf / 2 + f->win_off;
+    for (int k = 0; k < wl; k++)
+        f->frame[f->win_off + k] = f->window[k] * emphasised(sg, base + k, p->preemph);
+    fftw_execute_dft_r2c(f->plan, f->frame, f->spec);
+    for (int b = 0; b < f->n_bins; b++) {
+        double re = f->spec[b][0], im = f->spec[b][1];
+        f->power[b] = re * re + im * im;
+    }
+    for (int m = 0; m < p->n_mels; m++) {
+        const float *w = f->mel_w + f->mel_start[m];
+        const double *pw = f->power + f->mel_first[m];
+        double s = 0.0;
+        for (int k = 0; k < f->mel_count[m]; k++)
+            s += w[k] * pw[k];
+        out[(int64_t)m * stride] = (float)log(s + p->log_guard);
+    }
+}
+
+int64_t asr_features_first_sample(const asr_features *f, int64_t t)
+{
+    const asr_feature_params *p = &f->head.p;
+    return t * p->hop_length - p->n_fft / 2 + f->win_off - 1;
+}
+
+int64_t asr_features_end_sample(const asr_features *f, int64_t t)
+{
+    const asr_feature_params *p = &f->head.p;
+    return t * p->hop_length - p->n_fft / 2 + f->win_off + p->win_length;
+}
+
+void asr_features_compute_range(asr_features *f, const float *buf, int64_t buf_start, int64_t n,
+                                int64_t t0, int64_t count, float *out, int64_t stride)
+{
+    const asr_feature_params *p = &f->head.p;
+    sig_src sg = { buf, buf_start, n };
+    int64_t valid = n >= 0 ? n / p->hop_length : INT64_MAX;
+    memset(f->frame, 0, sizeof(double) * (size_t)p->n_fft);
+    for (int64_t t = t0; t < t0 + count; t++) {
+        if (t < valid)
+            frame_mels(f, &sg, t, out + (t - t0), stride);
+        else
+            for (int m = 0; m < p->n_mels; m++)
+                out[(int64_t)m * stride + (t - t0)] = 0.0f;
+    }
 }
 
 int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, float *out,
@@ -250,29 +311,10 @@ int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, f
     const asr_feature_params *p = &f->head.p;
     int64_t frames = asr_features_frames(f, n);
     int64_t valid = asr_features_valid_frames(f, n);
-    int nf = p->n_fft, wl = p->win_length;
-    double a = p->preemph;
-    memset(f->frame, 0, sizeof(double) * (size_t)nf);
-    for (int64_t t = 0; t < frames; t++) {
-        /* frame t: samples t * hop - n_fft / 2 + [0, n_fft); the window
-         * covers [win_off, win_off + win_length) of it. */
-        int64_t base = t * p->hop_length - nf / 2 + f->win_off;
-        for (int k = 0; k < wl; k++)
-            f->frame[f->win_off + k] = f->window[k] * emphasised(samples, n, base + k, a);
-        fftw_execute_dft_r2c(f->plan, f->frame, f->spec);
-        for (int b = 0; b < f->n_bins; b++) {
-            double re = f->spec[b][0], im = f->spec[b][1];
-            f->power[b] = re * re + im * im;
-        }
-        for (int m = 0; m < p->n_mels; m++) {
-            const float *w = f->mel_w + f->mel_start[m];
-            const double *pw = f->power + f->mel_first[m];
-            double s = 0.0;
-            for (int k = 0; k < f->mel_count[m]; k++)
-                s += w[k] * pw[k];
-            out[(int64_t)m * stride + t] = (float)log(s + p->log_guard);
-        }
-    }
+    sig_src sg = { samples, 0, n };
+    memset(f->frame, 0, sizeof(double) * (size_t)p->n_fft);
+    for (int64_t t = 0; t < frames; t++)
+        frame_mels(f, &sg, t, out + t, stride);
     if (p->normalize == ASR_NORM_PER_FEATURE) {
         for (int m = 0; m < p->n_mels; m++) {
             float *row = out + (int64_t)m * stride;

@@ -79,6 +79,21 @@ static inline int64_t asr_features_valid_frames(const asr_features *f, int64_t n
 int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, float *out,
                              int64_t stride);
 
+/* Streaming: frames [t0, t0 + count) of a signal n samples long (n < 0:
+ * its end is not known yet) of which buf holds samples [buf_start, ...),
+ * at least [asr_features_first_sample(t0), asr_features_end_sample(t0 +
+ * count - 1)) clipped to [0, n). The same values asr_features_compute gives
+ * over the whole signal when its normalisation is ASR_NORM_NONE (the
+ * caller's to check): frames from n / hop on are 0. Into out[m * stride +
+ * (t - t0)]. Allocates nothing. */
+void asr_features_compute_range(asr_features *f, const float *buf, int64_t buf_start, int64_t n,
+                                int64_t t0, int64_t count, float *out, int64_t stride);
+
+/* The first sample frame t reads (the one before its window, for the
+ * pre-emphasis), and the sample after its last. */
+int64_t asr_features_first_sample(const asr_features *f, int64_t t);
+int64_t asr_features_end_sample(const asr_features *f, int64_t t);
+
 /* ------------------------------------------------------------------------- */
 
 struct asr_features_head {

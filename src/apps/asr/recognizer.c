@@ -41,8 +41,21 @@ struct asr_model {
     char *name;          /* the directory's last component */
     char *contract_path; /* where its contract is read from */
     asr_contract contract;
-    int debug;      /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
-    bool nan_guard; /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
+    asr_norm normalize; /* the features' (sherpa-onnx's normalize_type; per_feature otherwise) */
+    /* cache-aware streaming (mode b): the encoder takes and gives its
+     * caches; every chunk feeds `window` feature frames and moves on by
+     * `shift` (sherpa-onnx's window_size and chunk_shift) */
+    bool cache_aware;
+    int64_t window, shift;
+    infd_shape cc_shape, ct_shape; /* cache_last_channel, cache_last_time at batch 1 */
+    size_t cc_n, ct_n;             /* their element counts */
+    infd_plan *ca_plan;
+    infd_context *ca_ctx;
+    int64_t ca_frames; /* encoder frames a chunk gives */
+    float *ca_feats;   /* [n_mels, window] */
+    float *ca_enc;     /* [D, ca_frames] */
+    int debug;         /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
+    bool nan_guard;    /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -103,7 +116,13 @@ struct asr_stream {
     int64_t seg_start; /* the segment's first encoder frame */
     int64_t n_joint_runs;
     int64_t n_chunks; /* chunks decoded */
-    asr_tap *tap;     /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
+    /* cache-aware streams: the encoder's caches (read from [cur], written
+     * to [!cur]) and the feature frame the next chunk starts at */
+    float *cc[2], *ct[2];
+    int64_t clen[2];
+    int cur;
+    int64_t next_frame;
+    asr_tap *tap; /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
 };
 
 void asr_model_options_init(asr_model_options *o)
@@ -634,6 +653,10 @@ void asr_model_destroy(asr_model *m)
         infd_free(m->buckets[i].enc);
     }
     infd_weights_destroy(m->enc_w);
+    infd_context_destroy(m->ca_ctx);
+    infd_plan_destroy(m->ca_plan);
+    infd_free(m->ca_feats);
+    infd_free(m->ca_enc);
     infd_context_destroy(m->dj_ctx);
     infd_plan_destroy(m->dj);
     infd_context_destroy(m->pred_ctx);
@@ -687,6 +710,210 @@ static infd_status detect_layout(asr_model *m, infd_error *err)
     return INFD_STATUS_OK;
 }
 
+/* Metadata key `key` of the sherpa-onnx encoder as an integer in [lo, hi]:
+ * 0 and *v untouched when absent; INVALID_ARGUMENT naming it otherwise. */
+static infd_status meta_int(const asr_model *m, const char *path, const char *key, long lo, long hi,
+                            int64_t *v, infd_error *err)
+{
+    const char *s = infd_weights_metadata(m->enc_w, key);
+    if (!s)
+        return INFD_STATUS_OK;
+    char *end = NULL;
+    long x = strtol(s, &end, 10);
+    if (!*s || !end || *end || x < lo || x > hi)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: metadata %s is \"%.40s\"; expected an integer in [%ld, %ld]",
+                              path, key, s, lo, hi);
+    *v = x;
+    return INFD_STATUS_OK;
+}
+
+/* sherpa-onnx's metadata keys on encoder.onnx (its NeMo export scripts):
+ * normalize_type, subsampling_factor and feat_dim set and check what the
+ * encoder declares; window_size and chunk_shift, with the cache inputs,
+ * make a cache-aware encoder (vocab_size, pred_rnn_layers and pred_hidden
+ * are checked once the other files are read: sherpa_metadata_sizes). */
+static infd_status sherpa_metadata(asr_model *m, const char *path, infd_error *err)
+{
+    const char *norm = infd_weights_metadata(m->enc_w, "normalize_type");
+    if (norm && strcmp(norm, "per_feature") == 0)
+        m->normalize = ASR_NORM_PER_FEATURE;
+    else if (norm && (!*norm || strcmp(norm, "NA") == 0 || strcmp(norm, "None") == 0))
+        m->normalize = ASR_NORM_NONE;
+    else if (norm)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: metadata normalize_type is \"%.40s\"; infd reads "
+                              "per_feature and \"\" (none)",
+                              path, norm);
+    int64_t sub = m->subsampling, feat = m->n_mels, window = 0, shift = 0;
+    infd_status st = meta_int(m, path, "subsampling_factor", 1, 64, &sub, err);
+    if (st == INFD_STATUS_OK)
+        st = meta_int(m, path, "feat_dim", 1, 512, &feat, err);
+    if (st == INFD_STATUS_OK && feat != m->n_mels)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: metadata feat_dim is %lld, but audio_signal declares %d "
+                            "features",
+                            path, (long long)feat, m->n_mels);
+    m->subsampling = (int)sub;
+    int n_in = infd_weights_n_inputs(m->enc_w);
+    infd_graph_input gi;
+    if (st != INFD_STATUS_OK || n_in == 2)
+        return st;
+    /* cache-aware: audio_signal, length, cache_last_channel, cache_last_time,
+     * cache_last_channel_len */
+    const char *names[5] = { "audio_signal", "length", "cache_last_channel", "cache_last_time",
+                             "cache_last_channel_len" };
+    for (int i = 0; i < 5 && st == INFD_STATUS_OK; i++) {
+        st = infd_weights_input(m->enc_w, i, &gi, err);
+        if (st == INFD_STATUS_OK && (n_in != 5 || strcmp(gi.name, names[i]) != 0))
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: %d inputs, input %d '%s'; an encoder has 2 (audio_signal, "
+                                "length) or, cache-aware, 5 (audio_signal, length, "
+                                "cache_last_channel, cache_last_time, cache_last_channel_len)",
+                                path, n_in, i, gi.name);
+        if (st == INFD_STATUS_OK && (i == 2 || i == 3)) {
+            infd_shape *sh = i == 2 ? &m->cc_shape : &m->ct_shape;
+            bool ok = gi.shape.rank == 4;
+            *sh = gi.shape;
+            sh->dims[0] = 1;
+            for (int d = 1; ok && d < 4; d++) {
+                char key[64];
+                int64_t v = gi.shape.dims[d];
+                snprintf(key, sizeof(key), "%s_dim%d", names[i], d);
+                st = meta_int(m, path, key, 1, 1 << 20, &v, err);
+                ok = st == INFD_STATUS_OK && v >= 1 &&
+                     (gi.shape.dims[d] < 0 || gi.shape.dims[d] == v);
+                sh->dims[d] = v;
+            }
+            if (st == INFD_STATUS_OK && !ok)
+                st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                    "%s: input %s has rank %d and dims that neither it nor the "
+                                    "metadata keys %s_dim1..3 give consistently; expected "
+                                    "[batch, layers, ., .]",
+                                    path, names[i], (int)gi.shape.rank, names[i]);
+        }
+    }
+    if (st == INFD_STATUS_OK)
+        st = meta_int(m, path, "window_size", 1, 100000, &window, err);
+    if (st == INFD_STATUS_OK)
+        st = meta_int(m, path, "chunk_shift", 1, 100000, &shift, err);
+    if (st == INFD_STATUS_OK && (!window || !shift))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: a cache-aware encoder needs the metadata keys window_size and "
+                            "chunk_shift (feature frames a chunk takes and moves on)",
+                            path);
+    if (st == INFD_STATUS_OK && (window != shift || window % m->subsampling != 0))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: window_size %lld and chunk_shift %lld: infd streams "
+                            "cache-aware encoders whose window is the shift, a multiple of the "
+                            "subsampling %d (no pre-encode cache yet)",
+                            path, (long long)window, (long long)shift, m->subsampling);
+    if (st == INFD_STATUS_OK && m->normalize != ASR_NORM_NONE)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: a cache-aware encoder with per_feature normalisation; its "
+                            "chunks need features that do not depend on the rest of the audio "
+                            "(normalize_type \"\")",
+                            path);
+    if (st == INFD_STATUS_OK) {
+        m->cache_aware = true;
+        m->window = window;
+        m->shift = shift;
+        m->cc_n = (size_t)(m->cc_shape.dims[1] * m->cc_shape.dims[2] * m->cc_shape.dims[3]);
+        m->ct_n = (size_t)(m->ct_shape.dims[1] * m->ct_shape.dims[2] * m->ct_shape.dims[3]);
+    }
+    return st;
+}
+
+/* vocab_size (V + 1), pred_rnn_layers and pred_hidden, when present, match
+ * tokens.txt and decoder.onnx. */
+static infd_status sherpa_metadata_sizes(asr_model *m, infd_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", m->dir, m->enc_file);
+    int64_t vocab = m->vocab + 1, layers = m->n_layers, hidden = m->hidden;
+    infd_status st = meta_int(m, path, "vocab_size", 1, MAX_VOCAB + 1, &vocab, err);
+    if (st == INFD_STATUS_OK)
+        st = meta_int(m, path, "pred_rnn_layers", 1, 64, &layers, err);
+    if (st == INFD_STATUS_OK)
+        st = meta_int(m, path, "pred_hidden", 1, 1 << 16, &hidden, err);
+    if (st == INFD_STATUS_OK && vocab != m->vocab + 1)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: metadata vocab_size is %lld; %s has %d tokens and the blank", path,
+                            (long long)vocab, m->vocab_file, m->vocab);
+    if (st == INFD_STATUS_OK && (layers != m->n_layers || hidden != m->hidden))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: metadata pred_rnn_layers %lld and pred_hidden %lld; "
+                            "decoder.onnx's states are [%lld, batch, %lld]",
+                            path, (long long)layers, (long long)hidden, (long long)m->n_layers,
+                            (long long)m->hidden);
+    return st;
+}
+
+/* The cache-aware encoder's plan: one chunk of `window` frames, the caches
+ * at batch 1; checked by name, dtype and shape. */
+static infd_status load_cache_aware(asr_model *m, infd_error *err)
+{
+    char file[4096];
+    snprintf(file, sizeof(file), "%s/%s", m->dir, m->enc_file);
+    infd_input_shape shapes[5] = {
+        { .name = "audio_signal", .shape = { .rank = 3, .dims = { 1, m->n_mels, m->window } } },
+        { .name = "length", .shape = { .rank = 1, .dims = { 1 } } },
+        { .name = "cache_last_channel", .shape = m->cc_shape },
+        { .name = "cache_last_time", .shape = m->ct_shape },
+        { .name = "cache_last_channel_len", .shape = { .rank = 1, .dims = { 1 } } },
+    };
+    infd_plan_options o = plan_options(m, m->opts.n_threads, shapes, 5);
+    infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &m->ca_plan, err);
+    infd_tensor_info t;
+    if (st == INFD_STATUS_OK && infd_plan_n_outputs(m->ca_plan) != 5)
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: %d outputs; a cache-aware encoder has 5 (outputs, "
+                            "encoded_lengths, cache_last_channel_next, cache_last_time_next, "
+                            "cache_last_channel_next_len)",
+                            file, infd_plan_n_outputs(m->ca_plan));
+    int64_t frames = m->window / m->subsampling;
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->ca_plan, true, 0, file, "outputs", INFD_DTYPE_FP32, 3,
+                      (const int64_t[]){ 1, -1, frames }, &t, err);
+    if (st == INFD_STATUS_OK) {
+        m->d_enc = t.shape.dims[1];
+        m->ca_frames = frames;
+        st = check_io(m->ca_plan, true, 1, file, "encoded_lengths", INFD_DTYPE_INT64, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->ca_plan, true, 2, file, "cache_last_channel_next", INFD_DTYPE_FP32, 4,
+                      m->cc_shape.dims, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->ca_plan, true, 3, file, "cache_last_time_next", INFD_DTYPE_FP32, 4,
+                      m->ct_shape.dims, &t, err);
+    if (st == INFD_STATUS_OK)
+        st = check_io(m->ca_plan, true, 4, file, "cache_last_channel_next_len", INFD_DTYPE_INT64, 1,
+                      (const int64_t[]){ 1 }, &t, err);
+    for (int i = 2; i < 5 && st == INFD_STATUS_OK; i++) {
+        static const infd_dtype want[5] = { INFD_DTYPE_FP32, INFD_DTYPE_INT64, INFD_DTYPE_FP32,
+                                            INFD_DTYPE_FP32, INFD_DTYPE_INT64 };
+        st = infd_plan_input(m->ca_plan, i, &t);
+        if (st == INFD_STATUS_OK && t.dtype != want[i])
+            st =
+                infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: input %s is %s; expected %s",
+                               file, t.name, infd_dtype_name(t.dtype), infd_dtype_name(want[i]));
+    }
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(m->ca_plan, &m->ca_ctx, err);
+    if (st == INFD_STATUS_OK) {
+        asr_contract_record(&m->contract.nets[m->contract.n_nets++], "encoder", m->enc_file,
+                            m->ca_plan);
+        m->ca_feats = infd_calloc((size_t)(m->n_mels * m->window), sizeof(float));
+        m->ca_enc = infd_calloc((size_t)(m->d_enc * frames), sizeof(float));
+        if (!m->ca_feats || !m->ca_enc)
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st == INFD_STATUS_OK)
+        infd_weights_trim(m->enc_w);
+    return st;
+}
+
 /* The model's name (the directory's last component) and its contract's
  * path: `given`, or <parent>/contracts/<name>.contract.json. */
 static infd_status model_paths(asr_model *m, const char *given)
@@ -727,7 +954,9 @@ static infd_status check_contract(asr_model *m, infd_error *err)
     c->pred_layers = m->n_layers;
     c->pred_hidden = m->hidden;
     c->tdt = m->tdt;
-    c->cache_kind = "none";
+    c->cache_kind = m->cache_aware ? "cache_aware" : "none";
+    c->window = m->window;
+    c->shift = m->shift;
     if (!m->opts.contract && access(m->contract_path, F_OK) != 0)
         return INFD_STATUS_OK;
     size_t n = 0;
@@ -759,6 +988,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&m->lock, NULL);
+    m->normalize = ASR_NORM_PER_FEATURE;
     const char *dbg = getenv("INFD_ASR_DEBUG"), *guard = getenv("INFD_ASR_NAN_GUARD");
     m->debug = dbg && *dbg ? atoi(dbg) : 0;
     m->nan_guard = guard && *guard && strcmp(guard, "0") != 0;
@@ -795,6 +1025,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
             m->n_mels = (int)gi.shape.dims[1];
             m->subsampling = 8;
             m->max_symbols = 10;
+            st = sherpa_metadata(m, path, err);
         }
         infd_free(path);
     }
@@ -806,6 +1037,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
                                    .n_durations = 5,
                                    .max_symbols = m->max_symbols };
         asr_feature_params fp = asr_feature_params_nemo(m->n_mels);
+        fp.normalize = m->normalize;
         st = asr_features_create(&fp, &m->feat, err);
         int64_t most = (int64_t)(m->opts.max_seconds * fp.sample_rate / fp.hop_length) + 1;
         m->max_frames =
@@ -818,9 +1050,12 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         infd_free(path);
     }
     enc_bucket *b = NULL;
-    if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
+    if (st == INFD_STATUS_OK && m->cache_aware)
+        st = load_cache_aware(m, err);
+    else if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
         st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
-    if (st == INFD_STATUS_OK) { /* the first bucket's plan: the encoder's I/O, time dims chosen */
+    if (st == INFD_STATUS_OK &&
+        b) { /* the first bucket's plan: the encoder's I/O, time dims chosen */
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "encoder", m->enc_file,
                             b->plan);
         m->contract.nets[0].in[0].dims[2] = -1;
@@ -830,6 +1065,8 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         infd_weights_trim(m->enc_w);
     if (st == INFD_STATUS_OK)
         st = m->layout == LAYOUT_ONNX_ASR ? load_decoder(m, err) : load_sherpa(m, err);
+    if (st == INFD_STATUS_OK && m->layout == LAYOUT_SHERPA)
+        st = sherpa_metadata_sizes(m, err);
     if (st == INFD_STATUS_OK)
         st = check_contract(m, err);
     if (st != INFD_STATUS_OK) {
@@ -1050,6 +1287,10 @@ void asr_stream_destroy(asr_stream *s)
     infd_free(s->state[1]);
     infd_free(s->g);
     infd_free(s->tokens);
+    for (int k = 0; k < 2; k++) {
+        infd_free(s->cc[k]);
+        infd_free(s->ct[k]);
+    }
     infd_free(s);
 }
 
@@ -1088,15 +1329,27 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
                             m->dir, s->o.rule1_s, s->o.rule2_s, s->o.rule3_s);
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
     if (st == INFD_STATUS_OK) {
-        /* room for a window and a second of audio, tokens for a minute */
+        /* room for a window and a second of audio, and for the most
+         * tokens 30 s can give (every frame max_symbols) */
         s->buf_cap = s->left + s->chunk + s->right + asr_model_sample_rate(m);
-        s->cap_tokens = 1024;
+        if (m->cache_aware) {
+            s->buf_cap += (m->window + 4) * asr_features_params(m->feat)->hop_length +
+                          asr_features_params(m->feat)->n_fft;
+            for (int k = 0; k < 2 && st == INFD_STATUS_OK; k++) {
+                s->cc[k] = infd_calloc(m->cc_n, sizeof(float));
+                s->ct[k] = infd_calloc(m->ct_n, sizeof(float));
+                if (!s->cc[k] || !s->ct[k])
+                    st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            }
+        }
+        s->cap_tokens = (int64_t)(30.0 / asr_model_frame_seconds(m) + 1) * m->tdt.max_symbols;
         s->buf = infd_malloc((size_t)s->buf_cap * sizeof(float));
         s->state[0] = infd_calloc(1, sb);
         s->state[1] = infd_calloc(1, sb);
         s->g = infd_calloc((size_t)m->hidden, sizeof(float));
         s->tokens = infd_calloc((size_t)s->cap_tokens, sizeof(asr_tdt_token));
-        if (!s->buf || !s->state[0] || !s->state[1] || !s->g || !s->tokens)
+        if (st == INFD_STATUS_OK &&
+            (!s->buf || !s->state[0] || !s->state[1] || !s->g || !s->tokens))
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st != INFD_STATUS_OK) {
@@ -1257,6 +1510,14 @@ void asr_stream_finish(asr_stream *s)
 bool asr_stream_ready(const asr_stream *s)
 {
     int64_t total = s->buf_start + s->buf_len;
+    const asr_model *m = s->m;
+    if (m->cache_aware) { /* the next window's features can be made */
+        if (s->done || (s->offline && !s->finished))
+            return false;
+        if (s->finished)
+            return s->next_frame < asr_features_valid_frames(m->feat, total);
+        return total >= asr_features_end_sample(m->feat, s->next_frame + m->window - 1);
+    }
     if (s->done || s->chunk == 0)
         return false;
     return s->finished ? s->next < total : total >= s->next + s->chunk + s->right;
@@ -1284,18 +1545,19 @@ static infd_status reserve_tokens(asr_stream *s, int64_t more, infd_error *err)
 
 /* INFD_ASR_NAN_GUARD: the window's features and its encoder frames are
  * finite. */
-static infd_status guard_window(const asr_model *m, const enc_bucket *b, int64_t enc_len,
+static infd_status guard_window(const asr_model *m, const float *feats, int64_t frames,
+                                const float *enc, int64_t out_frames, int64_t enc_len,
                                 int64_t chunk, infd_error *err)
 {
-    for (int64_t i = 0; i < m->n_mels * b->frames; i++)
-        if (!isfinite(b->feats[i]))
+    for (int64_t i = 0; i < m->n_mels * frames; i++)
+        if (!isfinite(feats[i]))
             return infd_error_set(err, INFD_STATUS_INTERNAL,
                                   "%s: NaN guard: feature %lld of frame %lld is %g (chunk %lld)",
-                                  m->dir, (long long)(i / b->frames), (long long)(i % b->frames),
-                                  (double)b->feats[i], (long long)chunk);
+                                  m->dir, (long long)(i / frames), (long long)(i % frames),
+                                  (double)feats[i], (long long)chunk);
     for (int64_t d = 0; d < m->d_enc; d++)
         for (int64_t t = 0; t < enc_len; t++) {
-            float v = b->enc[d * b->out_frames + t];
+            float v = enc[d * out_frames + t];
             if (!isfinite(v))
                 return infd_error_set(err, INFD_STATUS_INTERNAL,
                                       "%s: NaN guard: the encoder's output %lld of frame %lld of "
@@ -1306,10 +1568,104 @@ static infd_status guard_window(const asr_model *m, const enc_bucket *b, int64_t
     return INFD_STATUS_OK;
 }
 
+/* A view of n elements of dtype at data. */
+static infd_tensor view(infd_dtype dtype, const infd_shape *shape, void *data)
+{
+    infd_tensor t;
+    memset(&t, 0, sizeof(t));
+    size_t nb = 0;
+    infd_tensor_nbytes_for(dtype, shape, &nb, NULL);
+    infd_tensor_init_view(&t, dtype, shape, data, nb, NULL);
+    return t;
+}
+
+/* A cache-aware chunk: the window's features (no normalisation, so the
+ * same frames the whole audio gives), the encoder on them with the
+ * stream's caches (the next caches written to the other buffers), the
+ * chunk's valid frames decoded. */
+static infd_status decode_cached(asr_stream *s, infd_error *err)
+{
+    asr_model *m = s->m;
+    int64_t total = s->buf_start + s->buf_len, t0 = s->next_frame;
+    int64_t valid = s->finished ? asr_features_valid_frames(m->feat, total) : INT64_MAX;
+    int64_t length = valid - t0 < m->window ? valid - t0 : m->window;
+    const infd_shape feats = { .rank = 3, .dims = { 1, m->n_mels, m->window } };
+    const infd_shape one = { .rank = 1, .dims = { 1 } };
+    const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, m->ca_frames } };
+    int cur = s->cur, nxt = !s->cur;
+    int64_t enc_len = 0;
+    pthread_mutex_lock(&m->lock);
+    asr_features_compute_range(m->feat, s->buf, s->buf_start, s->finished ? total : -1, t0,
+                               m->window, m->ca_feats, m->window);
+    infd_tensor in[5] = { view(INFD_DTYPE_FP32, &feats, m->ca_feats),
+                          view(INFD_DTYPE_INT64, &one, &length),
+                          view(INFD_DTYPE_FP32, &m->cc_shape, s->cc[cur]),
+                          view(INFD_DTYPE_FP32, &m->ct_shape, s->ct[cur]),
+                          view(INFD_DTYPE_INT64, &one, &s->clen[cur]) };
+    infd_tensor out[5] = { view(INFD_DTYPE_FP32, &enc, m->ca_enc),
+                           view(INFD_DTYPE_INT64, &one, &enc_len),
+                           view(INFD_DTYPE_FP32, &m->cc_shape, s->cc[nxt]),
+                           view(INFD_DTYPE_FP32, &m->ct_shape, s->ct[nxt]),
+                           view(INFD_DTYPE_INT64, &one, &s->clen[nxt]) };
+    infd_status st = infd_plan_run(m->ca_plan, m->ca_ctx, in, 5, out, 5, err);
+    if (st == INFD_STATUS_OK && (enc_len < 0 || enc_len > m->ca_frames))
+        st = infd_error_set(err, INFD_STATUS_INTERNAL,
+                            "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
+                            (long long)enc_len, (long long)m->ca_frames);
+    if (st == INFD_STATUS_OK && m->nan_guard)
+        st = guard_window(m, m->ca_feats, m->window, m->ca_enc, m->ca_frames, enc_len, s->n_chunks,
+                          err);
+    if (st == INFD_STATUS_OK)
+        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, enc_len), err);
+    int64_t got = 0;
+    if (st == INFD_STATUS_OK) {
+        bind(m, s);
+        m->enc_out = m->ca_enc;
+        m->enc_stride = m->ca_frames;
+        asr_tdt_nets nets = { m, joint, predict };
+        st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, enc_len, s->tokens + s->n_tokens,
+                            s->cap_tokens - s->n_tokens, &got, err);
+        s->n_tokens += got;
+        m->cur = NULL;
+    }
+    int64_t ws = asr_features_first_sample(m->feat, t0) + 1;
+    int64_t we = asr_features_end_sample(m->feat, t0 + m->window - 1);
+    if (st == INFD_STATUS_OK) {
+        asr_tap_decode(s->tap, s->n_chunks, ws > 0 ? ws : 0, we < total ? we : total, m->n_mels,
+                       m->window, m->ca_feats, s->tokens + s->n_tokens - got, got);
+        if (m->debug)
+            fprintf(stderr,
+                    "infd asr: chunk %lld: feature frames [%lld, %lld), %lld valid; %lld encoder "
+                    "frames, %lld tokens, cache %lld frames deep, %lld joint runs in all\n",
+                    (long long)s->n_chunks, (long long)t0, (long long)(t0 + m->window),
+                    (long long)length, (long long)enc_len, (long long)got, (long long)s->clen[nxt],
+                    (long long)s->n_joint_runs);
+        s->n_chunks++;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (st != INFD_STATUS_OK)
+        return st;
+    s->cur = nxt;
+    s->next_frame += m->shift;
+    s->done = s->finished && s->next_frame >= valid;
+    int64_t keep = asr_features_first_sample(m->feat, s->next_frame);
+    int64_t drop = (keep > 0 ? keep : 0) - s->buf_start;
+    if (drop > s->buf_len)
+        drop = s->buf_len;
+    if (drop > 0) {
+        memmove(s->buf, s->buf + drop, (size_t)(s->buf_len - drop) * sizeof(float));
+        s->buf_start += drop;
+        s->buf_len -= drop;
+    }
+    return INFD_STATUS_OK;
+}
+
 infd_status asr_stream_decode(asr_stream *s, infd_error *err)
 {
     if (!asr_stream_ready(s))
         return INFD_STATUS_OK;
+    if (s->m->cache_aware)
+        return decode_cached(s, err);
     asr_model *m = s->m;
     int64_t unit = frame_samples(m), total = s->buf_start + s->buf_len;
     int64_t cs = s->next, ce = cs + s->chunk;
@@ -1340,7 +1696,7 @@ infd_status asr_stream_decode(asr_stream *s, infd_error *err)
         st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
     }
     if (st == INFD_STATUS_OK && m->nan_guard)
-        st = guard_window(m, b, enc_len, s->n_chunks, err);
+        st = guard_window(m, b->feats, b->frames, b->enc, b->out_frames, enc_len, s->n_chunks, err);
     if (st == INFD_STATUS_OK) {
         bind(m, s);
         m->enc_out = b->enc + off;

@@ -121,6 +121,14 @@ void asr_result_fini(asr_result *r);
  * chunk_s = 0 makes an offline stream: nothing is ready until the input
  * has finished, and then it decodes as asr_model_transcribe.
  *
+ * A cache-aware encoder (sherpa-onnx layout; inputs cache_last_channel,
+ * cache_last_time, cache_last_channel_len; window_size and chunk_shift in
+ * its metadata) streams in its own chunks instead, chunk_s, left_s and
+ * right_s unused: each chunk's unnormalised features are made from the
+ * stream's samples (the same values the whole audio gives), the encoder
+ * reads the stream's caches and writes the next ones, and the chunk's
+ * encoded frames are decoded. Exactly the tokens of the whole utterance.
+ *
  * Endpoints follow sherpa-onnx's three rules, in seconds of decoded audio
  * since the segment began (asr_stream_reset begins one): trailing silence
  * (frames since the last token) >= rule1_s with no token yet; >= rule2_s
@@ -129,8 +137,9 @@ void asr_result_fini(asr_result *r);
  * After the first chunks, accepting audio at the model's rate and decoding
  * allocate nothing (tests/unit/apps/test_asr_stream.c counts): the
  * encoder's plans for the window lengths are built on their first use, the
- * sample buffer is compacted in place, and the token buffer doubles only
- * when full. Decoding locks the model: streams decode one at a time.
+ * sample buffer is compacted in place, and the token buffer, which holds
+ * the most tokens 30 s can give, doubles only when a segment outgrows it.
+ * Decoding locks the model: streams decode one at a time.
  */
 typedef struct asr_stream_options {
     double chunk_s; /* 0: offline; else >= one encoder frame (0.08 s) */

@@ -116,8 +116,8 @@ static void test_trim_then_later_plan(void)
 }
 
 /* The model's declared inputs: X FP32 [batch, 4] with its symbolic dim as
- * -1; the initializer B is not one; they stay readable after a trim,
- * without loading the model again. */
+ * -1; the initializer B is not one; they and the metadata stay readable
+ * after a trim, without loading the model again. */
 static void test_declared_inputs(void)
 {
     infd_weights *w = NULL;
@@ -133,10 +133,15 @@ static void test_declared_inputs(void)
     ASSERT_EQ_I64(in.shape.dims[1], 4);
     ASSERT_STATUS(infd_weights_input(w, 1, &in, &err), INFD_STATUS_NOT_FOUND);
     ASSERT_STATUS(infd_weights_input(w, -1, &in, &err), INFD_STATUS_NOT_FOUND);
+    ASSERT_STR_EQ(infd_weights_metadata(w, "window_size"), "121");
     infd_weights_trim(w);
     ASSERT_EQ_INT(infd_weights_n_inputs(w), 1);
     ASSERT_STATUS(infd_weights_input(w, 0, &in, &err), INFD_STATUS_OK);
     ASSERT_STR_EQ(in.name, "X");
+    /* the metadata too, after the trim */
+    ASSERT_STR_EQ(infd_weights_metadata(w, "normalize_type"), "");
+    ASSERT_STR_EQ(infd_weights_metadata(w, "window_size"), "121");
+    ASSERT_TRUE(infd_weights_metadata(w, "chunk_shift") == NULL);
     infd_weights_stats s;
     infd_weights_get_stats(w, &s);
     ASSERT_EQ_U64(s.model_bytes, 0); /* still trimmed: nothing was loaded */
