@@ -405,3 +405,27 @@ def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, tmp_path)
     with_metadata("normalize_type", "per_feature", "a cache-aware encoder with per_feature")
     with_metadata("cache_last_channel_dim2", "9", "cache_last_channel")
     with_metadata("pred_hidden", "x", "metadata pred_hidden is \"x\"")
+
+
+def test_cuda_gives_the_cpu_tokens(infd_bin, model_dir, sherpa_dir, streaming_dir, tmp_path):
+    """`--device cuda`: the encoder, the predictor's LSTM and the joint on
+    the GPU (FP32), offline and streamed, in the three tiny models: the
+    tokens the CPU gives. Skips without a usable GPU."""
+    from test_cuda import cuda_state
+
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    write_wav(tmp_path / "a.wav", speechlike(int(3.7 * 16000), 12))
+    for model in (model_dir, sherpa_dir, streaming_dir):
+        for mode in ([], ["--stream", "--chunk-ms", "480", "--left-ms", "2000",
+                          "--right-ms", "480"]):
+            got = {}
+            for device in ("cpu", "cuda"):
+                r = subprocess.run([str(infd_bin), "asr", str(model), str(tmp_path / "a.wav"),
+                                    "--json", "--device", device, *mode], capture_output=True,
+                                   text=True, timeout=300)
+                assert r.returncode == 0, (model.name, device, r.stderr)
+                got[device] = json.loads(r.stdout.splitlines()[-1])
+            print(f"{model.name} {mode[:1]}: {len(got['cpu']['tokens'])} tokens")
+            assert ids(got["cuda"]) == ids(got["cpu"]), (model.name, mode)

@@ -23,7 +23,7 @@ static const infd_cuda_op *find_op(const infd_kernel_args *a, infd_error *why)
 {
     const infd_cuda_op *const tables[] = { infd_cuda_ops_conv, infd_cuda_ops_gemm,
                                            infd_cuda_ops_misc, infd_cuda_ops_extra,
-                                           infd_cuda_ops_dwpw };
+                                           infd_cuda_ops_dwpw, infd_cuda_ops_seq };
     int seen = 0;
     infd_error last = { 0 };
     if (a->node->domain[0] != '\0') {

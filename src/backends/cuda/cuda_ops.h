@@ -45,6 +45,7 @@ extern const infd_cuda_op infd_cuda_ops_conv[];
 extern const infd_cuda_op infd_cuda_ops_gemm[];
 extern const infd_cuda_op infd_cuda_ops_misc[];
 extern const infd_cuda_op infd_cuda_ops_extra[]; /* cuda_extra.c */
+extern const infd_cuda_op infd_cuda_ops_seq[];   /* cuda_seq.c */
 extern const infd_cuda_op infd_cuda_ops_dwpw[];  /* cuda_dwpw.c */
 
 /* A zeroed kernel struct of `size` bytes (>= sizeof(infd_cuda_kernel)) with
