@@ -777,8 +777,13 @@ static infd_status bmm_compile(const infd_kernel_args *a, infd_kernel **out, inf
         k->off[3 * i + 2] = oy;
     }
     p.d.tf32 = a->precision == INFD_PRECISION_TF32;
+    p.d.fast16 = a->precision == INFD_PRECISION_FP16   ? 1
+                 : a->precision == INFD_PRECISION_BF16 ? 2
+                                                       : 0;
     if (p.d.tf32)
         k->base.base.name = "cublasLt:bmm_tf32";
+    else if (p.d.fast16)
+        k->base.base.name = p.d.fast16 == 1 ? "cublasLt:bmm_fast16f" : "cublasLt:bmm_fast16bf";
     k->gemm = infd_cuda_gemm_create(&p.d, &ws, NULL, why, sizeof(why));
     if (!k->gemm) {
         infd_free(k->off);

@@ -8,8 +8,11 @@
  * MatMul: A [..., M, K] times a 2-D B [K, N], the leading dims folded into
  * M (a linear layer over a batch). ReLU fuses into the epilogue; other
  * fused activations run as one kernel after it. Strict FP32
- * (CUBLAS_COMPUTE_32F) in every plan but a TF32 one
- * (CUBLAS_COMPUTE_32F_FAST_TF32, kernel "cublasLt:matmul_tf32").
+ * (CUBLAS_COMPUTE_32F) in FP32 plans; TF32 tensor cores in a TF32 one
+ * (CUBLAS_COMPUTE_32F_FAST_TF32, kernel "cublasLt:matmul_tf32"); 16-bit
+ * tensor cores in FP16 and BF16 plans (CUBLAS_COMPUTE_32F_FAST_16F / _16BF,
+ * "cublasLt:matmul_fast16f" / "_fast16bf": the FP32 operands rounded to 16
+ * bits by cuBLASLt, FP32 sums and output).
  */
 #include <stdio.h>
 #include <string.h>
@@ -149,20 +152,30 @@ static void gemm_fini(infd_cuda_kernel *base)
     infd_cuda_gemm_destroy(((gemm_kernel *)base)->gemm);
 }
 
-/* The tuning record a Gemm/MatMul keeps: "gmm1", whether TF32 (int32),
+/* The math of a plan's FP32 matmuls: 0 strict FP32, 1 TF32, 2 and 3 on
+ * FP16 and BF16 tensor cores (FP16 and BF16 plans). */
+static int32_t math_of(infd_precision p)
+{
+    return p == INFD_PRECISION_TF32   ? 1
+           : p == INFD_PRECISION_FP16 ? 2
+           : p == INFD_PRECISION_BF16 ? 3
+                                      : 0;
+}
+
+/* The tuning record a Gemm/MatMul keeps: "gmm1", its math (int32, math_of),
  * then cuBLASLt's algorithm (INFD_CUDA_GEMM_ALGO_BYTES), which a plan file
  * hands back so that loading skips cuBLASLt's heuristic. */
 #define GEMM_TAG          "gmm1"
 #define GEMM_RECORD_BYTES (8 + INFD_CUDA_GEMM_ALGO_BYTES)
 
 /* The algorithm a record of this precision keeps, or NULL. */
-static const void *recorded_algo(const infd_kernel_args *a, int32_t tf32)
+static const void *recorded_algo(const infd_kernel_args *a, int32_t math)
 {
     int32_t t;
     if (!a->tuning || a->tuning_bytes != GEMM_RECORD_BYTES || memcmp(a->tuning, GEMM_TAG, 4) != 0)
         return NULL;
     memcpy(&t, a->tuning + 4, sizeof(t));
-    return t == tf32 ? a->tuning + 8 : NULL;
+    return t == math ? a->tuning + 8 : NULL;
 }
 
 static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
@@ -200,11 +213,16 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
                               .host_bias = bias,
                               .relu = p.act == INFD_CUDA_ACT_RELU,
                               .has_res = p.res_input >= 0,
-                              .tf32 = a->precision == INFD_PRECISION_TF32 };
-    d.algo = recorded_algo(a, d.tf32);
+                              .tf32 = a->precision == INFD_PRECISION_TF32,
+                              .fast16 = a->precision == INFD_PRECISION_FP16   ? 1
+                                        : a->precision == INFD_PRECISION_BF16 ? 2
+                                                                              : 0 };
+    d.algo = recorded_algo(a, math_of(a->precision));
     size_t ws = 0;
     if (d.tf32)
         k->base.base.name = "cublasLt:matmul_tf32";
+    else if (d.fast16)
+        k->base.base.name = d.fast16 == 1 ? "cublasLt:matmul_fast16f" : "cublasLt:matmul_fast16bf";
     k->gemm = infd_cuda_gemm_create(&d, &ws, NULL, why, sizeof(why));
     infd_free(bias);
     if (!k->gemm) {
@@ -213,9 +231,9 @@ static infd_status gemm_compile(const infd_kernel_args *a, infd_kernel **out, in
     }
     k->base.base.workspace_bytes = ws;
     uint8_t head[8];
-    int32_t tf32 = d.tf32;
+    int32_t math = math_of(a->precision);
     memcpy(head, GEMM_TAG, 4);
-    memcpy(head + 4, &tf32, 4);
+    memcpy(head + 4, &math, 4);
     infd_cuda_kernel_keep_tuning(&k->base, head, sizeof(head), infd_cuda_gemm_algo(k->gemm),
                                  INFD_CUDA_GEMM_ALGO_BYTES);
     if (p.bias_input >= 0) /* copied into the epilogue's bias at create */

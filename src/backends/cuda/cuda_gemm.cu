@@ -174,9 +174,13 @@ extern "C" infd_cuda_gemm *infd_cuda_gemm_create(const infd_cuda_gemm_desc *d,
     /* FP32 data: CUBLAS_COMPUTE_32F is strict FP32 (cuBLASLt has no math
      * mode on its handle; the compute type decides), _FAST_TF32 when the
      * plan asked for TF32. 16-bit data: FP32 accumulation. */
-    CHECK(cublasLtMatmulDescCreate(
-        &g->op, !d->fp16 && d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-        CUDA_R_32F));
+    CHECK(cublasLtMatmulDescCreate(&g->op,
+                                   d->fp16          ? CUBLAS_COMPUTE_32F
+                                   : d->fast16 == 1 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                   : d->fast16 == 2 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                   : d->tf32        ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                    : CUBLAS_COMPUTE_32F,
+                                   CUDA_R_32F));
     /* cuBLASLt's A is our B: stored [N,K] (trans_b) is column-major [K,N],
      * transposed to [N,K]; stored [K,N] is column-major [N,K] as is. */
     ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

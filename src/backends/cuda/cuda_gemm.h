@@ -30,6 +30,10 @@ typedef struct infd_cuda_gemm_desc {
     int fp16;
     int bf16; /* with fp16: BF16 instead of FP16 */
     int tf32; /* without fp16: TF32 tensor cores allowed (a TF32 plan) */
+    /* Without fp16, in an FP16 (1) or BF16 (2) plan: FP32 data multiplied on
+     * 16-bit tensor cores (CUBLAS_COMPUTE_32F_FAST_16F / _16BF: inputs
+     * rounded to 16 bits, FP32 sums and output). */
+    int fast16;
     const float *host_b;
     /* tune: time the heuristic's candidates on the compile stream and keep
      * the fastest, reporting its time in *ms (may be NULL); else take

@@ -169,8 +169,9 @@ __global__ void seq_eltwise_kernel(int op, int tin, int tout, infd_cuda_seq_bcas
         case INFD_CUDA_SEQ_OR:
         case INFD_CUDA_SEQ_XOR: {
             bool a = ((const uint8_t *)x0)[o0] != 0, e = ((const uint8_t *)x1)[o1] != 0;
-            ((uint8_t *)y)[i] = op == INFD_CUDA_SEQ_AND ? (a && e) : op == INFD_CUDA_SEQ_OR ? (a || e)
-                                                                                          : (a != e);
+            ((uint8_t *)y)[i] = op == INFD_CUDA_SEQ_AND  ? (a && e)
+                                : op == INFD_CUDA_SEQ_OR ? (a || e)
+                                                         : (a != e);
             break;
         }
         case INFD_CUDA_SEQ_NOT:
@@ -245,8 +246,7 @@ extern "C" void infd_cuda_seq_eltwise(void *stream, int op, int tin, int tout,
 {
     if (b->n <= 0)
         return;
-    seq_eltwise_kernel<<<grid(b->n), 256, 0, stream_of(stream)>>>(op, tin, tout, *b, x0, x1, x2,
-                                                                  y);
+    seq_eltwise_kernel<<<grid(b->n), 256, 0, stream_of(stream)>>>(op, tin, tout, *b, x0, x1, x2, y);
 }
 
 /* ---- LayerNormalization --------------------------------------------------- */
@@ -338,8 +338,8 @@ extern "C" void infd_cuda_gather(void *stream, const void *x, const void *idx, i
         return;
     switch (esize) {
     case 1:
-        gather_kernel<uint8_t><<<grid(n), 256, 0, s>>>((const uint8_t *)x, idx, idx64,
-                                                       (uint8_t *)y, axis_dim, n_idx, inner, n);
+        gather_kernel<uint8_t><<<grid(n), 256, 0, s>>>((const uint8_t *)x, idx, idx64, (uint8_t *)y,
+                                                       axis_dim, n_idx, inner, n);
         break;
     case 2:
         gather_kernel<uint16_t><<<grid(n), 256, 0, s>>>((const uint16_t *)x, idx, idx64,
@@ -359,9 +359,9 @@ extern "C" void infd_cuda_gather(void *stream, const void *x, const void *idx, i
 /* ---- LSTM -------------------------------------------------------------------- */
 
 /* gates[b, r] for every batch row b and gate row r: a warp per r. */
-__global__ void lstm_gates_kernel(const float *xt, int64_t x_stride, const float *W,
-                                  const float *R, const float *B, const float *h, float *gates,
-                                  int64_t batch, int64_t input, int64_t hidden)
+__global__ void lstm_gates_kernel(const float *xt, int64_t x_stride, const float *W, const float *R,
+                                  const float *B, const float *h, float *gates, int64_t batch,
+                                  int64_t input, int64_t hidden)
 {
     int64_t rows = 4 * hidden;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
