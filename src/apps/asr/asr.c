@@ -174,8 +174,13 @@ infd_status infd_asr_decode(infd_asr_recognizer *r, infd_asr_stream *s, infd_err
 infd_status infd_asr_decode_multiple(infd_asr_recognizer *r, infd_asr_stream **s, int32_t n,
                                      infd_error *err)
 {
-    for (int32_t i = 0; i < n; i++) {
-        infd_status st = infd_asr_decode(r, s[i], err);
+    enum { GROUP = 64 };
+    asr_stream *group[GROUP];
+    for (int32_t i = 0; i < n; i += GROUP) {
+        int k = n - i < GROUP ? (int)(n - i) : GROUP;
+        for (int j = 0; j < k; j++)
+            group[j] = s[i + j]->s;
+        infd_status st = asr_streams_decode(r->m, group, k, err);
         if (st != INFD_STATUS_OK)
             return st;
     }

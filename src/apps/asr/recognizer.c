@@ -19,11 +19,15 @@
 #include "core/alloc.h"
 
 #define MAX_BUCKETS 64
-#define MAX_VOCAB   65536
+/* The most windows of streams one encoder run takes (asr_streams_decode). */
+#define ASR_MAX_BATCH 16
+#define MAX_VOCAB     65536
 
 /* One encoder length: its plan, context and output buffers. */
 typedef struct enc_bucket {
     int64_t frames; /* the padded feature frames (T) */
+    int64_t batch;  /* windows encoded at once (a power of two, ASR_MAX_BATCH at most) */
+    int64_t *lengths, *enc_lens; /* [batch] */
     infd_plan *plan;
     infd_context *ctx;
     int64_t out_frames; /* T' of the plan's outputs */
@@ -91,6 +95,7 @@ struct asr_model {
     /* the chunk being decoded: its stream and encoder frames */
     pthread_mutex_t lock; /* one decode at a time: the plans' contexts are the model's */
     struct asr_stream *cur;
+    uint64_t calls; /* asr_streams_decode calls, to mark the streams each has taken */
     const float *enc_out;
     int64_t enc_stride;
 };
@@ -122,7 +127,8 @@ struct asr_stream {
     int64_t clen[2];
     int cur;
     int64_t next_frame;
-    asr_tap *tap; /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
+    asr_tap *tap;     /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
+    uint64_t handled; /* the asr_streams_decode call that last decoded a chunk of it */
 };
 
 void asr_model_options_init(asr_model_options *o)
@@ -577,10 +583,11 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
 }
 
 /* The encoder plan for `frames` padded feature frames, built on first use. */
-static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out, infd_error *err)
+static infd_status encoder_bucket(asr_model *m, int64_t frames, int64_t batch, enc_bucket **out,
+                                  infd_error *err)
 {
     for (int i = 0; i < m->n_buckets; i++)
-        if (m->buckets[i].frames == frames) {
+        if (m->buckets[i].frames == frames && m->buckets[i].batch == batch) {
             *out = &m->buckets[i];
             return INFD_STATUS_OK;
         }
@@ -590,9 +597,11 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
     enc_bucket *b = &m->buckets[m->n_buckets];
     memset(b, 0, sizeof(*b));
     b->frames = frames;
-    infd_input_shape shapes[2] = { { .name = "audio_signal",
-                                     .shape = { .rank = 3, .dims = { 1, m->n_mels, frames } } },
-                                   { .name = "length", .shape = { .rank = 1, .dims = { 1 } } } };
+    b->batch = batch;
+    infd_input_shape shapes[2] = {
+        { .name = "audio_signal", .shape = { .rank = 3, .dims = { batch, m->n_mels, frames } } },
+        { .name = "length", .shape = { .rank = 1, .dims = { batch } } }
+    };
     infd_plan_options o = plan_options(m, m->opts.n_threads, shapes, 2);
     const char *file = m->enc_file;
     infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
@@ -606,25 +615,27 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
                            m->dir, file, infd_plan_n_inputs(b->plan), infd_plan_n_outputs(b->plan));
     if (st == INFD_STATUS_OK)
         st = check_io(b->plan, false, 0, file, "audio_signal", INFD_DTYPE_FP32, 3,
-                      (const int64_t[]){ 1, m->n_mels, frames }, &t, err);
+                      (const int64_t[]){ batch, m->n_mels, frames }, &t, err);
     if (st == INFD_STATUS_OK)
         st = check_io(b->plan, false, 1, file, "length", INFD_DTYPE_INT64, 1,
-                      (const int64_t[]){ 1 }, &t, err);
+                      (const int64_t[]){ batch }, &t, err);
     if (st == INFD_STATUS_OK)
         st = check_io(b->plan, true, 0, file, "outputs", INFD_DTYPE_FP32, 3,
-                      (const int64_t[]){ 1, m->d_enc > 0 ? m->d_enc : -1, -1 }, &t, err);
+                      (const int64_t[]){ batch, m->d_enc > 0 ? m->d_enc : -1, -1 }, &t, err);
     if (st == INFD_STATUS_OK) {
         m->d_enc = t.shape.dims[1];
         b->out_frames = t.shape.dims[2];
         st = check_io(b->plan, true, 1, file, "encoded_lengths", INFD_DTYPE_INT64, 1,
-                      (const int64_t[]){ 1 }, &t, err);
+                      (const int64_t[]){ batch }, &t, err);
     }
     if (st == INFD_STATUS_OK)
         st = infd_context_create(b->plan, &b->ctx, err);
     if (st == INFD_STATUS_OK) {
-        b->feats = infd_calloc((size_t)(m->n_mels * frames), sizeof(float));
-        b->enc = infd_calloc((size_t)(m->d_enc * b->out_frames), sizeof(float));
-        if (!b->feats || !b->enc)
+        b->feats = infd_calloc((size_t)(batch * m->n_mels * frames), sizeof(float));
+        b->enc = infd_calloc((size_t)(batch * m->d_enc * b->out_frames), sizeof(float));
+        b->lengths = infd_calloc((size_t)batch, sizeof(int64_t));
+        b->enc_lens = infd_calloc((size_t)batch, sizeof(int64_t));
+        if (!b->feats || !b->enc || !b->lengths || !b->enc_lens)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st != INFD_STATUS_OK) {
@@ -632,6 +643,8 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, enc_bucket **out
         infd_plan_destroy(b->plan);
         infd_free(b->feats);
         infd_free(b->enc);
+        infd_free(b->lengths);
+        infd_free(b->enc_lens);
         memset(b, 0, sizeof(*b));
         if (err && strncmp(err->msg, m->dir, strlen(m->dir)) != 0)
             infd_error_prefix(err, "%s", m->dir);
@@ -651,6 +664,8 @@ void asr_model_destroy(asr_model *m)
         infd_plan_destroy(m->buckets[i].plan);
         infd_free(m->buckets[i].feats);
         infd_free(m->buckets[i].enc);
+        infd_free(m->buckets[i].lengths);
+        infd_free(m->buckets[i].enc_lens);
     }
     infd_weights_destroy(m->enc_w);
     infd_context_destroy(m->ca_ctx);
@@ -1053,7 +1068,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     if (st == INFD_STATUS_OK && m->cache_aware)
         st = load_cache_aware(m, err);
     else if (st == INFD_STATUS_OK) /* the first length checks the encoder and gives D */
-        st = encoder_bucket(m, m->opts.bucket_frames, &b, err);
+        st = encoder_bucket(m, m->opts.bucket_frames, 1, &b, err);
     if (st == INFD_STATUS_OK &&
         b) { /* the first bucket's plan: the encoder's I/O, time dims chosen */
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "encoder", m->enc_file,
@@ -1178,43 +1193,86 @@ void asr_result_fini(asr_result *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Encodes samples x[0, n) on their own (features over them, padded to a
- * bucket): the bucket holding the output and the encoded length. */
-static infd_status encode(asr_model *m, const float *x, int64_t n, enc_bucket **out,
-                          int64_t *enc_len, infd_error *err)
+/* The padded feature frames of a window of n samples. */
+static int64_t window_frames(const asr_model *m, int64_t n)
 {
-    int64_t frames = asr_features_frames(m->feat, n);
     int64_t bf = m->opts.bucket_frames;
-    int64_t padded = (frames + bf - 1) / bf * bf;
+    return (asr_features_frames(m->feat, n) + bf - 1) / bf * bf;
+}
+
+/* A stream's ready chunk (buffered streaming): the chunk [cs, ce) and its
+ * window [ws, we) in samples, whether it is the last, the window's padded
+ * feature frames, and its row in the encoder's batch. */
+typedef struct chunk_job {
+    asr_stream *s;
+    int64_t cs, ce, ws, we, total, frames;
+    bool last;
+    int row;
+} chunk_job;
+
+static void plan_chunk(asr_stream *s, chunk_job *j)
+{
+    const asr_model *m = s->m;
+    memset(j, 0, sizeof(*j));
+    j->s = s;
+    j->total = s->buf_start + s->buf_len;
+    j->cs = s->next;
+    j->ce = j->cs + s->chunk;
+    j->last = s->finished && j->ce >= j->total;
+    if (j->last)
+        j->ce = j->total;
+    j->ws = j->cs - s->left > 0 ? j->cs - s->left : 0;
+    j->we = j->ce + s->right < j->total ? j->ce + s->right : j->total;
+    j->frames = window_frames(m, j->we - j->ws);
+}
+
+/* Encodes the windows of jobs[0, k) (the same padded length) in one run of
+ * the encoder plan for a batch of the next power of two: each row's
+ * features over its window alone, the rows past k copies of row 0's
+ * length over zeros. */
+static infd_status encode_batch(asr_model *m, chunk_job *jobs, int k, enc_bucket **out,
+                                infd_error *err)
+{
+    int64_t batch = 1, frames = jobs[0].frames;
+    while (batch < k)
+        batch *= 2;
     enc_bucket *b = NULL;
-    infd_status st = encoder_bucket(m, padded, &b, err);
+    infd_status st = encoder_bucket(m, frames, batch, &b, err);
     if (st != INFD_STATUS_OK)
         return st;
-    memset(b->feats, 0, sizeof(float) * (size_t)(m->n_mels * padded));
-    int64_t length = asr_features_compute(m->feat, x, n, b->feats, padded);
+    size_t row = (size_t)(m->n_mels * frames);
+    memset(b->feats, 0, sizeof(float) * row * (size_t)batch);
+    for (int r = 0; r < k; r++) {
+        const asr_stream *s = jobs[r].s;
+        jobs[r].row = r;
+        b->lengths[r] = asr_features_compute(m->feat, s->buf + (jobs[r].ws - s->buf_start),
+                                             jobs[r].we - jobs[r].ws, b->feats + row * r, frames);
+    }
+    for (int64_t r = k; r < batch; r++)
+        b->lengths[r] = b->lengths[0];
     infd_tensor in[2], outs[2];
     memset(in, 0, sizeof(in));
     memset(outs, 0, sizeof(outs));
     in[0] = (infd_tensor){ .dtype = INFD_DTYPE_FP32,
-                           .shape = { .rank = 3, .dims = { 1, m->n_mels, padded } },
+                           .shape = { .rank = 3, .dims = { batch, m->n_mels, frames } },
                            .data = b->feats,
-                           .nbytes = sizeof(float) * (size_t)(m->n_mels * padded) };
+                           .nbytes = sizeof(float) * row * (size_t)batch };
     in[1] = (infd_tensor){ .dtype = INFD_DTYPE_INT64,
-                           .shape = { .rank = 1, .dims = { 1 } },
-                           .data = &length,
-                           .nbytes = 8 };
+                           .shape = { .rank = 1, .dims = { batch } },
+                           .data = b->lengths,
+                           .nbytes = 8 * (size_t)batch };
     outs[0] = (infd_tensor){ .data = b->enc,
-                             .nbytes = sizeof(float) * (size_t)(m->d_enc * b->out_frames) };
-    outs[1] = (infd_tensor){ .data = enc_len, .nbytes = 8 };
+                             .nbytes = sizeof(float) * (size_t)(batch * m->d_enc * b->out_frames) };
+    outs[1] = (infd_tensor){ .data = b->enc_lens, .nbytes = 8 * (size_t)batch };
     st = infd_plan_run(b->plan, b->ctx, in, 2, outs, 2, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    if (*enc_len < 0 || *enc_len > b->out_frames)
-        return infd_error_set(err, INFD_STATUS_INTERNAL,
-                              "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
-                              (long long)*enc_len, (long long)b->out_frames);
-    *out = b;
-    return INFD_STATUS_OK;
+    for (int r = 0; st == INFD_STATUS_OK && r < k; r++)
+        if (b->enc_lens[r] < 0 || b->enc_lens[r] > b->out_frames)
+            st = infd_error_set(err, INFD_STATUS_INTERNAL,
+                                "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
+                                (long long)b->enc_lens[r], (long long)b->out_frames);
+    if (st == INFD_STATUS_OK)
+        *out = b;
+    return st;
 }
 
 double asr_model_frame_seconds(const asr_model *m)
@@ -1254,13 +1312,6 @@ static infd_status frames_of(const asr_model *m, double sec, const char *what, i
                               m->dir, what, sec, fs);
     *out = (int64_t)floor(k + 0.5) * frame_samples(m);
     return INFD_STATUS_OK;
-}
-
-/* The padded feature frames of a window of n samples. */
-static int64_t window_frames(const asr_model *m, int64_t n)
-{
-    int64_t bf = m->opts.bucket_frames;
-    return (asr_features_frames(m->feat, n) + bf - 1) / bf * bf;
 }
 
 static infd_status window_fits(const asr_model *m, int64_t chunk, int64_t left, int64_t right,
@@ -1660,71 +1711,55 @@ static infd_status decode_cached(asr_stream *s, infd_error *err)
     return INFD_STATUS_OK;
 }
 
-infd_status asr_stream_decode(asr_stream *s, infd_error *err)
+/* Decodes job j's frames from row j->row of bucket b (m->lock held). */
+static infd_status decode_job(asr_model *m, const chunk_job *j, const enc_bucket *b,
+                              infd_error *err)
 {
-    if (!asr_stream_ready(s))
-        return INFD_STATUS_OK;
-    if (s->m->cache_aware)
-        return decode_cached(s, err);
-    asr_model *m = s->m;
-    int64_t unit = frame_samples(m), total = s->buf_start + s->buf_len;
-    int64_t cs = s->next, ce = cs + s->chunk;
-    bool last = s->finished && ce >= total;
-    if (last)
-        ce = total;
-    int64_t ws = cs - s->left > 0 ? cs - s->left : 0;
-    int64_t we = ce + s->right < total ? ce + s->right : total;
-    infd_status st = INFD_STATUS_OK;
-    if (window_frames(m, we - ws) > m->max_frames)
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: a window of %.2f s is longer than the %.1f s encoded at once "
-                            "(max_seconds)",
-                            m->dir, (double)(we - ws) / asr_model_sample_rate(m),
-                            m->opts.max_seconds);
-    pthread_mutex_lock(&m->lock);
-    enc_bucket *b = NULL;
-    int64_t enc_len = 0;
-    if (st == INFD_STATUS_OK)
-        st = encode(m, s->buf + (ws - s->buf_start), we - ws, &b, &enc_len, err);
-    int64_t off = (cs - ws) / unit, cnt = 0;
-    if (st == INFD_STATUS_OK) {
-        cnt = last ? enc_len - off : s->chunk / unit;
-        if (cnt > enc_len - off)
-            cnt = enc_len - off;
-        if (cnt < 0)
-            cnt = 0;
-        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
-    }
+    asr_stream *s = j->s;
+    int64_t unit = frame_samples(m), enc_len = b->enc_lens[j->row];
+    int64_t off = (j->cs - j->ws) / unit;
+    int64_t cnt = j->last ? enc_len - off : s->chunk / unit;
+    if (cnt > enc_len - off)
+        cnt = enc_len - off;
+    if (cnt < 0)
+        cnt = 0;
+    const float *feats = b->feats + (size_t)(j->row * m->n_mels * b->frames);
+    const float *enc = b->enc + (size_t)(j->row * m->d_enc * b->out_frames);
+    infd_status st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
     if (st == INFD_STATUS_OK && m->nan_guard)
-        st = guard_window(m, b->feats, b->frames, b->enc, b->out_frames, enc_len, s->n_chunks, err);
-    if (st == INFD_STATUS_OK) {
-        bind(m, s);
-        m->enc_out = b->enc + off;
-        m->enc_stride = b->out_frames;
-        asr_tdt_nets nets = { m, joint, predict };
-        int64_t got = 0;
-        st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
-                            s->cap_tokens - s->n_tokens, &got, err);
-        s->n_tokens += got;
-        m->cur = NULL;
-        if (st == INFD_STATUS_OK) {
-            asr_tap_decode(s->tap, s->n_chunks, ws, we, m->n_mels, b->frames, b->feats,
-                           s->tokens + s->n_tokens - got, got);
-            if (m->debug)
-                fprintf(stderr,
-                        "infd asr: chunk %lld: window [%lld, %lld) samples, encoder frames "
-                        "%lld to %lld of the window, %lld tokens, %lld joint runs in all\n",
-                        (long long)s->n_chunks, (long long)ws, (long long)we, (long long)off,
-                        (long long)(off + cnt), (long long)got, (long long)s->n_joint_runs);
-            s->n_chunks++;
-        }
-    }
-    pthread_mutex_unlock(&m->lock);
+        st = guard_window(m, feats, b->frames, enc, b->out_frames, enc_len, s->n_chunks, err);
     if (st != INFD_STATUS_OK)
         return st;
-    s->next = last ? total : cs + s->chunk;
-    s->done = last;
-    /* the samples before the next window go */
+    bind(m, s);
+    m->enc_out = enc + off;
+    m->enc_stride = b->out_frames;
+    asr_tdt_nets nets = { m, joint, predict };
+    int64_t got = 0;
+    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
+                        s->cap_tokens - s->n_tokens, &got, err);
+    s->n_tokens += got;
+    m->cur = NULL;
+    if (st != INFD_STATUS_OK)
+        return st;
+    asr_tap_decode(s->tap, s->n_chunks, j->ws, j->we, m->n_mels, b->frames, feats,
+                   s->tokens + s->n_tokens - got, got);
+    if (m->debug)
+        fprintf(stderr,
+                "infd asr: chunk %lld: window [%lld, %lld) samples, row %d of %lld, encoder "
+                "frames %lld to %lld of the window, %lld tokens, %lld joint runs in all\n",
+                (long long)s->n_chunks, (long long)j->ws, (long long)j->we, j->row,
+                (long long)b->batch, (long long)off, (long long)(off + cnt), (long long)got,
+                (long long)s->n_joint_runs);
+    s->n_chunks++;
+    return INFD_STATUS_OK;
+}
+
+/* After job j: the next chunk, and the samples before its window dropped. */
+static void advance(const chunk_job *j)
+{
+    asr_stream *s = j->s;
+    s->next = j->last ? j->total : j->cs + s->chunk;
+    s->done = j->last;
     int64_t drop = s->next - s->left - s->buf_start;
     if (drop > s->buf_len)
         drop = s->buf_len;
@@ -1733,7 +1768,59 @@ infd_status asr_stream_decode(asr_stream *s, infd_error *err)
         s->buf_start += drop;
         s->buf_len -= drop;
     }
-    return INFD_STATUS_OK;
+}
+
+infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    for (int i = 0; i < n && st == INFD_STATUS_OK; i++) /* cache-aware: one at a time */
+        if (streams[i]->m != m)
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "stream %d belongs to another model", i);
+        else if (m->cache_aware && asr_stream_ready(streams[i]))
+            st = decode_cached(streams[i], err);
+    if (st != INFD_STATUS_OK || m->cache_aware)
+        return st;
+    pthread_mutex_lock(&m->lock);
+    uint64_t call = ++m->calls;
+    for (;;) {
+        /* up to ASR_MAX_BATCH ready chunks whose windows pad to one length */
+        chunk_job jobs[ASR_MAX_BATCH];
+        int k = 0;
+        for (int i = 0; i < n && k < ASR_MAX_BATCH && st == INFD_STATUS_OK; i++) {
+            asr_stream *s = streams[i];
+            if (s->handled == call || !asr_stream_ready(s))
+                continue;
+            plan_chunk(s, &jobs[k]);
+            if (jobs[k].frames > m->max_frames)
+                st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                    "%s: a window of %.2f s is longer than the %.1f s encoded at "
+                                    "once (max_seconds)",
+                                    m->dir,
+                                    (double)(jobs[k].we - jobs[k].ws) / asr_model_sample_rate(m),
+                                    m->opts.max_seconds);
+            else if (k == 0 || jobs[k].frames == jobs[0].frames) {
+                s->handled = call;
+                k++;
+            }
+        }
+        if (st != INFD_STATUS_OK || k == 0)
+            break;
+        enc_bucket *b = NULL;
+        st = encode_batch(m, jobs, k, &b, err);
+        for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+            st = decode_job(m, &jobs[r], b, err);
+            if (st == INFD_STATUS_OK)
+                advance(&jobs[r]);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+infd_status asr_stream_decode(asr_stream *s, infd_error *err)
+{
+    return asr_streams_decode(s->m, &s, 1, err);
 }
 
 bool asr_stream_endpoint(const asr_stream *s)

@@ -174,6 +174,14 @@ bool asr_stream_ready(const asr_stream *s);
 /* Decodes the next ready chunk (a no-op when none is). */
 infd_status asr_stream_decode(asr_stream *s, infd_error *err);
 
+/* Decodes the next ready chunk of each of the n streams of model m that has
+ * one, the windows of the same padded length encoded together (up to 16 in
+ * one encoder run, its batch the next power of two; a plan per batch and
+ * length, sharing the weights), then each stream's frames decoded with its
+ * own state. Cache-aware streams are decoded one at a time. The first
+ * error stops the call (chunks decoded before it stay decoded). */
+infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err);
+
 /* The input has finished and every chunk is decoded. */
 bool asr_stream_done(const asr_stream *s);
 
