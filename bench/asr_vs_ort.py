@@ -17,6 +17,12 @@ random weights, onnx-asr layout), made here when missing. Per thread count:
   times the decoder-joint runs infd's decoding took (`infd asr --json`'s
   joint_runs): the same work, with ORT's per-call times, and without the
   features, which both would compute alike.
+- streaming (`infd asr --stream`, buffered mode) of the same 10 s file in
+  NeMo's 10-2-2 (chunk 2 s, 10 s before, 2 s after) and a low-latency
+  2-0.16-0.32 setting: compute per chunk and the real-time factor of one
+  session. ORT's estimate adds, per chunk, its encoder time at that chunk's
+  window (padded to infd's buckets of 256 frames, each timed here) and its
+  step time times the joint runs infd took.
 
     /usr/bin/python3 bench/asr_vs_ort.py [--threads 1,2] [--rounds 3]
 """
@@ -112,7 +118,62 @@ def main():
             print(f"| {len(res['tokens'])} tokens, {steps} joint runs | {threads} | "
                   f"{per_file:.4f} | {per_file / 10:.4f} | {ort:.4f} | {ort / 10:.4f} | "
                   f"{ort / per_file:.2f} |", flush=True)
+        stream_rows(a, wav, enc, per)
     return 0
+
+
+def windows(n, chunk, left, right, unit=1280):
+    """The windows (in samples) infd's buffered streaming encodes for n
+    samples (recognizer.c: plan_chunk), as padded feature frames."""
+    out, cs = [], 0
+    while cs < n:
+        ce = min(cs + chunk, n)
+        ws, we = max(0, cs - left), min(n, ce + right)
+        frames = (we - ws) // 160 + 1
+        out.append(-(-frames // 256) * 256)
+        cs += chunk
+    return out
+
+
+def stream_rows(a, wav, enc, per):
+    """Streaming rows (module docstring)."""
+    ort_enc = {}
+    print("\n| streaming 10 s, chunk/left/right ms | threads | chunks | infd ms per chunk | "
+          "infd RTF | ORT est. ms per chunk | infd/ORT speed |")
+    print("|---|---|---|---|---|---|---|")
+    for threads in [int(t) for t in a.threads.split(",")]:
+        for chunk, left, right in ((2000, 10000, 2000), (160, 2000, 320)):
+            opts = ["--stream", "--chunk-ms", str(chunk), "--left-ms", str(left), "--right-ms",
+                    str(right), "--feed-ms", str(chunk)]
+
+            def wall(n):
+                t0 = time.monotonic()
+                r = subprocess.run([a.infd, "asr", MODEL, *([wav] * n), "--json", "--threads",
+                                    str(threads), *opts], capture_output=True, text=True,
+                                   timeout=600)
+                if r.returncode != 0:
+                    raise RuntimeError(r.stderr)
+                finals = [json.loads(x) for x in r.stdout.splitlines() if '"final":true' in x]
+                return time.monotonic() - t0, finals[0]
+            runs = []
+            for _ in range(a.rounds):
+                (t1, res), (t5, _) = wall(1), wall(5)
+                runs.append((t5 - t1) / 4)
+            per_file = statistics.median(runs)
+            wins = windows(160000, chunk * 16, left * 16, right * 16)
+            for f in set(wins):
+                if (f, threads) not in ort_enc:
+                    ort_enc[(f, threads)] = statistics.median(p50([
+                        "node", REPO / "tools/ort_ref.js", enc, *shapes([
+                            ("audio_signal", (1, 128, f)), ("length", (1,))]),
+                        "--threads", threads, "--opt", "all", "--warmup", 3,
+                        "--bench-iterations", 10]) for _ in range(a.rounds))
+            ort = (sum(ort_enc[(f, threads)] for f in wins) +
+                   res["joint_runs"] * per[("decoder-joint step", threads)][1])
+            ours = per_file * 1000 / len(wins)
+            print(f"| {chunk}/{left}/{right} | {threads} | {len(wins)} | {ours:.2f} | "
+                  f"{per_file / 10:.4f} | {ort / len(wins):.2f} | "
+                  f"{ort / len(wins) / ours:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
