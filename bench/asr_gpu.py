@@ -33,6 +33,8 @@ import os
 import subprocess
 import sys
 
+from cuda_vs_torch import time_ms  # CUDA-event timing, shared with the vision benchmark
+
 
 def build_encoder(seed=2126):
     import torch
@@ -70,18 +72,6 @@ def export(model, path):
                                     "outputs": {0: "B", 2: "T_out"},
                                     "encoded_lengths": {0: "B"}},
                       opset_version=17, do_constant_folding=True, dynamo=False)
-
-
-def time_ms(fn, iters):
-    import torch
-
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(iters):
-        fn()
-    e1.record()
-    torch.cuda.synchronize()
-    return e0.elapsed_time(e1) / iters
 
 
 def torch_rows(model, batch, frames, iters, compile_mode):

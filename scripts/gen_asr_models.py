@@ -82,6 +82,23 @@ def default_out():
     return os.path.join(cache, "models", "asr")
 
 
+def feed_forward_class():
+    """A conformer's half-step feed-forward: LayerNorm, Linear to 4d, SiLU,
+    Linear back."""
+    from torch import nn
+
+    class FeedForward(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return self.l2(nn.functional.silu(self.l1(self.norm(x))))
+
+    return FeedForward
+
+
 def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED, vocab=VOCAB,
                   n_mels=N_MELS):
     """(Encoder, DecoderJoint) classes of the given size."""
@@ -105,14 +122,7 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
                 length = torch.div(length + 2 - 3, 2, rounding_mode="floor") + 1
             return x, length
 
-    class FeedForward(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.norm = nn.LayerNorm(d)
-            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            return self.l2(nn.functional.silu(self.l1(self.norm(x))))
+    FeedForward = feed_forward_class()
 
     class Attention(nn.Module):
         def __init__(self, d, heads):
@@ -208,14 +218,7 @@ def build_streaming_encoder(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS,
     import torch
     from torch import nn
 
-    class FeedForward(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.norm = nn.LayerNorm(d)
-            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            return self.l2(nn.functional.silu(self.l1(self.norm(x))))
+    FeedForward = feed_forward_class()
 
     class Layer(nn.Module):
         def __init__(self, d):

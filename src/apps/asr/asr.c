@@ -37,14 +37,16 @@ typedef struct result_impl {
 
 void infd_asr_config_init(infd_asr_config *c)
 {
+    asr_stream_options o; /* the recognizer's defaults, in the ABI's units */
+    asr_stream_options_init(&o);
     memset(c, 0, sizeof(*c));
     c->device = "cpu";
-    c->chunk_ms = 2000;
-    c->left_ms = 10000;
-    c->right_ms = 2000;
-    c->rule1_min_trailing_silence = 2.4f;
-    c->rule2_min_trailing_silence = 1.2f;
-    c->rule3_min_utterance_length = 20.0f;
+    c->chunk_ms = (int)(o.chunk_s * 1000 + 0.5);
+    c->left_ms = (int)(o.left_s * 1000 + 0.5);
+    c->right_ms = (int)(o.right_s * 1000 + 0.5);
+    c->rule1_min_trailing_silence = (float)o.rule1_s;
+    c->rule2_min_trailing_silence = (float)o.rule2_s;
+    c->rule3_min_utterance_length = (float)o.rule3_s;
 }
 
 static infd_status parse_device(const char *d, asr_model_options *o, infd_error *err)

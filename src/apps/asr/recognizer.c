@@ -1619,6 +1619,20 @@ static infd_status guard_window(const asr_model *m, const float *feats, int64_t 
     return INFD_STATUS_OK;
 }
 
+/* Drops the buffered samples before sample `keep`, moving the rest to the
+ * buffer's start (no allocation). */
+static void drop_before(asr_stream *s, int64_t keep)
+{
+    int64_t drop = (keep > 0 ? keep : 0) - s->buf_start;
+    if (drop > s->buf_len)
+        drop = s->buf_len;
+    if (drop > 0) {
+        memmove(s->buf, s->buf + drop, (size_t)(s->buf_len - drop) * sizeof(float));
+        s->buf_start += drop;
+        s->buf_len -= drop;
+    }
+}
+
 /* A view of n elements of dtype at data. */
 static infd_tensor view(infd_dtype dtype, const infd_shape *shape, void *data)
 {
@@ -1699,15 +1713,7 @@ static infd_status decode_cached(asr_stream *s, infd_error *err)
     s->cur = nxt;
     s->next_frame += m->shift;
     s->done = s->finished && s->next_frame >= valid;
-    int64_t keep = asr_features_first_sample(m->feat, s->next_frame);
-    int64_t drop = (keep > 0 ? keep : 0) - s->buf_start;
-    if (drop > s->buf_len)
-        drop = s->buf_len;
-    if (drop > 0) {
-        memmove(s->buf, s->buf + drop, (size_t)(s->buf_len - drop) * sizeof(float));
-        s->buf_start += drop;
-        s->buf_len -= drop;
-    }
+    drop_before(s, asr_features_first_sample(m->feat, s->next_frame));
     return INFD_STATUS_OK;
 }
 
@@ -1760,14 +1766,7 @@ static void advance(const chunk_job *j)
     asr_stream *s = j->s;
     s->next = j->last ? j->total : j->cs + s->chunk;
     s->done = j->last;
-    int64_t drop = s->next - s->left - s->buf_start;
-    if (drop > s->buf_len)
-        drop = s->buf_len;
-    if (drop > 0) {
-        memmove(s->buf, s->buf + drop, (size_t)(s->buf_len - drop) * sizeof(float));
-        s->buf_start += drop;
-        s->buf_len -= drop;
-    }
+    drop_before(s, s->next - s->left);
 }
 
 infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err)

@@ -32,9 +32,7 @@ static const infd_ir_value *in_at(const infd_kernel_args *a, int i)
     return i < a->n_inputs ? a->inputs[i] : NULL;
 }
 
-/* False with a message when an input arrives in an opaque layout (these
- * kernels read plain data only) or the node carries a fusion hook. */
-static bool plain_unfused(const infd_kernel_args *a, infd_error *why)
+bool infd_cuda_plain_unfused(const infd_kernel_args *a, infd_error *why)
 {
     for (int i = 0; a->input_layouts && i < a->n_inputs; i++) {
         if (a->input_layouts[i]) {
@@ -54,18 +52,17 @@ static bool plain_unfused(const infd_kernel_args *a, infd_error *why)
     return true;
 }
 
-/* Allocates a kernel of `size` bytes and copies the compile-time
- * parameters in `tmp` (a struct of the same type) after its base. */
-static infd_status kernel_from(const infd_kernel_args *a, const void *tmp, size_t size,
-                               const char *name,
-                               void (*run)(const infd_cuda_kernel *, const infd_kernel_io *),
-                               infd_kernel **out, infd_error *err)
+infd_status infd_cuda_kernel_from(const infd_kernel_args *a, const void *tmp, size_t size,
+                                  const char *name,
+                                  void (*run)(const infd_cuda_kernel *, const infd_kernel_io *),
+                                  size_t workspace, infd_kernel **out, infd_error *err)
 {
     infd_cuda_kernel *k = infd_cuda_kernel_new(size, name, run, NULL);
     if (!k)
         return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     memcpy((char *)k + sizeof(infd_cuda_kernel), (const char *)tmp + sizeof(infd_cuda_kernel),
            size - sizeof(infd_cuda_kernel));
+    k->base.workspace_bytes = workspace;
     *out = &k->base;
     return INFD_STATUS_OK;
 }
@@ -91,7 +88,7 @@ static bool slice_plan(const infd_kernel_args *a, slice_kernel *k, infd_error *w
     int64_t starts[INFD_MAX_RANK], ends[INFD_MAX_RANK], axes[INFD_MAX_RANK], steps[INFD_MAX_RANK];
     int64_t n = 0, st[INFD_MAX_RANK];
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     size_t es = infd_dtype_size(x->dtype);
@@ -178,7 +175,7 @@ static infd_status slice_compile(const infd_kernel_args *a, infd_kernel **out, i
     *out = NULL;
     if (!slice_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:slice", slice_run, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:slice", slice_run, 0, out, err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -210,7 +207,7 @@ static bool reduce_plan(const infd_kernel_args *a, reduce_kernel *k, infd_error 
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "not a reduction");
         return false;
     }
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     const infd_ir_value *x = a->inputs[0], *y = a->outputs[0];
     k->d.op = op;
@@ -282,7 +279,7 @@ static infd_status reduce_compile(const infd_kernel_args *a, infd_kernel **out, 
     *out = NULL;
     if (!reduce_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:reduce", reduce_run, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:reduce", reduce_run, 0, out, err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -298,7 +295,7 @@ typedef struct batchnorm_kernel {
 static bool batchnorm_plan(const infd_kernel_args *a, batchnorm_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     if (a->n_inputs != 5) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "takes X, scale, B, mean and var");
@@ -363,7 +360,8 @@ static infd_status batchnorm_compile(const infd_kernel_args *a, infd_kernel **ou
     *out = NULL;
     if (!batchnorm_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:batchnorm", batchnorm_run, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:batchnorm", batchnorm_run, 0, out,
+                                 err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -385,7 +383,7 @@ typedef struct deconv_kernel {
 static bool deconv_plan(const infd_kernel_args *a, infd_cuda_deconv_desc *d, infd_error *why)
 {
     memset(d, 0, sizeof(*d));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     if (a->n_inputs < 2 || !a->inputs[1] || a->n_outputs != 1) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X and W");
@@ -594,7 +592,7 @@ typedef struct bmm_plan {
 static bool bmm_plan_get(const infd_kernel_args *a, bmm_plan *p, infd_error *why)
 {
     memset(p, 0, sizeof(*p));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     if (a->n_inputs != 2 || !a->inputs[1] || a->n_outputs != 1) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "MatMul takes A and B");

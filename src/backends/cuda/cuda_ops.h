@@ -46,7 +46,20 @@ extern const infd_cuda_op infd_cuda_ops_gemm[];
 extern const infd_cuda_op infd_cuda_ops_misc[];
 extern const infd_cuda_op infd_cuda_ops_extra[]; /* cuda_extra.c */
 extern const infd_cuda_op infd_cuda_ops_seq[];   /* cuda_seq.c */
-extern const infd_cuda_op infd_cuda_ops_dwpw[];  /* cuda_dwpw.c */
+
+/* For kernels that read plain data only (cuda_extra.c, cuda_seq.c): false
+ * with a message when an input arrives in an opaque layout, the node
+ * carries a fusion hook, or input 0 or output 0 is missing. */
+bool infd_cuda_plain_unfused(const infd_kernel_args *a, infd_error *why);
+
+/* A kernel of `size` bytes whose fields after the base are copied from the
+ * compile-time struct `tmp` (of the same type), with `run` and the
+ * workspace it needs. */
+infd_status infd_cuda_kernel_from(const infd_kernel_args *a, const void *tmp, size_t size,
+                                  const char *name,
+                                  void (*run)(const infd_cuda_kernel *, const infd_kernel_io *),
+                                  size_t workspace, infd_kernel **out, infd_error *err);
+extern const infd_cuda_op infd_cuda_ops_dwpw[]; /* cuda_dwpw.c */
 
 /* A zeroed kernel struct of `size` bytes (>= sizeof(infd_cuda_kernel)) with
  * the base filled in; NULL when out of memory. Freed by the backend's

@@ -29,40 +29,6 @@ static const infd_ir_value *in_at(const infd_kernel_args *a, int i)
     return i < a->n_inputs ? a->inputs[i] : NULL;
 }
 
-/* False with a message for an opaque input layout or a fusion hook. */
-static bool plain_unfused(const infd_kernel_args *a, infd_error *why)
-{
-    for (int i = 0; a->input_layouts && i < a->n_inputs; i++)
-        if (a->input_layouts[i]) {
-            infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
-                            "input %d is in an opaque layout; this CUDA kernel reads plain data",
-                            i);
-            return false;
-        }
-    if (!infd_cuda_fused_known(a, false, why))
-        return false;
-    if (a->n_inputs < 1 || !a->inputs[0] || a->n_outputs < 1 || !a->outputs[0]) {
-        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
-        return false;
-    }
-    return true;
-}
-
-static infd_status kernel_from(const infd_kernel_args *a, const void *tmp, size_t size,
-                               const char *name,
-                               void (*run)(const infd_cuda_kernel *, const infd_kernel_io *),
-                               size_t workspace, infd_kernel **out, infd_error *err)
-{
-    infd_cuda_kernel *k = infd_cuda_kernel_new(size, name, run, NULL);
-    if (!k)
-        return infd_node_error(a, err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    memcpy((char *)k + sizeof(infd_cuda_kernel), (const char *)tmp + sizeof(infd_cuda_kernel),
-           size - sizeof(infd_cuda_kernel));
-    k->base.workspace_bytes = workspace;
-    *out = &k->base;
-    return INFD_STATUS_OK;
-}
-
 /* The kernels' type code of dtype; -1 for those they do not read. */
 static int type_of(infd_dtype t)
 {
@@ -181,7 +147,7 @@ static bool elt_plan(const infd_kernel_args *a, elt_kernel *k, infd_error *why)
     size_t i = 0;
     while (i < INFD_ARRAY_SIZE(elt_ops) && strcmp(elt_ops[i].name, a->node->op_type) != 0)
         i++;
-    if (i == INFD_ARRAY_SIZE(elt_ops) || !plain_unfused(a, why))
+    if (i == INFD_ARRAY_SIZE(elt_ops) || !infd_cuda_plain_unfused(a, why))
         return false;
     k->op = elt_ops[i].op;
     k->n_in = elt_ops[i].n_in;
@@ -269,7 +235,7 @@ static infd_status elt_compile(const infd_kernel_args *a, infd_kernel **out, inf
     *out = NULL;
     if (!elt_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:seq_eltwise", elt_run, 0, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:seq_eltwise", elt_run, 0, out, err);
 }
 
 /* ---- LayerNormalization ---------------------------------------------------- */
@@ -285,7 +251,7 @@ typedef struct ln_kernel {
 static bool ln_plan(const infd_kernel_args *a, ln_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     if (a->n_inputs < 2 || !a->inputs[1] || a->n_outputs > 3) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "needs X, Scale and Y");
@@ -356,7 +322,7 @@ static infd_status ln_compile(const infd_kernel_args *a, infd_kernel **out, infd
     *out = NULL;
     if (!ln_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:layernorm", ln_run, 0, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:layernorm", ln_run, 0, out, err);
 }
 
 /* ---- Gather -------------------------------------------------------------------- */
@@ -370,7 +336,7 @@ typedef struct gather_kernel {
 static bool gather_plan(const infd_kernel_args *a, gather_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     const infd_ir_value *x = a->inputs[0], *idx = in_at(a, 1), *y = a->outputs[0];
     size_t es = infd_dtype_size(x->dtype);
@@ -423,7 +389,7 @@ static infd_status gather_compile(const infd_kernel_args *a, infd_kernel **out, 
     *out = NULL;
     if (!gather_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:gather", gather_run, 0, out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:gather", gather_run, 0, out, err);
 }
 
 /* ---- Split and Expand: strided view copies ------------------------------------- */
@@ -440,7 +406,7 @@ typedef struct views_kernel {
 static bool views_plan(const infd_kernel_args *a, views_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     const infd_ir_value *x = a->inputs[0];
     size_t es = infd_dtype_size(x->dtype);
@@ -542,9 +508,9 @@ static infd_status views_compile(const infd_kernel_args *a, infd_kernel **out, i
     *out = NULL;
     if (!views_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp),
-                       strcmp(a->node->op_type, "Split") == 0 ? "cuda:split" : "cuda:expand",
-                       views_run, 0, out, err);
+    return infd_cuda_kernel_from(
+        a, &tmp, sizeof(tmp), strcmp(a->node->op_type, "Split") == 0 ? "cuda:split" : "cuda:expand",
+        views_run, 0, out, err);
 }
 
 /* ---- LSTM ------------------------------------------------------------------------ */
@@ -558,7 +524,7 @@ typedef struct lstm_kernel {
 static bool lstm_plan(const infd_kernel_args *a, lstm_kernel *k, infd_error *why)
 {
     memset(k, 0, sizeof(*k));
-    if (!plain_unfused(a, why))
+    if (!infd_cuda_plain_unfused(a, why))
         return false;
     const infd_ir_value *x = a->inputs[0], *w = in_at(a, 1), *r = in_at(a, 2);
     const infd_ir_value *seq = in_at(a, 4);
@@ -641,8 +607,8 @@ static infd_status lstm_compile(const infd_kernel_args *a, infd_kernel **out, in
     *out = NULL;
     if (!lstm_plan(a, &tmp, err))
         return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
-    return kernel_from(a, &tmp, sizeof(tmp), "cuda:lstm", lstm_run,
-                       infd_cuda_lstm_work_bytes(&tmp.d), out, err);
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:lstm", lstm_run,
+                                 infd_cuda_lstm_work_bytes(&tmp.d), out, err);
 }
 
 const infd_cuda_op infd_cuda_ops_seq[] = {
