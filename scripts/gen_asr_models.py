@@ -50,7 +50,9 @@ fixed constants). Its encoder.onnx takes
 audio_signal, length, cache_last_channel, cache_last_time,
 cache_last_channel_len and gives outputs, encoded_lengths and the three
 caches' next values; its forward_full runs a whole utterance at once with
-the equivalent masks, the tests' offline reference.
+the equivalent masks, the tests' offline reference. asr/tiny-tdt-streaming-pre/
+is the same with a pre-encode cache of 8 frames (window_size 24, chunk_shift
+16), as NeMo's cache-aware exports have one (build_streaming_encoder).
 Exported with torch.onnx.export(opset 17, dynamo off) and dynamic batch and
 time axes.
 
@@ -63,7 +65,7 @@ import os
 import sys
 
 GENERATOR_VERSION = ("infd-gen-asr-models/5 seed=2126 d=64 L=2 V=32 mels=128 joint=centred,std2 "
-                     "sherpa-metadata streaming=C8,K5,chunk16,fixednorm")
+                     "sherpa-metadata streaming=C8,K5,chunk16,fixednorm streaming-pre=8")
 SEED = 2126
 N_MELS, D_MODEL, N_LAYERS, N_HEADS, PRED, VOCAB = 128, 64, 2, 4, 64, 32
 # name -> (d_model, layers, heads, predictor, vocab). "tiny" for the tests,
@@ -210,11 +212,20 @@ STREAM_CHUNK, STREAM_LEFT, STREAM_KERNEL = 2, 8, 5  # encoder frames a chunk, le
 
 
 def build_streaming_encoder(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, n_mels=N_MELS,
-                            chunk=STREAM_CHUNK, left=STREAM_LEFT, kernel=STREAM_KERNEL):
+                            chunk=STREAM_CHUNK, left=STREAM_LEFT, kernel=STREAM_KERNEL,
+                            pre_frames=0):
     """The cache-aware encoder class: forward(audio_signal, length,
     cache_last_channel, cache_last_time, cache_last_channel_len) for one
-    chunk of chunk * 8 mel frames, and forward_full(audio_signal, length)
-    for a whole utterance with the masks that make it equal."""
+    window of pre_frames + chunk * 8 mel frames, and forward_full(audio_signal,
+    length) for a whole utterance with the masks that make it equal.
+
+    pre_frames (0 or 8) is a pre-encode cache, as NeMo's exports have and
+    sherpa-onnx streams them (window_size = chunk_shift + the cache, each
+    window starting where the last one's shift ended): the first 8 frames
+    of a window are context only. Each stacked frame adds a linear map of
+    the stacked frame before it, and the window's first stacked frame gives
+    no output (NeMo's drop_extra_pre_encoded); over a whole utterance the
+    first 8 frames likewise give none."""
     import torch
     from torch import nn
 
@@ -260,14 +271,20 @@ def build_streaming_encoder(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS,
             super().__init__()
             self.pre = nn.Linear(8 * n_mels, d_model)
             self.layers = nn.ModuleList([Layer(d_model) for _ in range(n_layers)])
+            if pre_frames:
+                self.prev = nn.Linear(d_model, d_model)
 
         def subsample(self, audio_signal, length):
             b, m, t = audio_signal.shape
             # fixed normalisation of unnormalised log-mels (a cache-aware
             # model's features depend on nothing but their own frames)
             audio_signal = (audio_signal + 9.0) / 3.5
-            x = audio_signal.transpose(1, 2).reshape(b, t // 8, 8 * m)
-            return torch.relu(self.pre(x)), torch.div(length + 7, 8, rounding_mode="floor")
+            x = torch.relu(self.pre(audio_signal.transpose(1, 2).reshape(b, t // 8, 8 * m)))
+            if not pre_frames:
+                return x, torch.div(length + 7, 8, rounding_mode="floor")
+            x = x[:, 1:] + self.prev(x[:, :-1])  # the first stacked frame: context only
+            return x, torch.clamp(torch.div(length - pre_frames + 7, 8, rounding_mode="floor"),
+                                  min=0)
 
         def forward(self, audio_signal, length, cache_last_channel, cache_last_time,
                     cache_last_channel_len):
@@ -401,19 +418,24 @@ def rough_logmels(seconds=4.0, batch=4):
     return torch.stack(out)
 
 
-def generate_streaming(out):
+def generate_streaming(out, pre=0):
     """The cache-aware variant (module docstring) in the sherpa-onnx layout,
-    with model.pt (encoder and decoder_joint state dicts)."""
+    with model.pt (encoder and decoder_joint state dicts); `pre` mel frames
+    of pre-encode cache (0, or 8 for tiny-tdt-streaming-pre)."""
     import torch
 
-    StreamingEncoder = build_streaming_encoder()
+    StreamingEncoder = build_streaming_encoder(pre_frames=pre)
     _, DecoderJoint = build_modules()
-    torch.manual_seed(SEED + 1)
+    torch.manual_seed(SEED + 1 + pre)
     enc, dec = StreamingEncoder().eval(), DecoderJoint().eval()
     L, C, K = N_LAYERS, STREAM_LEFT, STREAM_KERNEL
-    window = STREAM_CHUNK * 8
+    shift = STREAM_CHUNK * 8
+    window = shift + pre
     with torch.no_grad():
         randomise_batchnorm(enc)
+        if pre:  # the context term small beside the frame's own
+            enc.prev.weight.mul_(0.2)
+            enc.prev.bias.zero_()
         # on unnormalised log-mels of speech-like audio
         feats = rough_logmels()
         calibrate_joint(lambda x, n: enc.forward_full(feats, torch.tensor([feats.shape[2]] * 4))[0],
@@ -424,7 +446,7 @@ def generate_streaming(out):
         ch, tm, ln = torch.zeros(1, L, C, D_MODEL), torch.zeros(1, L, D_MODEL, K - 1), \
             torch.zeros(1, dtype=torch.int64)
         parts = []
-        for s in range(0, x.shape[2], window):
+        for s in range(0, x.shape[2] - pre, shift):
             piece = torch.nn.functional.pad(x[:, :, s:s + window],
                                             (0, max(0, s + window - x.shape[2])))
             o, _, ch, tm, ln = enc(piece, torch.tensor([min(window, x.shape[2] - s)]), ch, tm, ln)
@@ -450,7 +472,7 @@ def generate_streaming(out):
                       opset_version=17, do_constant_folding=True)
     add_metadata(path, {"vocab_size": VOCAB + 1, "normalize_type": "", "pred_rnn_layers": 2,
                         "pred_hidden": PRED, "subsampling_factor": 8, "feat_dim": N_MELS,
-                        "window_size": window, "chunk_shift": window,
+                        "window_size": window, "chunk_shift": shift,
                         "cache_last_channel_dim1": L, "cache_last_channel_dim2": C,
                         "cache_last_channel_dim3": D_MODEL, "cache_last_time_dim1": L,
                         "cache_last_time_dim2": D_MODEL, "cache_last_time_dim3": K - 1,
@@ -512,6 +534,7 @@ def generate(out, size):
     export_sherpa(enc, dec, out + "-sherpa", pieces, d_model, PRED, VOCAB)
     if size == "tiny":
         generate_streaming(out.replace("-tdt", "-tdt-streaming"))
+        generate_streaming(out.replace("-tdt", "-tdt-streaming-pre"), pre=8)
 
 
 def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):

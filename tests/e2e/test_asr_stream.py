@@ -305,11 +305,22 @@ def streaming_dir(cache_dir):
     return d
 
 
+@pytest.fixture(scope="module")
+def streaming_pre_dir(cache_dir):
+    """The cache-aware variant with a pre-encode cache of 8 frames
+    (window_size 24, chunk_shift 16)."""
+    d = cache_dir / "models" / "asr" / "tiny-tdt-streaming-pre"
+    if not (d / "encoder.onnx").exists():
+        pytest.skip(f"{d} missing: run scripts/setup.sh (scripts/gen_asr_models.py)")
+    return d
+
+
 def cache_aware_reference(model_dir, x):
     """Tokens of samples x by the cache-aware model run on the whole
     utterance at once (forward_full: the chunked-limited attention as a
-    mask, causal convs), unnormalised features of the whole file, and the
-    label-looping decoder of test_asr.py."""
+    mask, causal convs; with a pre-encode cache, the first 8 frames give no
+    output), unnormalised features of the whole file, and the label-looping
+    decoder of test_asr.py."""
     import sys
 
     import torch
@@ -320,7 +331,8 @@ def cache_aware_reference(model_dir, x):
     sys.path.insert(0, str(REPO / "scripts"))
     import gen_asr_models as gen
 
-    enc = gen.build_streaming_encoder()().eval()
+    pre = 8 if model_dir.name.endswith("-pre") else 0
+    enc = gen.build_streaming_encoder(pre_frames=pre)().eval()
     _, DecoderJoint = gen.build_modules()
     dec = DecoderJoint().eval()
     sd = torch.load(model_dir / "model.pt")
@@ -335,14 +347,18 @@ def cache_aware_reference(model_dir, x):
     return decode(dec, V, out, int(lens[0]), st)
 
 
+@pytest.mark.parametrize("pre", [0, 8])
 @pytest.mark.parametrize("seconds,seed,feed_ms", [(0.3, 1, 100), (2.47, 2, 37), (6.1, 3, 160),
                                                   (4.0, 4, 1000)])
-def test_cache_aware_streaming_equals_offline(infd_bin, streaming_dir, tmp_path, seconds, seed,
-                                              feed_ms):
+def test_cache_aware_streaming_equals_offline(infd_bin, streaming_dir, streaming_pre_dir, tmp_path,
+                                              seconds, seed, feed_ms, pre):
     """Mode (b): the cache-aware encoder streams in the model's own chunks
-    (16 feature frames, 160 ms), its caches carried from chunk to chunk;
-    offline and streamed in pieces of any size, the tokens are exactly those
-    of the whole utterance encoded at once."""
+    (16 feature frames, 160 ms; with a pre-encode cache each window also
+    holds the 8 frames before it, as sherpa-onnx feeds NeMo's exports), its
+    caches carried from chunk to chunk; offline and streamed in pieces of
+    any size, the tokens are exactly those of the whole utterance encoded at
+    once."""
+    streaming_dir = streaming_pre_dir if pre else streaming_dir
     x = write_wav(tmp_path / "a.wav", speechlike(int(seconds * 16000), seed))
     want = cache_aware_reference(streaming_dir, x)
     r = subprocess.run([str(infd_bin), "asr", str(streaming_dir), str(tmp_path / "a.wav"),
@@ -357,7 +373,8 @@ def test_cache_aware_streaming_equals_offline(infd_bin, streaming_dir, tmp_path,
         assert ids(p) == want[:len(p["tokens"])]
 
 
-def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, tmp_path):
+def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, streaming_pre_dir,
+                                              tmp_path):
     """The LibriVox recordings stream through the cache-aware model exactly
     as the whole-utterance reference; its contract says cache_aware with its
     window and shift, and the sherpa-onnx metadata keys are checked."""
@@ -370,10 +387,16 @@ def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, tmp_path)
                         "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     finals = [json.loads(line) for line in r.stdout.splitlines() if json.loads(line)["final"]]
-    for wav, got in zip(wavs, finals):
+    r = subprocess.run([str(infd_bin), "asr", str(streaming_pre_dir), *map(str, wavs), "--stream",
+                        "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    finals_pre = [json.loads(line) for line in r.stdout.splitlines()
+                  if json.loads(line)["final"]]
+    for wav, got, got_pre in zip(wavs, finals, finals_pre):
         with wave.open(str(wav), "rb") as w:
             x = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32768.0
         assert ids(got) == cache_aware_reference(streaming_dir, x), wav.name
+        assert ids(got_pre) == cache_aware_reference(streaming_pre_dir, x), wav.name
     d = tmp_path / "m"
     shutil.copytree(streaming_dir, d)
     r = subprocess.run([str(infd_bin), "asr", str(d), "--write-contract"], capture_output=True,
@@ -401,15 +424,16 @@ def test_cache_aware_real_speech_and_contract(infd_bin, streaming_dir, tmp_path)
 
     with_metadata("vocab_size", "1025",
                   "metadata vocab_size is 1025; tokens.txt has 32 tokens and the blank")
-    with_metadata("window_size", "24", "window_size 24 and chunk_shift 16")
+    with_metadata("window_size", "8", "window_size 8 is less than chunk_shift 16")
     with_metadata("normalize_type", "per_feature", "a cache-aware encoder with per_feature")
     with_metadata("cache_last_channel_dim2", "9", "cache_last_channel")
     with_metadata("pred_hidden", "x", "metadata pred_hidden is \"x\"")
 
 
-def test_cuda_gives_the_cpu_tokens(infd_bin, model_dir, sherpa_dir, streaming_dir, tmp_path):
+def test_cuda_gives_the_cpu_tokens(infd_bin, model_dir, sherpa_dir, streaming_dir,
+                                   streaming_pre_dir, tmp_path):
     """`--device cuda`: the encoder, the predictor's LSTM and the joint on
-    the GPU (FP32), offline and streamed, in the three tiny models: the
+    the GPU (FP32), offline and streamed, in the four tiny models: the
     tokens the CPU gives. Skips without a usable GPU."""
     from test_cuda import cuda_state
 
@@ -417,7 +441,7 @@ def test_cuda_gives_the_cpu_tokens(infd_bin, model_dir, sherpa_dir, streaming_di
     if not usable:
         pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
     write_wav(tmp_path / "a.wav", speechlike(int(3.7 * 16000), 12))
-    for model in (model_dir, sherpa_dir, streaming_dir):
+    for model in (model_dir, sherpa_dir, streaming_dir, streaming_pre_dir):
         for mode in ([], ["--stream", "--chunk-ms", "480", "--left-ms", "2000",
                           "--right-ms", "480"]):
             got = {}

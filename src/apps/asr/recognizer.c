@@ -50,7 +50,7 @@ struct asr_model {
      * caches; every chunk feeds `window` feature frames and moves on by
      * `shift` (sherpa-onnx's window_size and chunk_shift) */
     bool cache_aware;
-    int64_t window, shift;
+    int64_t window, shift, pre;    /* pre: the window's pre-encode cache, window - shift */
     infd_shape cc_shape, ct_shape; /* cache_last_channel, cache_last_time at batch 1 */
     size_t cc_n, ct_n;             /* their element counts */
     infd_plan *ca_plan;
@@ -817,12 +817,11 @@ static infd_status sherpa_metadata(asr_model *m, const char *path, infd_error *e
                             "%s: a cache-aware encoder needs the metadata keys window_size and "
                             "chunk_shift (feature frames a chunk takes and moves on)",
                             path);
-    if (st == INFD_STATUS_OK && (window != shift || window % m->subsampling != 0))
+    if (st == INFD_STATUS_OK && window < shift)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: window_size %lld and chunk_shift %lld: infd streams "
-                            "cache-aware encoders whose window is the shift, a multiple of the "
-                            "subsampling %d (no pre-encode cache yet)",
-                            path, (long long)window, (long long)shift, m->subsampling);
+                            "%s: window_size %lld is less than chunk_shift %lld; a window is the "
+                            "shift and its pre-encode cache",
+                            path, (long long)window, (long long)shift);
     if (st == INFD_STATUS_OK && m->normalize != ASR_NORM_NONE)
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "%s: a cache-aware encoder with per_feature normalisation; its "
@@ -833,6 +832,7 @@ static infd_status sherpa_metadata(asr_model *m, const char *path, infd_error *e
         m->cache_aware = true;
         m->window = window;
         m->shift = shift;
+        m->pre = window - shift;
         m->cc_n = (size_t)(m->cc_shape.dims[1] * m->cc_shape.dims[2] * m->cc_shape.dims[3]);
         m->ct_n = (size_t)(m->ct_shape.dims[1] * m->ct_shape.dims[2] * m->ct_shape.dims[3]);
     }
@@ -886,13 +886,13 @@ static infd_status load_cache_aware(asr_model *m, infd_error *err)
                             "encoded_lengths, cache_last_channel_next, cache_last_time_next, "
                             "cache_last_channel_next_len)",
                             file, infd_plan_n_outputs(m->ca_plan));
-    int64_t frames = m->window / m->subsampling;
+    int64_t frames = 0;
     if (st == INFD_STATUS_OK)
         st = check_io(m->ca_plan, true, 0, file, "outputs", INFD_DTYPE_FP32, 3,
-                      (const int64_t[]){ 1, -1, frames }, &t, err);
+                      (const int64_t[]){ 1, -1, -1 }, &t, err);
     if (st == INFD_STATUS_OK) {
         m->d_enc = t.shape.dims[1];
-        m->ca_frames = frames;
+        m->ca_frames = frames = t.shape.dims[2];
         st = check_io(m->ca_plan, true, 1, file, "encoded_lengths", INFD_DTYPE_INT64, 1,
                       (const int64_t[]){ 1 }, &t, err);
     }
@@ -1565,8 +1565,8 @@ bool asr_stream_ready(const asr_stream *s)
     if (m->cache_aware) { /* the next window's features can be made */
         if (s->done || (s->offline && !s->finished))
             return false;
-        if (s->finished)
-            return s->next_frame < asr_features_valid_frames(m->feat, total);
+        if (s->finished) /* frames past the pre-encode cache are left */
+            return s->next_frame + m->pre < asr_features_valid_frames(m->feat, total);
         return total >= asr_features_end_sample(m->feat, s->next_frame + m->window - 1);
     }
     if (s->done || s->chunk == 0)
@@ -1712,7 +1712,7 @@ static infd_status decode_cached(asr_stream *s, infd_error *err)
         return st;
     s->cur = nxt;
     s->next_frame += m->shift;
-    s->done = s->finished && s->next_frame >= valid;
+    s->done = s->finished && s->next_frame + m->pre >= valid;
     drop_before(s, asr_features_first_sample(m->feat, s->next_frame));
     return INFD_STATUS_OK;
 }

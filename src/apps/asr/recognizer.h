@@ -124,8 +124,10 @@ void asr_result_fini(asr_result *r);
  * A cache-aware encoder (sherpa-onnx layout; inputs cache_last_channel,
  * cache_last_time, cache_last_channel_len; window_size and chunk_shift in
  * its metadata) streams in its own chunks instead, chunk_s, left_s and
- * right_s unused: each chunk's unnormalised features are made from the
- * stream's samples (the same values the whole audio gives), the encoder
+ * right_s unused: window k is feature frames [k x chunk_shift, + window_size)
+ * (a window longer than the shift holds a pre-encode cache, as sherpa-onnx
+ * feeds NeMo's exports), its unnormalised features made from the stream's
+ * samples (the same values the whole audio gives), the encoder
  * reads the stream's caches and writes the next ones, and the chunk's
  * encoded frames are decoded. Exactly the tokens of the whole utterance.
  *
