@@ -158,10 +158,10 @@ INFD_API int infd_asr_is_ready(const infd_asr_recognizer *r, const infd_asr_stre
 INFD_API infd_status infd_asr_decode(infd_asr_recognizer *r, infd_asr_stream *s, infd_error *err);
 
 /* Decodes the next ready chunk of each of the n streams that has one: the
- * windows of equal padded length go through the encoder together, up to 16
- * in one engine call; then each stream's frames are decoded with its own
- * decoder state. Cache-aware streams are decoded in turn. The first error
- * stops the call. */
+ * windows of equal padded length (every window of a cache-aware model, the
+ * caches with them) go through the encoder together, up to 16 in one
+ * engine call; then each stream's frames are decoded with its own decoder
+ * state. The first error stops the call. */
 INFD_API infd_status infd_asr_decode_multiple(infd_asr_recognizer *r, infd_asr_stream **s,
                                               int32_t n, infd_error *err);
 

@@ -170,28 +170,29 @@ def libasr(infd_bin):
     return lib
 
 
-def test_c_abi_many_streams(libasr, model_dir, reference):
-    """Three sessions through the C ABI at once, fed interleaved in pieces
-    of different sizes and decoded together with
-    infd_asr_decode_multiple: each gets the reference's tokens, and the
-    result's arrays and JSON agree."""
+def abi_sessions(libasr, model, audio, pieces, window_ms=None):
+    """Runs len(audio) sessions through the C ABI at once, fed interleaved
+    in pieces of the given sizes and decoded together with
+    infd_asr_decode_multiple after each round; returns each session's
+    result as (tokens [(id, frame, duration)], text, is_final, json)."""
     cfg = Config()
     libasr.infd_asr_config_init(ctypes.byref(cfg))
-    cfg.model_dir = str(model_dir).encode()
+    cfg.model_dir = str(model).encode()
     cfg.num_threads = 1
-    cfg.chunk_ms, cfg.left_ms, cfg.right_ms = 320, 1600, 480
+    if window_ms:
+        cfg.chunk_ms, cfg.left_ms, cfg.right_ms = window_ms
     err = Error()
     rec = ctypes.c_void_p()
     assert libasr.infd_asr_recognizer_create(ctypes.byref(cfg), ctypes.byref(rec),
                                              ctypes.byref(err)) == 0, err.msg
-    audio = [speechlike(int(s * 16000), 20 + i) for i, s in enumerate((2.9, 4.4, 1.3))]
-    streams = (ctypes.c_void_p * 3)()
-    for i in range(3):
+    n = len(audio)
+    streams = (ctypes.c_void_p * n)()
+    for i in range(n):
         assert libasr.infd_asr_stream_create(rec, ctypes.byref(streams, i * 8),
                                              ctypes.byref(err)) == 0, err.msg
-    pieces, at = (1000, 3200, 777), [0, 0, 0]
-    while any(at[i] < audio[i].size for i in range(3)):
-        for i in range(3):
+    at = [0] * n
+    while any(at[i] < audio[i].size for i in range(n)):
+        for i in range(n):
             if at[i] >= audio[i].size:
                 continue
             x = np.ascontiguousarray(audio[i][at[i]:at[i] + pieces[i]], np.float32)
@@ -201,27 +202,52 @@ def test_c_abi_many_streams(libasr, model_dir, reference):
                                                    ctypes.byref(err)) == 0, err.msg
             if at[i] >= audio[i].size:
                 libasr.infd_asr_input_finished(streams[i])
-        assert libasr.infd_asr_decode_multiple(rec, streams, 3, ctypes.byref(err)) == 0, err.msg
-    for i in range(3):
+        assert libasr.infd_asr_decode_multiple(rec, streams, n, ctypes.byref(err)) == 0, err.msg
+    out = []
+    for i in range(n):
         while libasr.infd_asr_is_ready(rec, streams[i]):
             assert libasr.infd_asr_decode(rec, streams[i], ctypes.byref(err)) == 0, err.msg
         res = ctypes.POINTER(Result)()
         assert libasr.infd_asr_get_result(rec, streams[i], ctypes.byref(res),
                                           ctypes.byref(err)) == 0, err.msg
         r = res.contents
-        x = audio[i].astype(np.float32)
-        tokens, text = reference_transcribe(reference, x, chunk=320 * MS, left=1600 * MS,
-                                            right=480 * MS)
-        got = [(r.token_ids[k], round(r.timestamps[k] / 0.08), round(r.durations[k] / 0.08))
-               for k in range(r.count)]
-        assert got == tokens
-        assert r.text.decode() == text and r.is_final == 1
-        j = json.loads(r.json.decode())
-        assert j["text"] == text and j["token_ids"] == [t[0] for t in tokens]
-        assert j["is_final"] is True and j["segment"] == 0
+        tokens = [(r.token_ids[k], round(r.timestamps[k] / 0.08), round(r.durations[k] / 0.08))
+                  for k in range(r.count)]
+        out.append((tokens, r.text.decode(), r.is_final, json.loads(r.json.decode())))
         libasr.infd_asr_result_destroy(res)
         libasr.infd_asr_stream_destroy(streams[i])
     libasr.infd_asr_recognizer_destroy(rec)
+    return out
+
+
+def test_c_abi_many_streams(libasr, model_dir, reference):
+    """Three sessions through the C ABI at once, fed interleaved in pieces
+    of different sizes and decoded together with infd_asr_decode_multiple
+    (their windows batched through the encoder): each gets the reference's
+    tokens, and the result's arrays and JSON agree."""
+    audio = [speechlike(int(s * 16000), 20 + i) for i, s in enumerate((2.9, 4.4, 1.3))]
+    results = abi_sessions(libasr, model_dir, audio, (1000, 3200, 777), (320, 1600, 480))
+    for x, (got, text, final, j) in zip(audio, results):
+        tokens, want_text = reference_transcribe(reference, x.astype(np.float32), chunk=320 * MS,
+                                                 left=1600 * MS, right=480 * MS)
+        assert got == tokens
+        assert text == want_text and final == 1
+        assert j["text"] == text and j["token_ids"] == [t[0] for t in tokens]
+        assert j["is_final"] is True and j["segment"] == 0
+
+
+@pytest.mark.parametrize("pre", [0, 8])
+def test_c_abi_cache_aware_batches(libasr, streaming_dir, streaming_pre_dir, pre):
+    """Five cache-aware sessions decoded together: their windows go through
+    the encoder in one run (batches of up to 8 here), their caches gathered
+    into the batch and scattered back, and every session still gets exactly
+    the whole-utterance reference's tokens."""
+    model = streaming_pre_dir if pre else streaming_dir
+    audio = [speechlike(int(s * 16000), 30 + i) for i, s in enumerate((2.2, 3.1, 0.7, 2.9, 1.6))]
+    results = abi_sessions(libasr, model, audio, (1600, 2560, 999, 4000, 2560))
+    for x, (got, _, final, _) in zip(audio, results):
+        assert got == cache_aware_reference(model, x)
+        assert final == 1
 
 
 def test_taps_replay_and_debug_log(infd_bin, model_dir, tmp_path):

@@ -40,6 +40,30 @@ typedef enum model_layout {
     LAYOUT_SHERPA = 1,   /* encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt */
 } model_layout;
 
+/* A cache-aware encoder for a batch of windows, with the buffers its runs
+ * gather into and scatter from. */
+typedef struct ca_batch {
+    int64_t batch;
+    infd_plan *plan;
+    infd_context *ctx;
+    float *feats, *enc, *cc_in, *cc_out, *ct_in, *ct_out;
+    int64_t *ints; /* lengths, encoded lengths, cache lengths in and out: batch each */
+} ca_batch;
+
+static void ca_batch_fini(ca_batch *b)
+{
+    infd_context_destroy(b->ctx);
+    infd_plan_destroy(b->plan);
+    infd_free(b->feats);
+    infd_free(b->enc);
+    infd_free(b->cc_in);
+    infd_free(b->cc_out);
+    infd_free(b->ct_in);
+    infd_free(b->ct_out);
+    infd_free(b->ints);
+    memset(b, 0, sizeof(*b));
+}
+
 struct asr_model {
     char *dir;
     char *name;          /* the directory's last component */
@@ -55,11 +79,12 @@ struct asr_model {
     size_t cc_n, ct_n;             /* their element counts */
     infd_plan *ca_plan;
     infd_context *ca_ctx;
-    int64_t ca_frames; /* encoder frames a chunk gives */
-    float *ca_feats;   /* [n_mels, window] */
-    float *ca_enc;     /* [D, ca_frames] */
-    int debug;         /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
-    bool nan_guard;    /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
+    int64_t ca_frames;      /* encoder frames a chunk gives */
+    float *ca_feats;        /* [n_mels, window] */
+    float *ca_enc;          /* [D, ca_frames] */
+    ca_batch ca_batches[5]; /* batches of 2, 4, 8, 16 (slot 0 unused: ca_plan) */
+    int debug;              /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
+    bool nan_guard;         /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -668,6 +693,8 @@ void asr_model_destroy(asr_model *m)
         infd_free(m->buckets[i].enc_lens);
     }
     infd_weights_destroy(m->enc_w);
+    for (int i = 0; i < 5; i++)
+        ca_batch_fini(&m->ca_batches[i]);
     infd_context_destroy(m->ca_ctx);
     infd_plan_destroy(m->ca_plan);
     infd_free(m->ca_feats);
@@ -1644,26 +1671,104 @@ static infd_tensor view(infd_dtype dtype, const infd_shape *shape, void *data)
     return t;
 }
 
-/* A cache-aware chunk: the window's features (no normalisation, so the
- * same frames the whole audio gives), the encoder on them with the
- * stream's caches (the next caches written to the other buffers), the
- * chunk's valid frames decoded. */
+/* A cache-aware stream's next window: its first feature frame, the valid
+ * frames in it (the `length` input), and the stream's end. */
+typedef struct ca_job {
+    asr_stream *s;
+    int64_t t0, length, valid, total;
+} ca_job;
+
+static void plan_cached(asr_stream *s, ca_job *j)
+{
+    const asr_model *m = s->m;
+    j->s = s;
+    j->total = s->buf_start + s->buf_len;
+    j->t0 = s->next_frame;
+    j->valid = s->finished ? asr_features_valid_frames(m->feat, j->total) : INT64_MAX;
+    j->length = j->valid - j->t0 < m->window ? j->valid - j->t0 : m->window;
+}
+
+/* The window's features into feats (stride m->window). */
+static void cached_features(asr_model *m, const ca_job *j, float *feats)
+{
+    const asr_stream *s = j->s;
+    asr_features_compute_range(m->feat, s->buf, s->buf_start, s->finished ? j->total : -1, j->t0,
+                               m->window, feats, m->window);
+}
+
+/* Decodes the chunk's enc_len encoder frames (enc, stride m->ca_frames) for
+ * job j and records it (m->lock held). */
+static infd_status decode_cached_frames(asr_model *m, const ca_job *j, const float *feats,
+                                        const float *enc, int64_t enc_len, infd_error *err)
+{
+    asr_stream *s = j->s;
+    infd_status st = INFD_STATUS_OK;
+    if (enc_len < 0 || enc_len > m->ca_frames)
+        st = infd_error_set(err, INFD_STATUS_INTERNAL,
+                            "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
+                            (long long)enc_len, (long long)m->ca_frames);
+    if (st == INFD_STATUS_OK && m->nan_guard)
+        st = guard_window(m, feats, m->window, enc, m->ca_frames, enc_len, s->n_chunks, err);
+    if (st == INFD_STATUS_OK)
+        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, enc_len), err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    bind(m, s);
+    m->enc_out = enc;
+    m->enc_stride = m->ca_frames;
+    asr_tdt_nets nets = { m, joint, predict };
+    int64_t got = 0;
+    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, enc_len, s->tokens + s->n_tokens,
+                        s->cap_tokens - s->n_tokens, &got, err);
+    s->n_tokens += got;
+    m->cur = NULL;
+    if (st != INFD_STATUS_OK)
+        return st;
+    int64_t ws = asr_features_first_sample(m->feat, j->t0) + 1;
+    int64_t we = asr_features_end_sample(m->feat, j->t0 + m->window - 1);
+    asr_tap_decode(s->tap, s->n_chunks, ws > 0 ? ws : 0, we < j->total ? we : j->total, m->n_mels,
+                   m->window, feats, s->tokens + s->n_tokens - got, got);
+    if (m->debug)
+        fprintf(stderr,
+                "infd asr: chunk %lld: feature frames [%lld, %lld), %lld valid; %lld encoder "
+                "frames, %lld tokens, cache %lld frames deep, %lld joint runs in all\n",
+                (long long)s->n_chunks, (long long)j->t0, (long long)(j->t0 + m->window),
+                (long long)j->length, (long long)enc_len, (long long)got,
+                (long long)s->clen[!s->cur], (long long)s->n_joint_runs);
+    s->n_chunks++;
+    return INFD_STATUS_OK;
+}
+
+/* After job j: the caches just written become the current ones, the next
+ * window, the samples before it dropped. */
+static void advance_cached(const ca_job *j)
+{
+    asr_stream *s = j->s;
+    const asr_model *m = s->m;
+    s->cur = !s->cur;
+    s->next_frame += m->shift;
+    s->done = s->finished && s->next_frame + m->pre >= j->valid;
+    drop_before(s, asr_features_first_sample(m->feat, s->next_frame));
+}
+
+/* A cache-aware chunk of one stream: the window's features (no
+ * normalisation, so the same frames the whole audio gives), the encoder on
+ * them reading the stream's caches and writing the next ones straight into
+ * its other set, the chunk's valid frames decoded. */
 static infd_status decode_cached(asr_stream *s, infd_error *err)
 {
     asr_model *m = s->m;
-    int64_t total = s->buf_start + s->buf_len, t0 = s->next_frame;
-    int64_t valid = s->finished ? asr_features_valid_frames(m->feat, total) : INT64_MAX;
-    int64_t length = valid - t0 < m->window ? valid - t0 : m->window;
+    ca_job j;
+    plan_cached(s, &j);
     const infd_shape feats = { .rank = 3, .dims = { 1, m->n_mels, m->window } };
     const infd_shape one = { .rank = 1, .dims = { 1 } };
     const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, m->ca_frames } };
     int cur = s->cur, nxt = !s->cur;
     int64_t enc_len = 0;
     pthread_mutex_lock(&m->lock);
-    asr_features_compute_range(m->feat, s->buf, s->buf_start, s->finished ? total : -1, t0,
-                               m->window, m->ca_feats, m->window);
+    cached_features(m, &j, m->ca_feats);
     infd_tensor in[5] = { view(INFD_DTYPE_FP32, &feats, m->ca_feats),
-                          view(INFD_DTYPE_INT64, &one, &length),
+                          view(INFD_DTYPE_INT64, &one, &j.length),
                           view(INFD_DTYPE_FP32, &m->cc_shape, s->cc[cur]),
                           view(INFD_DTYPE_FP32, &m->ct_shape, s->ct[cur]),
                           view(INFD_DTYPE_INT64, &one, &s->clen[cur]) };
@@ -1673,48 +1778,148 @@ static infd_status decode_cached(asr_stream *s, infd_error *err)
                            view(INFD_DTYPE_FP32, &m->ct_shape, s->ct[nxt]),
                            view(INFD_DTYPE_INT64, &one, &s->clen[nxt]) };
     infd_status st = infd_plan_run(m->ca_plan, m->ca_ctx, in, 5, out, 5, err);
-    if (st == INFD_STATUS_OK && (enc_len < 0 || enc_len > m->ca_frames))
-        st = infd_error_set(err, INFD_STATUS_INTERNAL,
-                            "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
-                            (long long)enc_len, (long long)m->ca_frames);
-    if (st == INFD_STATUS_OK && m->nan_guard)
-        st = guard_window(m, m->ca_feats, m->window, m->ca_enc, m->ca_frames, enc_len, s->n_chunks,
-                          err);
     if (st == INFD_STATUS_OK)
-        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, enc_len), err);
-    int64_t got = 0;
-    if (st == INFD_STATUS_OK) {
-        bind(m, s);
-        m->enc_out = m->ca_enc;
-        m->enc_stride = m->ca_frames;
-        asr_tdt_nets nets = { m, joint, predict };
-        st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, enc_len, s->tokens + s->n_tokens,
-                            s->cap_tokens - s->n_tokens, &got, err);
-        s->n_tokens += got;
-        m->cur = NULL;
-    }
-    int64_t ws = asr_features_first_sample(m->feat, t0) + 1;
-    int64_t we = asr_features_end_sample(m->feat, t0 + m->window - 1);
-    if (st == INFD_STATUS_OK) {
-        asr_tap_decode(s->tap, s->n_chunks, ws > 0 ? ws : 0, we < total ? we : total, m->n_mels,
-                       m->window, m->ca_feats, s->tokens + s->n_tokens - got, got);
-        if (m->debug)
-            fprintf(stderr,
-                    "infd asr: chunk %lld: feature frames [%lld, %lld), %lld valid; %lld encoder "
-                    "frames, %lld tokens, cache %lld frames deep, %lld joint runs in all\n",
-                    (long long)s->n_chunks, (long long)t0, (long long)(t0 + m->window),
-                    (long long)length, (long long)enc_len, (long long)got, (long long)s->clen[nxt],
-                    (long long)s->n_joint_runs);
-        s->n_chunks++;
-    }
+        st = decode_cached_frames(m, &j, m->ca_feats, m->ca_enc, enc_len, err);
     pthread_mutex_unlock(&m->lock);
+    if (st == INFD_STATUS_OK)
+        advance_cached(&j);
+    return st;
+}
+
+/* The cache-aware encoder's plan and buffers for `batch` windows (built
+ * on first use; the caches of a batch are gathered into them). */
+static infd_status ca_batch_get(asr_model *m, int64_t batch, ca_batch **out, infd_error *err)
+{
+    int slot = 0;
+    while ((1 << slot) < batch)
+        slot++;
+    ca_batch *b = &m->ca_batches[slot];
+    *out = b;
+    if (b->plan)
+        return INFD_STATUS_OK;
+    infd_shape cc = m->cc_shape, ct = m->ct_shape;
+    cc.dims[0] = ct.dims[0] = batch;
+    infd_input_shape shapes[5] = {
+        { .name = "audio_signal", .shape = { .rank = 3, .dims = { batch, m->n_mels, m->window } } },
+        { .name = "length", .shape = { .rank = 1, .dims = { batch } } },
+        { .name = "cache_last_channel", .shape = cc },
+        { .name = "cache_last_time", .shape = ct },
+        { .name = "cache_last_channel_len", .shape = { .rank = 1, .dims = { batch } } },
+    };
+    infd_plan_options o = plan_options(m, m->opts.n_threads, shapes, 5);
+    infd_status st = infd_plan_create_from_weights(m->enc_w, &o, &b->plan, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(b->plan, &b->ctx, err);
+    size_t n = (size_t)batch;
+    if (st == INFD_STATUS_OK) {
+        b->feats = infd_calloc(n * (size_t)(m->n_mels * m->window), sizeof(float));
+        b->enc = infd_calloc(n * (size_t)(m->d_enc * m->ca_frames), sizeof(float));
+        b->cc_in = infd_calloc(n * m->cc_n, sizeof(float));
+        b->cc_out = infd_calloc(n * m->cc_n, sizeof(float));
+        b->ct_in = infd_calloc(n * m->ct_n, sizeof(float));
+        b->ct_out = infd_calloc(n * m->ct_n, sizeof(float));
+        b->ints = infd_calloc(4 * n, sizeof(int64_t));
+        if (!b->feats || !b->enc || !b->cc_in || !b->cc_out || !b->ct_in || !b->ct_out || !b->ints)
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st != INFD_STATUS_OK) {
+        ca_batch_fini(b);
+        return st;
+    }
+    b->batch = batch;
+    return INFD_STATUS_OK;
+}
+
+/* Cache-aware chunks of jobs[0, k) (k >= 2) in one encoder run: each
+ * stream's features and caches gathered into the batch's rows (spare rows
+ * copy row 0), the next caches scattered back into each stream's other set,
+ * then each stream's frames decoded (m->lock held). */
+static infd_status decode_cached_batch(asr_model *m, ca_job *jobs, int k, infd_error *err)
+{
+    int64_t batch = 1;
+    while (batch < k)
+        batch *= 2;
+    ca_batch *b = NULL;
+    infd_status st = ca_batch_get(m, batch, &b, err);
     if (st != INFD_STATUS_OK)
         return st;
-    s->cur = nxt;
-    s->next_frame += m->shift;
-    s->done = s->finished && s->next_frame + m->pre >= valid;
-    drop_before(s, asr_features_first_sample(m->feat, s->next_frame));
-    return INFD_STATUS_OK;
+    size_t frow = (size_t)(m->n_mels * m->window), erow = (size_t)(m->d_enc * m->ca_frames);
+    int64_t *lengths = b->ints, *enc_lens = b->ints + batch, *clen_in = b->ints + 2 * batch;
+    int64_t *clen_out = b->ints + 3 * batch;
+    for (int64_t r = 0; r < batch; r++) {
+        const ca_job *j = &jobs[r < k ? r : 0];
+        const asr_stream *s = j->s;
+        if (r < k)
+            cached_features(m, j, b->feats + frow * (size_t)r);
+        else
+            memcpy(b->feats + frow * (size_t)r, b->feats, frow * sizeof(float));
+        lengths[r] = j->length;
+        memcpy(b->cc_in + m->cc_n * (size_t)r, s->cc[s->cur], m->cc_n * sizeof(float));
+        memcpy(b->ct_in + m->ct_n * (size_t)r, s->ct[s->cur], m->ct_n * sizeof(float));
+        clen_in[r] = s->clen[s->cur];
+    }
+    infd_shape cc = m->cc_shape, ct = m->ct_shape;
+    cc.dims[0] = ct.dims[0] = batch;
+    const infd_shape feats = { .rank = 3, .dims = { batch, m->n_mels, m->window } };
+    const infd_shape vec = { .rank = 1, .dims = { batch } };
+    const infd_shape enc = { .rank = 3, .dims = { batch, m->d_enc, m->ca_frames } };
+    infd_tensor in[5] = { view(INFD_DTYPE_FP32, &feats, b->feats),
+                          view(INFD_DTYPE_INT64, &vec, lengths),
+                          view(INFD_DTYPE_FP32, &cc, b->cc_in),
+                          view(INFD_DTYPE_FP32, &ct, b->ct_in),
+                          view(INFD_DTYPE_INT64, &vec, clen_in) };
+    infd_tensor out[5] = { view(INFD_DTYPE_FP32, &enc, b->enc),
+                           view(INFD_DTYPE_INT64, &vec, enc_lens),
+                           view(INFD_DTYPE_FP32, &cc, b->cc_out),
+                           view(INFD_DTYPE_FP32, &ct, b->ct_out),
+                           view(INFD_DTYPE_INT64, &vec, clen_out) };
+    st = infd_plan_run(b->plan, b->ctx, in, 5, out, 5, err);
+    if (m->debug)
+        fprintf(stderr, "infd asr: %d cache-aware windows in one encoder run of batch %lld\n", k,
+                (long long)batch);
+    for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+        asr_stream *s = jobs[r].s;
+        int nxt = !s->cur;
+        memcpy(s->cc[nxt], b->cc_out + m->cc_n * (size_t)r, m->cc_n * sizeof(float));
+        memcpy(s->ct[nxt], b->ct_out + m->ct_n * (size_t)r, m->ct_n * sizeof(float));
+        s->clen[nxt] = clen_out[r];
+        st = decode_cached_frames(m, &jobs[r], b->feats + frow * (size_t)r,
+                                  b->enc + erow * (size_t)r, enc_lens[r], err);
+        if (st == INFD_STATUS_OK)
+            advance_cached(&jobs[r]);
+    }
+    return st;
+}
+
+/* Cache-aware streams of one asr_streams_decode call: their next chunks in
+ * batches of up to ASR_MAX_BATCH (a lone one straight from its caches). */
+static infd_status decode_cached_all(asr_model *m, asr_stream *const *streams, int n,
+                                     infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    pthread_mutex_lock(&m->lock);
+    uint64_t call = ++m->calls;
+    pthread_mutex_unlock(&m->lock);
+    for (;;) {
+        ca_job jobs[ASR_MAX_BATCH];
+        int k = 0;
+        for (int i = 0; i < n && k < ASR_MAX_BATCH; i++)
+            if (streams[i]->handled != call && asr_stream_ready(streams[i])) {
+                streams[i]->handled = call;
+                plan_cached(streams[i], &jobs[k++]);
+            }
+        if (k == 0)
+            return INFD_STATUS_OK;
+        if (k == 1) {
+            st = decode_cached(jobs[0].s, err);
+        } else {
+            pthread_mutex_lock(&m->lock);
+            st = decode_cached_batch(m, jobs, k, err);
+            pthread_mutex_unlock(&m->lock);
+        }
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
 }
 
 /* Decodes job j's frames from row j->row of bucket b (m->lock held). */
@@ -1771,15 +1976,13 @@ static void advance(const chunk_job *j)
 
 infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err)
 {
-    infd_status st = INFD_STATUS_OK;
-    for (int i = 0; i < n && st == INFD_STATUS_OK; i++) /* cache-aware: one at a time */
+    for (int i = 0; i < n; i++)
         if (streams[i]->m != m)
-            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                "stream %d belongs to another model", i);
-        else if (m->cache_aware && asr_stream_ready(streams[i]))
-            st = decode_cached(streams[i], err);
-    if (st != INFD_STATUS_OK || m->cache_aware)
-        return st;
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "stream %d belongs to another model", i);
+    if (m->cache_aware)
+        return decode_cached_all(m, streams, n, err);
+    infd_status st = INFD_STATUS_OK;
     pthread_mutex_lock(&m->lock);
     uint64_t call = ++m->calls;
     for (;;) {

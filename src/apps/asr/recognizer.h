@@ -180,8 +180,9 @@ infd_status asr_stream_decode(asr_stream *s, infd_error *err);
  * one, the windows of the same padded length encoded together (up to 16 in
  * one encoder run, its batch the next power of two; a plan per batch and
  * length, sharing the weights), then each stream's frames decoded with its
- * own state. Cache-aware streams are decoded one at a time. The first
- * error stops the call (chunks decoded before it stay decoded). */
+ * own state. Cache-aware streams batch the same way, their caches gathered
+ * into the batch and scattered back. The first error stops the call
+ * (chunks decoded before it stay decoded). */
 infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err);
 
 /* The input has finished and every chunk is decoded. */
