@@ -170,7 +170,7 @@ def libasr(infd_bin):
     return lib
 
 
-def abi_sessions(libasr, model, audio, pieces, window_ms=None):
+def abi_sessions(libasr, model, audio, pieces, window_ms=None, device="cpu"):
     """Runs len(audio) sessions through the C ABI at once, fed interleaved
     in pieces of the given sizes and decoded together with
     infd_asr_decode_multiple after each round; returns each session's
@@ -178,6 +178,7 @@ def abi_sessions(libasr, model, audio, pieces, window_ms=None):
     cfg = Config()
     libasr.infd_asr_config_init(ctypes.byref(cfg))
     cfg.model_dir = str(model).encode()
+    cfg.device = device.encode()
     cfg.num_threads = 1
     if window_ms:
         cfg.chunk_ms, cfg.left_ms, cfg.right_ms = window_ms
@@ -248,6 +249,28 @@ def test_c_abi_cache_aware_batches(libasr, streaming_dir, streaming_pre_dir, pre
     for x, (got, _, final, _) in zip(audio, results):
         assert got == cache_aware_reference(model, x)
         assert final == 1
+
+
+def test_c_abi_batches_on_cuda(infd_bin, libasr, model_dir, streaming_pre_dir, reference):
+    """The same batched sessions with device "cuda": encoder runs of
+    several windows (buffered and cache-aware) on the GPU, every session
+    the reference's tokens. Skips without a usable GPU."""
+    from test_cuda import cuda_state
+
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    audio = [speechlike(int(s * 16000), 40 + i) for i, s in enumerate((2.9, 4.4, 1.3))]
+    results = abi_sessions(libasr, model_dir, audio, (1000, 3200, 777), (320, 1600, 480), "cuda")
+    for x, (got, _, _, _) in zip(audio, results):
+        tokens, _ = reference_transcribe(reference, x.astype(np.float32), chunk=320 * MS,
+                                         left=1600 * MS, right=480 * MS)
+        assert got == tokens
+    audio = [speechlike(int(s * 16000), 50 + i) for i, s in enumerate((2.2, 3.1, 0.7, 2.9))]
+    results = abi_sessions(libasr, streaming_pre_dir, audio, (1600, 2560, 999, 4000),
+                           device="cuda")
+    for x, (got, _, _, _) in zip(audio, results):
+        assert got == cache_aware_reference(streaming_pre_dir, x)
 
 
 def test_taps_replay_and_debug_log(infd_bin, model_dir, tmp_path):
