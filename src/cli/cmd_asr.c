@@ -298,7 +298,7 @@ static int write_contract(const char *dir, const asr_model_options *o, const cha
         printf("%s: the contract of %s\n", path, dir);
         rc = INFD_EXIT_OK;
     }
-    infd_free(json);
+    free(json);
     asr_model_destroy(m);
     return rc;
 }

@@ -9,7 +9,6 @@
 #include <yajl/yajl_gen.h>
 
 #include "apps/asr/recognizer.h"
-#include "core/alloc.h"
 #include "infd/asr.h"
 
 struct infd_asr_recognizer {
@@ -90,7 +89,7 @@ infd_status infd_asr_recognizer_create(const infd_asr_config *c, infd_asr_recogn
                               c->chunk_ms, c->left_ms, c->right_ms);
     o.n_threads = c->num_threads;
     o.contract = c->contract;
-    infd_asr_recognizer *r = infd_calloc(1, sizeof(*r));
+    infd_asr_recognizer *r = calloc(1, sizeof(*r));
     if (!r)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     asr_stream_options_init(&r->so);
@@ -118,7 +117,7 @@ void infd_asr_recognizer_destroy(infd_asr_recognizer *r)
     if (!r)
         return;
     asr_model_destroy(r->m);
-    infd_free(r);
+    free(r);
 }
 
 int infd_asr_recognizer_sample_rate(const infd_asr_recognizer *r)
@@ -129,13 +128,13 @@ int infd_asr_recognizer_sample_rate(const infd_asr_recognizer *r)
 infd_status infd_asr_stream_create(infd_asr_recognizer *r, infd_asr_stream **out, infd_error *err)
 {
     *out = NULL;
-    infd_asr_stream *s = infd_calloc(1, sizeof(*s));
+    infd_asr_stream *s = calloc(1, sizeof(*s));
     if (!s)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     s->r = r;
     infd_status st = asr_stream_create(r->m, &r->so, &s->s, err);
     if (st != INFD_STATUS_OK) {
-        infd_free(s);
+        free(s);
         return st;
     }
     *out = s;
@@ -147,7 +146,7 @@ void infd_asr_stream_destroy(infd_asr_stream *s)
     if (!s)
         return;
     asr_stream_destroy(s->s);
-    infd_free(s);
+    free(s);
 }
 
 infd_status infd_asr_accept_waveform(infd_asr_stream *s, int32_t sample_rate, const float *samples,
@@ -267,7 +266,7 @@ static char *result_json(const result_impl *x)
     const unsigned char *buf = NULL;
     size_t len = 0;
     char *out = NULL;
-    if (yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok && (out = infd_malloc(len + 1))) {
+    if (yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok && (out = malloc(len + 1))) {
         memcpy(out, buf, len);
         out[len] = '\0';
     }
@@ -279,22 +278,22 @@ infd_status infd_asr_get_result(const infd_asr_recognizer *r, const infd_asr_str
                                 infd_asr_result **out, infd_error *err)
 {
     *out = NULL;
-    result_impl *x = infd_calloc(1, sizeof(*x));
+    result_impl *x = calloc(1, sizeof(*x));
     if (!x)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     infd_status st = asr_stream_result(s->s, &x->r, err);
     if (st != INFD_STATUS_OK) {
-        infd_free(x);
+        free(x);
         return st;
     }
     const asr_result *a = &x->r;
     size_t nt = (size_t)a->n_tokens + 1, nw = (size_t)a->n_words + 1;
-    x->tokens = infd_calloc(nt, sizeof(char *));
-    x->ids = infd_calloc(nt, sizeof(int32_t));
-    x->times = infd_calloc(nt, sizeof(float));
-    x->durations = infd_calloc(nt, sizeof(float));
-    x->words = infd_calloc(nw, sizeof(infd_asr_word));
-    x->word_text = infd_malloc(strlen(a->text) + nw);
+    x->tokens = calloc(nt, sizeof(char *));
+    x->ids = calloc(nt, sizeof(int32_t));
+    x->times = calloc(nt, sizeof(float));
+    x->durations = calloc(nt, sizeof(float));
+    x->words = calloc(nw, sizeof(infd_asr_word));
+    x->word_text = malloc(strlen(a->text) + nw);
     if (!x->tokens || !x->ids || !x->times || !x->durations || !x->words || !x->word_text) {
         infd_asr_result_destroy(&x->pub);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -342,12 +341,12 @@ void infd_asr_result_destroy(infd_asr_result *res)
         return;
     result_impl *x = (result_impl *)res;
     asr_result_fini(&x->r);
-    infd_free(x->tokens);
-    infd_free(x->ids);
-    infd_free(x->times);
-    infd_free(x->durations);
-    infd_free(x->words);
-    infd_free(x->word_text);
-    infd_free(x->json);
-    infd_free(x);
+    free(x->tokens);
+    free(x->ids);
+    free(x->times);
+    free(x->durations);
+    free(x->words);
+    free(x->word_text);
+    free(x->json);
+    free(x);
 }

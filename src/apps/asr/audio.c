@@ -6,13 +6,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sndfile.h>
 #include <soxr.h>
 
 #include "apps/asr/audio.h"
-#include "core/alloc.h"
 
 /* A memory buffer behind libsndfile's virtual I/O. */
 typedef struct mem_file {
@@ -102,8 +102,8 @@ static infd_status decode(SNDFILE *sf, const SF_INFO *info, const char *name, in
                               name, said, has);
     int ch = info->channels;
     enum { BLOCK = 4096 };
-    mono = infd_malloc((size_t)info->frames * sizeof(float));
-    block = infd_malloc((size_t)BLOCK * (size_t)ch * sizeof(float));
+    mono = malloc((size_t)info->frames * sizeof(float));
+    block = malloc((size_t)BLOCK * (size_t)ch * sizeof(float));
     if (!mono || !block) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory for %lld frames",
                             name, (long long)info->frames);
@@ -153,7 +153,7 @@ static infd_status decode(SNDFILE *sf, const SF_INFO *info, const char *name, in
             infd_error_prefix(err, "%s", name);
             goto out;
         }
-        infd_free(mono);
+        free(mono);
         mono = res;
         got = n_res;
         out->rate = rate;
@@ -164,8 +164,8 @@ static infd_status decode(SNDFILE *sf, const SF_INFO *info, const char *name, in
     out->n = got;
     mono = NULL;
 out:
-    infd_free(mono);
-    infd_free(block);
+    free(mono);
+    free(block);
     return st;
 }
 
@@ -215,7 +215,7 @@ void asr_audio_fini(asr_audio *a)
 {
     if (!a)
         return;
-    infd_free(a->samples);
+    free(a->samples);
     memset(a, 0, sizeof(*a));
 }
 
@@ -229,7 +229,7 @@ infd_status asr_resample(const float *in, int64_t n, int rate_in, int rate_out, 
                               "resampling from %d to %d Hz: rates must be positive", rate_in,
                               rate_out);
     size_t cap = (size_t)((double)n * rate_out / rate_in) + 16;
-    float *buf = infd_malloc(cap * sizeof(float));
+    float *buf = malloc(cap * sizeof(float));
     if (!buf)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory resampling");
     soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
@@ -238,7 +238,7 @@ infd_status asr_resample(const float *in, int64_t n, int rate_in, int rate_out, 
     soxr_error_t e = soxr_oneshot((double)rate_in, (double)rate_out, 1, in, (size_t)n, NULL, buf,
                                   cap, &done, &io, &q, NULL);
     if (e) {
-        infd_free(buf);
+        free(buf);
         return infd_error_set(err, INFD_STATUS_INTERNAL, "resampling from %d to %d Hz: %s", rate_in,
                               rate_out, e);
     }
@@ -259,7 +259,7 @@ infd_status asr_resampler_create(int rate_in, int rate_out, asr_resampler **out,
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "resampling from %d to %d Hz: rates must be positive", rate_in,
                               rate_out);
-    asr_resampler *r = infd_calloc(1, sizeof(*r));
+    asr_resampler *r = calloc(1, sizeof(*r));
     if (!r)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
@@ -267,7 +267,7 @@ infd_status asr_resampler_create(int rate_in, int rate_out, asr_resampler **out,
     soxr_error_t e = NULL;
     r->soxr = soxr_create((double)rate_in, (double)rate_out, 1, &e, &io, &q, NULL);
     if (!r->soxr || e) {
-        infd_free(r);
+        free(r);
         return infd_error_set(err, INFD_STATUS_INTERNAL, "libsoxr from %d to %d Hz: %s", rate_in,
                               rate_out, e ? e : "cannot create");
     }
@@ -282,7 +282,7 @@ void asr_resampler_destroy(asr_resampler *r)
     if (!r)
         return;
     soxr_delete(r->soxr);
-    infd_free(r);
+    free(r);
 }
 
 infd_status asr_resampler_process(asr_resampler *r, const float *in, int64_t n, int64_t *n_in,

@@ -14,7 +14,7 @@
 
 /* Mono samples in [-1, 1] (as libsndfile scales integer PCM). */
 typedef struct asr_audio {
-    float *samples; /* owned (infd_malloc) */
+    float *samples; /* owned (malloc; asr_audio_fini frees it) */
     int64_t n;
     int rate;        /* samples per second of `samples` */
     int rate_in;     /* the file's */
@@ -42,7 +42,7 @@ infd_status asr_audio_read_memory(const void *data, size_t n, const char *name, 
 void asr_audio_fini(asr_audio *a);
 
 /* Resamples n samples from rate_in to rate_out (libsoxr, high quality) into
- * a new buffer (*out, *n_out; infd_free it). */
+ * a new buffer (*out, *n_out; free it). */
 infd_status asr_resample(const float *in, int64_t n, int rate_in, int rate_out, float **out,
                          int64_t *n_out, infd_error *err);
 

@@ -5,13 +5,13 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
 #include "apps/asr/contract.h"
-#include "core/alloc.h"
 
 void asr_contract_record(asr_contract_net *net, const char *role, const char *file,
                          const infd_plan *p)
@@ -159,7 +159,7 @@ char *asr_contract_json(const asr_contract *c)
     const unsigned char *buf = NULL;
     size_t len = 0;
     char *out = NULL;
-    if (yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok && (out = infd_malloc(len + 2))) {
+    if (yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok && (out = malloc(len + 2))) {
         memcpy(out, buf, len);
         out[len] = '\n';
         out[len + 1] = '\0';
@@ -299,10 +299,10 @@ infd_status asr_contract_check(const asr_contract *c, const char *text, size_t n
                                infd_error *err)
 {
     char ebuf[256] = "";
-    char *own = asr_contract_json(c), *copy = infd_malloc(n + 1);
+    char *own = asr_contract_json(c), *copy = malloc(n + 1);
     if (!own || !copy) {
-        infd_free(own);
-        infd_free(copy);
+        free(own);
+        free(copy);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     memcpy(copy, text, n);
@@ -344,8 +344,8 @@ infd_status asr_contract_check(const asr_contract *c, const char *text, size_t n
     }
     yajl_tree_free(model);
     yajl_tree_free(file);
-    infd_free(own);
-    infd_free(copy);
+    free(own);
+    free(copy);
     return st;
 }
 
@@ -353,7 +353,7 @@ infd_status asr_config_parse(const char *text, size_t n, const char *path, int *
                              int *subsampling, int *max_symbols, infd_error *err)
 {
     char ebuf[256] = "";
-    char *copy = infd_malloc(n + 1);
+    char *copy = malloc(n + 1);
     if (!copy)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     memcpy(copy, text, n);
@@ -406,6 +406,6 @@ infd_status asr_config_parse(const char *text, size_t n, const char *path, int *
     *max_symbols = (int)nm;
 out:
     yajl_tree_free(root);
-    infd_free(copy);
+    free(copy);
     return st;
 }

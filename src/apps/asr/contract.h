@@ -66,7 +66,7 @@ typedef struct asr_contract {
 void asr_contract_record(asr_contract_net *net, const char *role, const char *file,
                          const infd_plan *p);
 
-/* The contract as a JSON document (infd_malloc'd, NUL-terminated), or NULL
+/* The contract as a JSON document (malloc'd: free it; NUL-terminated), or NULL
  * when out of memory. */
 char *asr_contract_json(const asr_contract *c);
 

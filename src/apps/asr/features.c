@@ -20,7 +20,6 @@
 #include <fftw3.h>
 
 #include "apps/asr/features.h"
-#include "core/alloc.h"
 
 struct asr_features {
     struct asr_features_head head; /* first: features.h reads the parameters */
@@ -93,12 +92,12 @@ static infd_status build_mel(asr_features *f, infd_error *err)
     const asr_feature_params *p = &f->head.p;
     int nm = p->n_mels, nb = f->n_bins;
     double f_max = p->f_max > 0 ? p->f_max : p->sample_rate / 2.0;
-    double *pts = infd_calloc((size_t)nm + 2, sizeof(*pts));
-    double *full = infd_calloc((size_t)nm * (size_t)nb, sizeof(*full));
+    double *pts = calloc((size_t)nm + 2, sizeof(*pts));
+    double *full = calloc((size_t)nm * (size_t)nb, sizeof(*full));
     infd_status st = INFD_STATUS_OK;
-    f->mel_first = infd_calloc((size_t)nm, sizeof(int));
-    f->mel_count = infd_calloc((size_t)nm, sizeof(int));
-    f->mel_start = infd_calloc((size_t)nm, sizeof(int));
+    f->mel_first = calloc((size_t)nm, sizeof(int));
+    f->mel_count = calloc((size_t)nm, sizeof(int));
+    f->mel_start = calloc((size_t)nm, sizeof(int));
     if (!pts || !full || !f->mel_first || !f->mel_count || !f->mel_start) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "asr features: out of memory");
         goto out;
@@ -127,7 +126,7 @@ static infd_status build_mel(asr_features *f, infd_error *err)
         f->mel_start[m] = total;
         total += f->mel_count[m];
     }
-    f->mel_w = infd_calloc((size_t)total + 1, sizeof(float));
+    f->mel_w = calloc((size_t)total + 1, sizeof(float));
     if (!f->mel_w) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "asr features: out of memory");
         goto out;
@@ -136,8 +135,8 @@ static infd_status build_mel(asr_features *f, infd_error *err)
         for (int k = 0; k < f->mel_count[m]; k++)
             f->mel_w[f->mel_start[m] + k] = (float)full[(size_t)m * nb + f->mel_first[m] + k];
 out:
-    infd_free(pts);
-    infd_free(full);
+    free(pts);
+    free(full);
     return st;
 }
 
@@ -179,14 +178,14 @@ infd_status asr_features_create(const asr_feature_params *p, asr_features **out,
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "asr features: unknown normalisation %d", (int)p->normalize);
 
-    asr_features *f = infd_calloc(1, sizeof(*f));
+    asr_features *f = calloc(1, sizeof(*f));
     if (!f)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "asr features: out of memory");
     f->head.p = *p;
     f->n_bins = nf / 2 + 1;
     f->win_off = (nf - p->win_length) / 2;
-    f->window = infd_calloc((size_t)p->win_length, sizeof(double));
-    f->power = infd_calloc((size_t)f->n_bins, sizeof(double));
+    f->window = calloc((size_t)p->win_length, sizeof(double));
+    f->power = calloc((size_t)f->n_bins, sizeof(double));
     f->frame = fftw_malloc(sizeof(double) * (size_t)nf);
     f->spec = fftw_malloc(sizeof(fftw_complex) * (size_t)f->n_bins);
     infd_status st = INFD_STATUS_OK;
@@ -227,13 +226,13 @@ void asr_features_destroy(asr_features *f)
     }
     fftw_free(f->frame);
     fftw_free(f->spec);
-    infd_free(f->window);
-    infd_free(f->power);
-    infd_free(f->mel_first);
-    infd_free(f->mel_count);
-    infd_free(f->mel_start);
-    infd_free(f->mel_w);
-    infd_free(f);
+    free(f->window);
+    free(f->power);
+    free(f->mel_first);
+    free(f->mel_count);
+    free(f->mel_start);
+    free(f->mel_w);
+    free(f);
 }
 
 /* The signal frames are cut from: `x` holds samples [start, start + len)

@@ -16,7 +16,6 @@
 #include "apps/asr/tap.h"
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
-#include "core/alloc.h"
 
 #define MAX_BUCKETS 64
 /* The most windows of streams one encoder run takes (asr_streams_decode). */
@@ -54,13 +53,13 @@ static void ca_batch_fini(ca_batch *b)
 {
     infd_context_destroy(b->ctx);
     infd_plan_destroy(b->plan);
-    infd_free(b->feats);
-    infd_free(b->enc);
-    infd_free(b->cc_in);
-    infd_free(b->cc_out);
-    infd_free(b->ct_in);
-    infd_free(b->ct_out);
-    infd_free(b->ints);
+    free(b->feats);
+    free(b->enc);
+    free(b->cc_in);
+    free(b->cc_out);
+    free(b->ct_in);
+    free(b->ct_out);
+    free(b->ints);
     memset(b, 0, sizeof(*b));
 }
 
@@ -189,7 +188,7 @@ static char *read_text(const char *path, size_t *n, infd_error *err)
                 infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: larger than 64 MiB", path);
                 goto fail;
             }
-            char *nb = infd_realloc(buf, nc);
+            char *nb = realloc(buf, nc);
             if (!nb) {
                 infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
                 goto fail;
@@ -207,14 +206,14 @@ static char *read_text(const char *path, size_t *n, infd_error *err)
     return buf;
 fail:
     fclose(f);
-    infd_free(buf);
+    free(buf);
     return NULL;
 }
 
 static char *path_join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = infd_malloc(n);
+    char *p = malloc(n);
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
@@ -230,8 +229,8 @@ static infd_status read_config(asr_model *m, infd_error *err)
                      : !text ? (err ? err->code : INFD_STATUS_IO)
                              : asr_config_parse(text, n, path, &m->n_mels, &m->subsampling,
                                                 &m->max_symbols, err);
-    infd_free(text);
-    infd_free(path);
+    free(text);
+    free(path);
     return st;
 }
 
@@ -246,11 +245,11 @@ static infd_status read_vocab(asr_model *m, infd_error *err)
     if (!path)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     if (!text) {
-        infd_free(path);
+        free(path);
         return err ? err->code : INFD_STATUS_IO;
     }
     int count = 0, blank = -1, line_no = 0;
-    m->pieces = infd_calloc(MAX_VOCAB, sizeof(char *));
+    m->pieces = calloc(MAX_VOCAB, sizeof(char *));
     if (!m->pieces) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         goto out;
@@ -283,7 +282,7 @@ static infd_status read_vocab(asr_model *m, infd_error *err)
         }
         if (strcmp(line, "<blk>") == 0) {
             blank = count;
-        } else if (!(m->pieces[count] = infd_strdup(line))) {
+        } else if (!(m->pieces[count] = strdup(line))) {
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
             goto out;
         }
@@ -296,8 +295,8 @@ static infd_status read_vocab(asr_model *m, infd_error *err)
     }
     m->vocab = blank;
 out:
-    infd_free(text);
-    infd_free(path);
+    free(text);
+    free(path);
     return st;
 }
 
@@ -379,10 +378,10 @@ static infd_status state_dims(asr_model *m, infd_weights *w, int i, const char *
 static infd_status decode_buffers(asr_model *m, infd_error *err)
 {
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
-    m->dj_enc = infd_calloc((size_t)m->d_enc, sizeof(float));
-    m->logits = infd_calloc((size_t)m->width, sizeof(float));
+    m->dj_enc = calloc((size_t)m->d_enc, sizeof(float));
+    m->logits = calloc((size_t)m->width, sizeof(float));
     for (int k = 0; k < 2; k++)
-        m->pending[k] = infd_calloc(1, sb);
+        m->pending[k] = calloc(1, sb);
     if (!m->dj_enc || !m->logits || !m->pending[0] || !m->pending[1])
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     /* the stream's committed state and predictor output until bind() */
@@ -514,7 +513,7 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     }
     if (st == INFD_STATUS_OK)
         st = decode_buffers(m, err);
-    infd_free(path);
+    free(path);
     return st;
 }
 
@@ -602,8 +601,8 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
     }
     if (st == INFD_STATUS_OK)
         st = decode_buffers(m, err);
-    infd_free(dpath);
-    infd_free(jpath);
+    free(dpath);
+    free(jpath);
     return st;
 }
 
@@ -656,20 +655,20 @@ static infd_status encoder_bucket(asr_model *m, int64_t frames, int64_t batch, e
     if (st == INFD_STATUS_OK)
         st = infd_context_create(b->plan, &b->ctx, err);
     if (st == INFD_STATUS_OK) {
-        b->feats = infd_calloc((size_t)(batch * m->n_mels * frames), sizeof(float));
-        b->enc = infd_calloc((size_t)(batch * m->d_enc * b->out_frames), sizeof(float));
-        b->lengths = infd_calloc((size_t)batch, sizeof(int64_t));
-        b->enc_lens = infd_calloc((size_t)batch, sizeof(int64_t));
+        b->feats = calloc((size_t)(batch * m->n_mels * frames), sizeof(float));
+        b->enc = calloc((size_t)(batch * m->d_enc * b->out_frames), sizeof(float));
+        b->lengths = calloc((size_t)batch, sizeof(int64_t));
+        b->enc_lens = calloc((size_t)batch, sizeof(int64_t));
         if (!b->feats || !b->enc || !b->lengths || !b->enc_lens)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st != INFD_STATUS_OK) {
         infd_context_destroy(b->ctx);
         infd_plan_destroy(b->plan);
-        infd_free(b->feats);
-        infd_free(b->enc);
-        infd_free(b->lengths);
-        infd_free(b->enc_lens);
+        free(b->feats);
+        free(b->enc);
+        free(b->lengths);
+        free(b->enc_lens);
         memset(b, 0, sizeof(*b));
         if (err && strncmp(err->msg, m->dir, strlen(m->dir)) != 0)
             infd_error_prefix(err, "%s", m->dir);
@@ -687,18 +686,18 @@ void asr_model_destroy(asr_model *m)
     for (int i = 0; i < m->n_buckets; i++) {
         infd_context_destroy(m->buckets[i].ctx);
         infd_plan_destroy(m->buckets[i].plan);
-        infd_free(m->buckets[i].feats);
-        infd_free(m->buckets[i].enc);
-        infd_free(m->buckets[i].lengths);
-        infd_free(m->buckets[i].enc_lens);
+        free(m->buckets[i].feats);
+        free(m->buckets[i].enc);
+        free(m->buckets[i].lengths);
+        free(m->buckets[i].enc_lens);
     }
     infd_weights_destroy(m->enc_w);
     for (int i = 0; i < 5; i++)
         ca_batch_fini(&m->ca_batches[i]);
     infd_context_destroy(m->ca_ctx);
     infd_plan_destroy(m->ca_plan);
-    infd_free(m->ca_feats);
-    infd_free(m->ca_enc);
+    free(m->ca_feats);
+    free(m->ca_enc);
     infd_context_destroy(m->dj_ctx);
     infd_plan_destroy(m->dj);
     infd_context_destroy(m->pred_ctx);
@@ -706,26 +705,26 @@ void asr_model_destroy(asr_model *m)
     infd_context_destroy(m->joiner_ctx);
     infd_plan_destroy(m->joiner);
     for (int k = 0; k < 2; k++)
-        infd_free(m->pending[k]);
+        free(m->pending[k]);
     pthread_mutex_destroy(&m->lock);
-    infd_free(m->dj_enc);
-    infd_free(m->logits);
+    free(m->dj_enc);
+    free(m->logits);
     if (m->pieces)
         for (int i = 0; i < MAX_VOCAB; i++)
-            infd_free(m->pieces[i]);
-    infd_free(m->pieces);
+            free(m->pieces[i]);
+    free(m->pieces);
     asr_features_destroy(m->feat);
-    infd_free(m->contract_path);
-    infd_free(m->name);
-    infd_free(m->dir);
-    infd_free(m);
+    free(m->contract_path);
+    free(m->name);
+    free(m->dir);
+    free(m);
 }
 
 static bool file_in(const char *dir, const char *name)
 {
     char *p = path_join(dir, name);
     bool ok = p && access(p, R_OK) == 0;
-    infd_free(p);
+    free(p);
     return ok;
 }
 
@@ -946,8 +945,8 @@ static infd_status load_cache_aware(asr_model *m, infd_error *err)
     if (st == INFD_STATUS_OK) {
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "encoder", m->enc_file,
                             m->ca_plan);
-        m->ca_feats = infd_calloc((size_t)(m->n_mels * m->window), sizeof(float));
-        m->ca_enc = infd_calloc((size_t)(m->d_enc * frames), sizeof(float));
+        m->ca_feats = calloc((size_t)(m->n_mels * m->window), sizeof(float));
+        m->ca_enc = calloc((size_t)(m->d_enc * frames), sizeof(float));
         if (!m->ca_feats || !m->ca_enc)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -966,16 +965,16 @@ static infd_status model_paths(asr_model *m, const char *given)
     size_t start = len;
     while (start > 0 && m->dir[start - 1] != '/')
         start--;
-    m->name = infd_malloc(len - start + 1);
+    m->name = malloc(len - start + 1);
     if (!m->name)
         return INFD_STATUS_OUT_OF_MEMORY;
     memcpy(m->name, m->dir + start, len - start);
     m->name[len - start] = '\0';
     if (given) {
-        m->contract_path = infd_strdup(given);
+        m->contract_path = strdup(given);
     } else {
         size_t n = start + strlen(m->name) + 64;
-        m->contract_path = infd_malloc(n);
+        m->contract_path = malloc(n);
         if (m->contract_path)
             snprintf(m->contract_path, n, "%.*scontracts/%s.contract.json", (int)start, m->dir,
                      m->name);
@@ -1006,7 +1005,7 @@ static infd_status check_contract(asr_model *m, infd_error *err)
     if (!text)
         return err ? err->code : INFD_STATUS_IO;
     infd_status st = asr_contract_check(c, text, n, m->contract_path, err);
-    infd_free(text);
+    free(text);
     return st;
 }
 
@@ -1024,9 +1023,9 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
                            infd_error *err)
 {
     *out = NULL;
-    asr_model *m = infd_calloc(1, sizeof(*m));
-    if (!m || !(m->dir = infd_strdup(dir))) {
-        infd_free(m);
+    asr_model *m = calloc(1, sizeof(*m));
+    if (!m || !(m->dir = strdup(dir))) {
+        free(m);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&m->lock, NULL);
@@ -1069,7 +1068,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
             m->max_symbols = 10;
             st = sherpa_metadata(m, path, err);
         }
-        infd_free(path);
+        free(path);
     }
     if (st == INFD_STATUS_OK)
         st = read_vocab(m, err);
@@ -1089,7 +1088,7 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
         char *path = path_join(dir, m->enc_file);
         st = path ? infd_weights_create(path, &m->enc_w, err)
                   : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-        infd_free(path);
+        free(path);
     }
     enc_bucket *b = NULL;
     if (st == INFD_STATUS_OK && m->cache_aware)
@@ -1214,9 +1213,9 @@ void asr_result_fini(asr_result *r)
 {
     if (!r)
         return;
-    infd_free(r->text);
-    infd_free(r->tokens);
-    infd_free(r->words);
+    free(r->text);
+    free(r->tokens);
+    free(r->words);
     memset(r, 0, sizeof(*r));
 }
 
@@ -1360,23 +1359,23 @@ void asr_stream_destroy(asr_stream *s)
         return;
     asr_resampler_destroy(s->rs);
     asr_tap_close(s->tap);
-    infd_free(s->buf);
-    infd_free(s->state[0]);
-    infd_free(s->state[1]);
-    infd_free(s->g);
-    infd_free(s->tokens);
+    free(s->buf);
+    free(s->state[0]);
+    free(s->state[1]);
+    free(s->g);
+    free(s->tokens);
     for (int k = 0; k < 2; k++) {
-        infd_free(s->cc[k]);
-        infd_free(s->ct[k]);
+        free(s->cc[k]);
+        free(s->ct[k]);
     }
-    infd_free(s);
+    free(s);
 }
 
 infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_stream **out,
                               infd_error *err)
 {
     *out = NULL;
-    asr_stream *s = infd_calloc(1, sizeof(*s));
+    asr_stream *s = calloc(1, sizeof(*s));
     if (!s)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     s->m = m;
@@ -1414,18 +1413,18 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
             s->buf_cap += (m->window + 4) * asr_features_params(m->feat)->hop_length +
                           asr_features_params(m->feat)->n_fft;
             for (int k = 0; k < 2 && st == INFD_STATUS_OK; k++) {
-                s->cc[k] = infd_calloc(m->cc_n, sizeof(float));
-                s->ct[k] = infd_calloc(m->ct_n, sizeof(float));
+                s->cc[k] = calloc(m->cc_n, sizeof(float));
+                s->ct[k] = calloc(m->ct_n, sizeof(float));
                 if (!s->cc[k] || !s->ct[k])
                     st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
             }
         }
         s->cap_tokens = (int64_t)(30.0 / asr_model_frame_seconds(m) + 1) * m->tdt.max_symbols;
-        s->buf = infd_malloc((size_t)s->buf_cap * sizeof(float));
-        s->state[0] = infd_calloc(1, sb);
-        s->state[1] = infd_calloc(1, sb);
-        s->g = infd_calloc((size_t)m->hidden, sizeof(float));
-        s->tokens = infd_calloc((size_t)s->cap_tokens, sizeof(asr_tdt_token));
+        s->buf = malloc((size_t)s->buf_cap * sizeof(float));
+        s->state[0] = calloc(1, sb);
+        s->state[1] = calloc(1, sb);
+        s->g = calloc((size_t)m->hidden, sizeof(float));
+        s->tokens = calloc((size_t)s->cap_tokens, sizeof(asr_tdt_token));
         if (st == INFD_STATUS_OK &&
             (!s->buf || !s->state[0] || !s->state[1] || !s->g || !s->tokens))
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -1472,7 +1471,7 @@ static infd_status reserve_samples(asr_stream *s, int64_t more, infd_error *err)
         return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
                               "%s: more than %lld samples held by one stream", s->m->dir,
                               (long long)ASR_AUDIO_MAX_FRAMES);
-    float *nb = infd_realloc(s->buf, (size_t)cap * sizeof(float));
+    float *nb = realloc(s->buf, (size_t)cap * sizeof(float));
     if (!nb)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %lld samples",
                               (long long)cap);
@@ -1612,7 +1611,7 @@ static infd_status reserve_tokens(asr_stream *s, int64_t more, infd_error *err)
     if (s->n_tokens + more <= s->cap_tokens)
         return INFD_STATUS_OK;
     int64_t cap = s->cap_tokens * 2 > s->n_tokens + more ? s->cap_tokens * 2 : s->n_tokens + more;
-    asr_tdt_token *nt = infd_realloc(s->tokens, (size_t)cap * sizeof(asr_tdt_token));
+    asr_tdt_token *nt = realloc(s->tokens, (size_t)cap * sizeof(asr_tdt_token));
     if (!nt)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %lld tokens",
                               (long long)cap);
@@ -1812,13 +1811,13 @@ static infd_status ca_batch_get(asr_model *m, int64_t batch, ca_batch **out, inf
         st = infd_context_create(b->plan, &b->ctx, err);
     size_t n = (size_t)batch;
     if (st == INFD_STATUS_OK) {
-        b->feats = infd_calloc(n * (size_t)(m->n_mels * m->window), sizeof(float));
-        b->enc = infd_calloc(n * (size_t)(m->d_enc * m->ca_frames), sizeof(float));
-        b->cc_in = infd_calloc(n * m->cc_n, sizeof(float));
-        b->cc_out = infd_calloc(n * m->cc_n, sizeof(float));
-        b->ct_in = infd_calloc(n * m->ct_n, sizeof(float));
-        b->ct_out = infd_calloc(n * m->ct_n, sizeof(float));
-        b->ints = infd_calloc(4 * n, sizeof(int64_t));
+        b->feats = calloc(n * (size_t)(m->n_mels * m->window), sizeof(float));
+        b->enc = calloc(n * (size_t)(m->d_enc * m->ca_frames), sizeof(float));
+        b->cc_in = calloc(n * m->cc_n, sizeof(float));
+        b->cc_out = calloc(n * m->cc_n, sizeof(float));
+        b->ct_in = calloc(n * m->ct_n, sizeof(float));
+        b->ct_out = calloc(n * m->ct_n, sizeof(float));
+        b->ints = calloc(4 * n, sizeof(int64_t));
         if (!b->feats || !b->enc || !b->cc_in || !b->cc_out || !b->ct_in || !b->ct_out || !b->ints)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -2060,8 +2059,8 @@ static infd_status fill_text(const asr_model *m, asr_result *r, infd_error *err)
     size_t len = 1;
     for (int64_t i = 0; i < r->n_tokens; i++)
         len += strlen(m->pieces[r->tokens[i].id]);
-    r->text = infd_malloc(len);
-    r->words = infd_calloc((size_t)r->n_tokens + 1, sizeof(asr_word));
+    r->text = malloc(len);
+    r->words = calloc((size_t)r->n_tokens + 1, sizeof(asr_word));
     if (!r->text || !r->words)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     size_t at = 0;
@@ -2103,7 +2102,7 @@ infd_status asr_stream_result(const asr_stream *s, asr_result *out, infd_error *
     out->n_frames = s->tdt.frames_done - s->seg_start;
     out->start_frame = s->seg_start;
     out->n_joint_runs = s->n_joint_runs;
-    out->tokens = infd_malloc(((size_t)s->n_tokens + 1) * sizeof(asr_tdt_token));
+    out->tokens = malloc(((size_t)s->n_tokens + 1) * sizeof(asr_tdt_token));
     if (!out->tokens)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     memcpy(out->tokens, s->tokens, (size_t)s->n_tokens * sizeof(asr_tdt_token));

@@ -90,7 +90,7 @@ int asr_model_sample_rate(const asr_model *m);
 /* Seconds per encoder frame (0.08 for Parakeet). */
 double asr_model_frame_seconds(const asr_model *m);
 
-/* The model's contract as JSON (infd_malloc'd; NULL: out of memory), and
+/* The model's contract as JSON (malloc'd: free it; NULL: out of memory), and
  * the path its file is read from. */
 char *asr_model_contract_json(const asr_model *m);
 const char *asr_model_contract_path(const asr_model *m);

@@ -13,7 +13,6 @@
 
 #include "apps/asr/audio.h"
 #include "apps/asr/tap.h"
-#include "core/alloc.h"
 
 struct asr_tap {
     FILE *audio, *features, *events;
@@ -37,7 +36,7 @@ asr_tap *asr_tap_open(const char *settings)
     char dir[PATH_MAX - 32];
     snprintf(dir, sizeof(dir), "%s/stream-%ld-%d", root, (long)getpid(),
              atomic_fetch_add(&tap_count, 1));
-    asr_tap *t = infd_calloc(1, sizeof(*t));
+    asr_tap *t = calloc(1, sizeof(*t));
     bool ok = t && (mkdir(root, 0755) == 0 || errno == EEXIST) && mkdir(dir, 0755) == 0;
     if (ok) {
         t->audio = open_in(dir, "audio.f32");
@@ -69,7 +68,7 @@ void asr_tap_close(asr_tap *t)
         fclose(t->features);
     if (t->events)
         fclose(t->events);
-    infd_free(t);
+    free(t);
 }
 
 void asr_tap_accept(asr_tap *t, int rate, const float *x, int64_t n)
@@ -202,7 +201,7 @@ infd_status asr_replay(const char *dir, const char *model_dir, FILE *out, infd_e
                 st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                     "%s:%d: an accept of %g samples", path, line_no, n);
             } else {
-                float *nx = infd_realloc(x, ((size_t)n + 1) * sizeof(float));
+                float *nx = realloc(x, ((size_t)n + 1) * sizeof(float));
                 if (!nx) {
                     st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
                 } else if ((x = nx), fread(x, sizeof(float), (size_t)n, au) != (size_t)n) {
@@ -263,7 +262,7 @@ infd_status asr_replay(const char *dir, const char *model_dir, FILE *out, infd_e
         fprintf(out, "replay: %d chunks, every one as recorded\n", chunks);
     }
     free(line);
-    infd_free(x);
+    free(x);
     asr_stream_destroy(s);
     asr_model_destroy(m);
     if (ev)
