@@ -1071,7 +1071,6 @@ out:
     return st;
 }
 
-/* The default warmup of one plan on a thread of its own. */
 /* A thread of the default warmup: runs plans from a shared countdown,
  * the largest batch first, until none is left or one fails. */
 typedef struct warm_worker {

@@ -1670,6 +1670,37 @@ static infd_tensor view(infd_dtype dtype, const infd_shape *shape, void *data)
     return t;
 }
 
+/* The part of a chunk both streaming modes share (m->lock held): the NaN
+ * guard over the window (features [n_mels, frames]; encoder frames enc,
+ * `stride` a row, enc_len of them valid), then the cnt frames from enc +
+ * off decoded with s's state, and the tap's record of the window [ws, we)
+ * in samples. The tokens emitted in *got. */
+static infd_status decode_window(asr_model *m, asr_stream *s, const float *feats, int64_t frames,
+                                 const float *enc, int64_t stride, int64_t enc_len, int64_t off,
+                                 int64_t cnt, int64_t ws, int64_t we, int64_t *got, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    *got = 0;
+    if (m->nan_guard)
+        st = guard_window(m, feats, frames, enc, stride, enc_len, s->n_chunks, err);
+    if (st == INFD_STATUS_OK)
+        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    bind(m, s);
+    m->enc_out = enc + off;
+    m->enc_stride = stride;
+    asr_tdt_nets nets = { m, joint, predict };
+    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
+                        s->cap_tokens - s->n_tokens, got, err);
+    s->n_tokens += *got;
+    m->cur = NULL;
+    if (st == INFD_STATUS_OK)
+        asr_tap_decode(s->tap, s->n_chunks, ws, we, m->n_mels, frames, feats,
+                       s->tokens + s->n_tokens - *got, *got);
+    return st;
+}
+
 /* A cache-aware stream's next window: its first feature frame, the valid
  * frames in it (the `length` input), and the stream's end. */
 typedef struct ca_job {
@@ -1701,32 +1732,17 @@ static infd_status decode_cached_frames(asr_model *m, const ca_job *j, const flo
                                         const float *enc, int64_t enc_len, infd_error *err)
 {
     asr_stream *s = j->s;
-    infd_status st = INFD_STATUS_OK;
     if (enc_len < 0 || enc_len > m->ca_frames)
-        st = infd_error_set(err, INFD_STATUS_INTERNAL,
-                            "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
-                            (long long)enc_len, (long long)m->ca_frames);
-    if (st == INFD_STATUS_OK && m->nan_guard)
-        st = guard_window(m, feats, m->window, enc, m->ca_frames, enc_len, s->n_chunks, err);
-    if (st == INFD_STATUS_OK)
-        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, enc_len), err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    bind(m, s);
-    m->enc_out = enc;
-    m->enc_stride = m->ca_frames;
-    asr_tdt_nets nets = { m, joint, predict };
-    int64_t got = 0;
-    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, enc_len, s->tokens + s->n_tokens,
-                        s->cap_tokens - s->n_tokens, &got, err);
-    s->n_tokens += got;
-    m->cur = NULL;
-    if (st != INFD_STATUS_OK)
-        return st;
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
+                              (long long)enc_len, (long long)m->ca_frames);
     int64_t ws = asr_features_first_sample(m->feat, j->t0) + 1;
     int64_t we = asr_features_end_sample(m->feat, j->t0 + m->window - 1);
-    asr_tap_decode(s->tap, s->n_chunks, ws > 0 ? ws : 0, we < j->total ? we : j->total, m->n_mels,
-                   m->window, feats, s->tokens + s->n_tokens - got, got);
+    int64_t got = 0;
+    infd_status st = decode_window(m, s, feats, m->window, enc, m->ca_frames, enc_len, 0, enc_len,
+                                   ws > 0 ? ws : 0, we < j->total ? we : j->total, &got, err);
+    if (st != INFD_STATUS_OK)
+        return st;
     if (m->debug)
         fprintf(stderr,
                 "infd asr: chunk %lld: feature frames [%lld, %lld), %lld valid; %lld encoder "
@@ -1935,24 +1951,11 @@ static infd_status decode_job(asr_model *m, const chunk_job *j, const enc_bucket
         cnt = 0;
     const float *feats = b->feats + (size_t)(j->row * m->n_mels * b->frames);
     const float *enc = b->enc + (size_t)(j->row * m->d_enc * b->out_frames);
-    infd_status st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
-    if (st == INFD_STATUS_OK && m->nan_guard)
-        st = guard_window(m, feats, b->frames, enc, b->out_frames, enc_len, s->n_chunks, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    bind(m, s);
-    m->enc_out = enc + off;
-    m->enc_stride = b->out_frames;
-    asr_tdt_nets nets = { m, joint, predict };
     int64_t got = 0;
-    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
-                        s->cap_tokens - s->n_tokens, &got, err);
-    s->n_tokens += got;
-    m->cur = NULL;
+    infd_status st = decode_window(m, s, feats, b->frames, enc, b->out_frames, enc_len, off, cnt,
+                                   j->ws, j->we, &got, err);
     if (st != INFD_STATUS_OK)
         return st;
-    asr_tap_decode(s->tap, s->n_chunks, j->ws, j->we, m->n_mels, b->frames, feats,
-                   s->tokens + s->n_tokens - got, got);
     if (m->debug)
         fprintf(stderr,
                 "infd asr: chunk %lld: window [%lld, %lld) samples, row %d of %lld, encoder "
