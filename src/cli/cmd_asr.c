@@ -4,7 +4,7 @@
  *
  *   infd asr MODEL_DIR FILE... [--stream [--chunk-ms N] [--left-ms N]
  *            [--right-ms N] [--feed-ms N] [--endpoint]] [--device cpu|cuda]
- *            [--threads N] [--json]
+ *            [--precision fp32|tf32|bf16|fp16] [--threads N] [--json]
  *   infd asr MODEL_DIR --write-contract [-o FILE]
  *   infd asr --replay TAPDIR [MODEL_DIR]
  *   infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]
@@ -28,6 +28,9 @@
  * --endpoint a segment ends at an endpoint (sherpa-onnx's rules): it is
  * printed as final and the next begins; --endpoint-rules R1,R2,R3 sets
  * the rules' seconds (default 2.4,1.2,20; 0 turns one off).
+ *
+ * --device, --precision and --threads are those of `infd run` (cli.h,
+ * infd_cli_parse_common), applied to every plan of the model.
  *
  * --replay plays back a stream recorded with INFD_ASR_TAP_DIR set
  * (src/apps/asr/tap.h) with the model it names (or MODEL_DIR), checking
@@ -60,7 +63,8 @@ static void usage(void)
                     "[--right-ms N]\n"
                     "                [--feed-ms N] [--endpoint] [--endpoint-rules R1,R2,R3]]\n"
                     "                [--contract FILE] [--device cpu|cuda] "
-                    "[--threads N] [--json]\n"
+                    "[--precision fp32|tf32|bf16|fp16]\n"
+                    "                [--threads N] [--json]\n"
                     "       infd asr MODEL_DIR --write-contract [-o FILE]\n"
                     "       infd asr --replay TAPDIR [MODEL_DIR]\n"
                     "       infd asr --features FILE [-o OUT.npy] [--mels N] [--no-normalize]\n");
@@ -353,6 +357,9 @@ int infd_cli_asr(int argc, char **argv)
     int n_pos = 0;
     asr_model_options o;
     asr_model_options_init(&o);
+    infd_cli_common common;
+    memset(&common, 0, sizeof(common));
+    infd_plan_options_init(&common.plan);
     stream_args sa = { .feed_ms = 100 };
     asr_stream_options_init(&sa.o);
     if (!pos)
@@ -371,24 +378,11 @@ int infd_cli_asr(int argc, char **argv)
                 goto out;
             }
             n_mels = (int)v;
-        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            long v = strtol(argv[++i], &end, 10);
-            if (!end || *end || v < 1 || v > 1024) {
-                fprintf(stderr, "infd asr: --threads takes 1 to 1024, not '%s'\n", argv[i]);
+        } else if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--device") == 0 ||
+                   strcmp(argv[i], "--precision") == 0) {
+            /* the options run and bench take, parsed alike */
+            if (infd_cli_parse_common(&common, argc, argv, &i, "asr") < 0)
                 goto out;
-            }
-            o.n_threads = (int)v;
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            i++;
-            if (strcmp(argv[i], "cpu") == 0) {
-                o.device = INFD_DEVICE_CPU;
-            } else if (strcmp(argv[i], "cuda") == 0) {
-                o.device = INFD_DEVICE_CUDA;
-            } else {
-                fprintf(stderr, "infd asr: --device takes cpu or cuda, not '%s'\n", argv[i]);
-                goto out;
-            }
         } else if (strcmp(argv[i], "--no-normalize") == 0) {
             normalize = false;
         } else if (strcmp(argv[i], "--json") == 0) {
@@ -450,6 +444,9 @@ int infd_cli_asr(int argc, char **argv)
             pos[n_pos++] = argv[i];
         }
     }
+    o.device = common.plan.device;
+    o.n_threads = common.plan.n_threads;
+    o.precision = common.plan.precision;
     if (replay && !feat_path && n_pos <= 1) {
         infd_error err = { 0 };
         rc = INFD_EXIT_OK;

@@ -159,6 +159,7 @@ void asr_model_options_init(asr_model_options *o)
 {
     memset(o, 0, sizeof(*o));
     o->device = INFD_DEVICE_CPU;
+    o->precision = INFD_PRECISION_FP32;
 }
 
 int asr_model_sample_rate(const asr_model *m)
@@ -440,6 +441,7 @@ static infd_plan_options plan_options(const asr_model *m, int n_threads,
     infd_plan_options_init(&o);
     o.device = m->opts.device;
     o.device_index = m->opts.device_index;
+    o.precision = m->opts.precision;
     o.n_threads = n_threads;
     o.max_contexts = 1;
     o.shapes = shapes;
@@ -1448,13 +1450,15 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
         }
         model[at] = '\0';
         snprintf(settings, sizeof(settings),
-                 "\"model\":\"%s\",\"device\":\"%s\",\"device_index\":%d,\"n_threads\":%d,"
+                 "\"model\":\"%s\",\"device\":\"%s\",\"device_index\":%d,"
+                 "\"precision\":%d,\"n_threads\":%d,"
                  "\"bucket_frames\":%d,\"max_seconds\":%.17g,\"chunk_s\":%.17g,"
                  "\"left_s\":%.17g,\"right_s\":%.17g,\"rule1_s\":%.17g,\"rule2_s\":%.17g,"
                  "\"rule3_s\":%.17g",
                  model, m->opts.device == INFD_DEVICE_CUDA ? "cuda" : "cpu", m->opts.device_index,
-                 m->opts.n_threads, m->opts.bucket_frames, m->opts.max_seconds, s->o.chunk_s,
-                 s->o.left_s, s->o.right_s, s->o.rule1_s, s->o.rule2_s, s->o.rule3_s);
+                 (int)m->opts.precision, m->opts.n_threads, m->opts.bucket_frames,
+                 m->opts.max_seconds, s->o.chunk_s, s->o.left_s, s->o.right_s, s->o.rule1_s,
+                 s->o.rule2_s, s->o.rule3_s);
         s->tap = asr_tap_open(settings);
     }
     *out = s;

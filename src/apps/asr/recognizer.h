@@ -49,9 +49,10 @@ typedef struct asr_stream asr_stream;
 typedef struct asr_model_options {
     infd_device_kind device; /* INFD_DEVICE_CPU (default) or INFD_DEVICE_CUDA */
     int device_index;
-    int n_threads;      /* engine threads; 0: all cores */
-    int bucket_frames;  /* encoder lengths are padded to a multiple of this; 0: 256 */
-    double max_seconds; /* the longest audio encoded at once; 0: 40 (longer: in chunks) */
+    infd_precision precision; /* of every plan (engine.h; default FP32) */
+    int n_threads;            /* engine threads; 0: all cores */
+    int bucket_frames;        /* encoder lengths are padded to a multiple of this; 0: 256 */
+    double max_seconds;       /* the longest audio encoded at once; 0: 40 (longer: in chunks) */
     /* The contract (contract.h) checked at load: NULL for the default path,
      * <parent of the model directory>/contracts/<model>.contract.json,
      * checked when it is there; a path given must be there. */

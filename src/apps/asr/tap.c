@@ -178,6 +178,7 @@ infd_status asr_replay(const char *dir, const char *model_dir, FILE *out, infd_e
             const char *dev = text_of(o, "device");
             mo.device = dev && strcmp(dev, "cuda") == 0 ? INFD_DEVICE_CUDA : INFD_DEVICE_CPU;
             mo.device_index = (int)num(o, "device_index", 0);
+            mo.precision = (infd_precision)num(o, "precision", INFD_PRECISION_FP32);
             const char *md = model_dir ? model_dir : text_of(o, "model");
             asr_stream_options so;
             asr_stream_options_init(&so);
