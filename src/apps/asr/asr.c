@@ -100,10 +100,8 @@ infd_status infd_asr_recognizer_create(const infd_asr_config *c, infd_asr_recogn
     r->so.rule2_s = c->rule2_min_trailing_silence;
     r->so.rule3_s = c->rule3_min_utterance_length;
     st = asr_model_load(c->model_dir, &o, &r->m, err);
-    asr_stream *probe = NULL; /* the stream settings, checked once here */
-    if (st == INFD_STATUS_OK)
-        st = asr_stream_create(r->m, &r->so, &probe, err);
-    asr_stream_destroy(probe);
+    if (st == INFD_STATUS_OK) /* the stream settings, checked once here */
+        st = asr_stream_options_check(r->m, &r->so, err);
     if (st != INFD_STATUS_OK) {
         infd_asr_recognizer_destroy(r);
         return st;

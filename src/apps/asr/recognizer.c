@@ -105,7 +105,7 @@ struct asr_model {
     int32_t dj_target, dj_target_len;
     float *pending[2]; /* h, c from the last joint run (the committed ones are the stream's) */
     float *logits;
-    int64_t dj_lengths; /* prednet_lengths output (unused) */
+    int64_t dj_lengths; /* prednet_lengths output (unused; INT32 or INT64 as exported) */
     /* sherpa-onnx: the predictor (decoder.onnx) and the joiner, run apart */
     infd_plan *pred;
     infd_context *pred_ctx;
@@ -387,6 +387,12 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     /* the stream's committed state and predictor output until bind() */
     float *state0 = m->pending[0], *state1 = m->pending[1], *g_buf = m->pending[0];
+    /* prednet_lengths (unused) as the export typed it: INT32 or INT64 */
+    infd_dtype len_dt = INFD_DTYPE_INT64;
+    infd_tensor_info li;
+    const infd_plan *lp = m->dj ? m->dj : m->pred;
+    if (infd_plan_output(lp, 1, &li) == INFD_STATUS_OK && li.dtype == INFD_DTYPE_INT32)
+        len_dt = INFD_DTYPE_INT32;
     const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, 1 } };
     const infd_shape g = { .rank = 3, .dims = { 1, m->hidden, 1 } };
     const infd_shape state = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } };
@@ -404,7 +410,7 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         { &m->dj_in[3], INFD_DTYPE_FP32, &state, state0 },
         { &m->dj_in[4], INFD_DTYPE_FP32, &state, state1 },
         { &m->dj_out[0], INFD_DTYPE_FP32, &logits, m->logits },
-        { &m->dj_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
+        { &m->dj_out[1], len_dt, &one, &m->dj_lengths },
         { &m->dj_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
         { &m->dj_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
         { &m->jn_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
@@ -415,7 +421,7 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         { &m->pr_in[2], INFD_DTYPE_FP32, &state, state0 },
         { &m->pr_in[3], INFD_DTYPE_FP32, &state, state1 },
         { &m->pr_out[0], INFD_DTYPE_FP32, &g, g_buf },
-        { &m->pr_out[1], INFD_DTYPE_INT64, &one, &m->dj_lengths },
+        { &m->pr_out[1], len_dt, &one, &m->dj_lengths },
         { &m->pr_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
         { &m->pr_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
     };
@@ -1355,6 +1361,42 @@ static infd_status window_fits(const asr_model *m, int64_t chunk, int64_t left, 
     return INFD_STATUS_OK;
 }
 
+/* The options' chunk, left and right contexts in samples (0 for an offline
+ * stream), checked: whole encoder frames, a chunk of one at least, a window
+ * the model encodes at once, endpoint rules >= 0. */
+static infd_status stream_lengths(const asr_model *m, const asr_stream_options *o, int64_t *chunk,
+                                  int64_t *left, int64_t *right, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    *chunk = *left = *right = 0;
+    if (o->chunk_s != 0) {
+        st = frames_of(m, o->chunk_s, "the chunk", chunk, err);
+        if (st == INFD_STATUS_OK)
+            st = frames_of(m, o->left_s, "the left context", left, err);
+        if (st == INFD_STATUS_OK)
+            st = frames_of(m, o->right_s, "the right context", right, err);
+        if (st == INFD_STATUS_OK && *chunk == 0)
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: the chunk is %g s; it must be at least one encoder frame "
+                                "(%g s)",
+                                m->dir, o->chunk_s, asr_model_frame_seconds(m));
+        if (st == INFD_STATUS_OK)
+            st = window_fits(m, *chunk, *left, *right, err);
+    }
+    if (st == INFD_STATUS_OK && (!(o->rule1_s >= 0) || !(o->rule2_s >= 0) || !(o->rule3_s >= 0)))
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: endpoint rules of %g, %g and %g s; they must be >= 0 (0: off)",
+                            m->dir, o->rule1_s, o->rule2_s, o->rule3_s);
+    return st;
+}
+
+infd_status asr_stream_options_check(const asr_model *m, const asr_stream_options *o,
+                                     infd_error *err)
+{
+    int64_t chunk, left, right;
+    return stream_lengths(m, o, &chunk, &left, &right, err);
+}
+
 void asr_stream_destroy(asr_stream *s)
 {
     if (!s)
@@ -1385,27 +1427,8 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
         s->o = *o;
     else
         asr_stream_options_init(&s->o);
-    infd_status st = INFD_STATUS_OK;
     s->offline = s->o.chunk_s == 0;
-    if (!s->offline) {
-        st = frames_of(m, s->o.chunk_s, "the chunk", &s->chunk, err);
-        if (st == INFD_STATUS_OK)
-            st = frames_of(m, s->o.left_s, "the left context", &s->left, err);
-        if (st == INFD_STATUS_OK)
-            st = frames_of(m, s->o.right_s, "the right context", &s->right, err);
-        if (st == INFD_STATUS_OK && s->chunk == 0)
-            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                "%s: the chunk is %g s; it must be at least one encoder frame "
-                                "(%g s)",
-                                m->dir, s->o.chunk_s, asr_model_frame_seconds(m));
-        if (st == INFD_STATUS_OK)
-            st = window_fits(m, s->chunk, s->left, s->right, err);
-    }
-    if (st == INFD_STATUS_OK &&
-        (!(s->o.rule1_s >= 0) || !(s->o.rule2_s >= 0) || !(s->o.rule3_s >= 0)))
-        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: endpoint rules of %g, %g and %g s; they must be >= 0 (0: off)",
-                            m->dir, s->o.rule1_s, s->o.rule2_s, s->o.rule3_s);
+    infd_status st = stream_lengths(m, &s->o, &s->chunk, &s->left, &s->right, err);
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
     if (st == INFD_STATUS_OK) {
         /* room for a window and a second of audio, and for the most

@@ -156,7 +156,13 @@ void asr_stream_options_init(asr_stream_options *o);
 
 /* INVALID_ARGUMENT naming the option when a length is negative, not a
  * whole number of encoder frames, or the window is longer than the model's
- * max_seconds. */
+ * max_seconds, or an endpoint rule is negative: what asr_stream_create
+ * refuses, checked without making a stream. */
+infd_status asr_stream_options_check(const asr_model *m, const asr_stream_options *o,
+                                     infd_error *err);
+
+/* A stream of model m (o NULL: the defaults); asr_stream_options_check's
+ * errors, or OUT_OF_MEMORY. */
 infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_stream **out,
                               infd_error *err);
 void asr_stream_destroy(asr_stream *s);
