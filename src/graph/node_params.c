@@ -234,3 +234,17 @@ bool infd_reduce_geom_get(const infd_kernel_args *a, infd_reduce_geom *g, infd_e
     g->ends_kept = last_kind == 0;
     return true;
 }
+
+bool infd_lstm_default_activations(const infd_ir_node *node, int dirs)
+{
+    const infd_ir_attr *a = infd_ir_node_attr(node, "activations");
+    if (!a)
+        return true;
+    if (a->type != INFD_IR_ATTR_STRINGS || a->n != 3 * dirs)
+        return false;
+    static const char *const want[3] = { "Sigmoid", "Tanh", "Tanh" };
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->strings[i], want[i % 3]) != 0)
+            return false;
+    return true;
+}

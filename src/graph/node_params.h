@@ -37,6 +37,10 @@ bool infd_node_const_ints(const infd_ir_value *v, int64_t *out, int64_t cap, int
 bool infd_slice_params(const infd_kernel_args *a, int64_t *starts, int64_t *ends, int64_t *axes,
                        int64_t *steps, int64_t *n, infd_error *why);
 
+/* Whether an LSTM node's `activations` attribute is absent or lists the
+ * defaults (Sigmoid, Tanh, Tanh) for each of its `dirs` directions. */
+bool infd_lstm_default_activations(const infd_ir_node *node, int dirs);
+
 /* A Reduce* node's input dims as the kernels walk them: size-1 dims
  * dropped, neighbours of the same kind (kept or reduced) merged, element
  * strides of the dense input. The kept groups stay in input order, which is

@@ -24,6 +24,7 @@
 
 #include "backends/cpu/ref_common.h"
 #include "backends/cpu/ref_kernels.h"
+#include "graph/node_params.h"
 
 typedef struct lstm_kernel {
     infd_cpu_kernel base;
@@ -35,21 +36,6 @@ typedef struct lstm_kernel {
     float clip; /* 0: none */
     int n_inputs, n_outputs;
 } lstm_kernel;
-
-/* Whether attribute `activations` is absent or the defaults, per direction. */
-static bool default_activations(const infd_ir_node *node, int dirs)
-{
-    const infd_ir_attr *a = infd_ir_node_attr(node, "activations");
-    if (!a)
-        return true;
-    if (a->type != INFD_IR_ATTR_STRINGS || a->n != 3 * dirs)
-        return false;
-    static const char *const want[3] = { "Sigmoid", "Tanh", "Tanh" };
-    for (int i = 0; i < a->n; i++)
-        if (strcmp(a->strings[i], want[i % 3]) != 0)
-            return false;
-    return true;
-}
 
 bool ref_lstm_supports(const infd_kernel_args *a, infd_error *why)
 {
@@ -66,7 +52,7 @@ bool ref_lstm_supports(const infd_kernel_args *a, infd_error *why)
         INFD_STATUS_OK)
         return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "bad attribute 'direction'");
     int dirs = strcmp(direction, "bidirectional") == 0 ? 2 : 1;
-    if (!default_activations(a->node, dirs))
+    if (!infd_lstm_default_activations(a->node, dirs))
         return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED,
                            "LSTM activations other than the defaults (Sigmoid, Tanh, Tanh) are "
                            "not supported");

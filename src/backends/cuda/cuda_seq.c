@@ -553,11 +553,9 @@ static bool lstm_plan(const infd_kernel_args *a, lstm_kernel *k, infd_error *why
     if (infd_ir_attr_string(a->g, a->node, "direction", "forward", &ds, why) != INFD_STATUS_OK)
         return false;
     snprintf(dir, sizeof(dir), "%s", ds ? ds : "forward");
-    bool custom = infd_ir_node_attr(a->node, "activations") ||
-                  infd_ir_node_attr(a->node, "activation_alpha") ||
-                  infd_ir_node_attr(a->node, "activation_beta") ||
-                  infd_ir_node_attr(a->node, "clip");
     int dirs = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
+    bool custom =
+        !infd_lstm_default_activations(a->node, dirs) || infd_ir_node_attr(a->node, "clip");
     if (layout != 0 || input_forget != 0 || custom ||
         (dirs == 1 && strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0)) {
         infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED,
