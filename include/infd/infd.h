@@ -592,6 +592,25 @@ INFD_API infd_status infd_request_set_priority(infd_request *req, uint32_t prior
  * default_timeout_microseconds (0 there: no timeout). */
 INFD_API void infd_request_set_timeout_us(infd_request *req, uint64_t timeout_us);
 
+/*
+ * Sequences (models with sequence_batching in their config, Triton's
+ * sequence batcher): every request of such a model names its sequence by a
+ * correlation id, a non-zero uint64 or (id_string non-NULL) a non-empty
+ * string of at most 127 bytes, and flags its first request
+ * INFD_SEQUENCE_START and its last INFD_SEQUENCE_END (both for a sequence
+ * of one). The server pins the sequence to a slot whose state persists
+ * between its requests. At submit (infd_infer_async): INVALID_ARGUMENT for
+ * a request without an id, a START for an id that is active, or a
+ * continuation of an id that is not (never started, ended, or released
+ * after max_sequence_idle_microseconds without a request). For other
+ * models the call is accepted and ignored.
+ */
+#define INFD_SEQUENCE_START 1u
+#define INFD_SEQUENCE_END   2u
+INFD_API infd_status infd_request_set_sequence(infd_request *req, uint64_t id,
+                                               const char *id_string, uint32_t flags,
+                                               infd_error *err);
+
 /* Adds input `name` with a full shape (batch dim first when the model
  * batches) and `nbytes` of row-major data. The data is borrowed, not copied:
  * it must stay valid and unchanged until the completion callback. Checks the

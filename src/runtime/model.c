@@ -561,8 +561,7 @@ static infd_status configure_queues(infd_model *m, const Inference__ModelConfig 
     m->n_levels = 1;
     m->default_level = 0;
     if (c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING)
-        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
-                              "%s: sequence_batching is not supported yet", cfile);
+        return rt_seq_create(m, cfile, err);
     const Inference__ModelDynamicBatching *db =
         c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING
             ? c->dynamic_batching
@@ -1295,6 +1294,125 @@ static bool file_exists(const char *path)
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Models of a plugin kind                                                   */
+/* ------------------------------------------------------------------------- */
+
+static bool same_dims(const int64_t *a, size_t na, const int64_t *b, int nb)
+{
+    if ((int)na != nb)
+        return false;
+    for (int d = 0; d < nb; d++)
+        if (a[d] != b[d])
+            return false;
+    return true;
+}
+
+/* Checks the config's inputs and outputs against those the kind declared
+ * (m->in, m->out) and adds the ones it leaves out, so metadata and the
+ * config show them all. */
+static infd_status complete_kind_io(infd_model *m, Inference__ModelConfig *c, const char *cfile,
+                                    infd_error *err)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        bool out = pass == 1;
+        size_t n_cfg = out ? c->n_output : c->n_input;
+        int n_decl = out ? m->n_out : m->n_in;
+        const infd_model_io *decl = out ? m->out : m->in;
+        const char *what = out ? "output" : "input";
+        for (size_t k = 0; k < n_cfg; k++) {
+            const char *name = out ? c->output[k]->name : c->input[k]->name;
+            Inference__DataType t = out ? c->output[k]->data_type : c->input[k]->data_type;
+            const int64_t *dims = out ? c->output[k]->dims : c->input[k]->dims;
+            size_t nd = out ? c->output[k]->n_dims : c->input[k]->n_dims;
+            int i = 0;
+            while (i < n_decl && strcmp(decl[i].name, name) != 0)
+                i++;
+            if (i == n_decl)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: %s[%zu] '%s': backend '%s' has no such %s", cfile, what,
+                                      k, name, c->backend, what);
+            if (t != INFERENCE__DATA_TYPE__TYPE_INVALID && dtype_of(t) != decl[i].dtype)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: %s '%s': data_type %s, backend '%s' gives %s", cfile,
+                                      what, name, type_name(t), c->backend,
+                                      type_name(type_of(decl[i].dtype)));
+            if (nd > 0 && !same_dims(dims, nd, decl[i].dims, decl[i].rank))
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: %s '%s': dims differ from backend '%s''s (%d dims; -1 "
+                                      "is any length)",
+                                      cfile, what, name, c->backend, decl[i].rank);
+        }
+        for (int i = 0; i < n_decl; i++) {
+            bool listed = false;
+            for (size_t k = 0; k < n_cfg && !listed; k++)
+                listed = strcmp(out ? c->output[k]->name : c->input[k]->name, decl[i].name) == 0;
+            if (listed)
+                continue;
+            bool ok;
+            if (out) {
+                Inference__ModelOutput *co = infd_malloc(sizeof(*co));
+                ok = co != NULL;
+                if (ok) {
+                    inference__model_output__init(co);
+                    ok = push_ptr((void ***)&c->output, &c->n_output, co);
+                    if (!ok)
+                        infd_free(co);
+                }
+                ok = ok && set_string(&co->name, decl[i].name) &&
+                     set_dims(&co->dims, &co->n_dims, decl[i].dims, decl[i].rank);
+                if (ok)
+                    co->data_type = type_of(decl[i].dtype);
+            } else {
+                Inference__ModelInput *ci = infd_malloc(sizeof(*ci));
+                ok = ci != NULL;
+                if (ok) {
+                    inference__model_input__init(ci);
+                    ok = push_ptr((void ***)&c->input, &c->n_input, ci);
+                    if (!ok)
+                        infd_free(ci);
+                }
+                ok = ok && set_string(&ci->name, decl[i].name) &&
+                     set_dims(&ci->dims, &ci->n_dims, decl[i].dims, decl[i].rank);
+                if (ok)
+                    ci->data_type = type_of(decl[i].dtype);
+            }
+            if (!ok)
+                return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    return INFD_STATUS_OK;
+}
+
+/* The rest of rt_model_load for a model of a plugin kind. */
+static infd_status load_kind_model(infd_model *m, const char *version_dir, const char *cfile,
+                                   bool *auto_group, infd_error *err)
+{
+    Inference__ModelConfig *c = m->config;
+    if (c->max_batch_size < 0 || c->max_batch_size > INFD_STATS_MAX_BATCH)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: max_batch_size is %d; it must be in 0..%d", cfile,
+                              c->max_batch_size, INFD_STATS_MAX_BATCH);
+    m->max_batch = c->max_batch_size;
+    if (c->platform[0] == '\0' && !set_string(&c->platform, m->kind->platform))
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (strcmp(c->platform, m->kind->platform) != 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: platform '%s', but backend '%s' is platform '%s'", cfile,
+                              c->platform, c->backend, m->kind->platform);
+    infd_status st = resolve_groups(m, c, cfile, auto_group, err);
+    if (st == INFD_STATUS_OK)
+        st = configure_queues(m, c, cfile, err);
+    if (st == INFD_STATUS_OK)
+        st = rt_plugin_load(m, version_dir, cfile, err);
+    if (st == INFD_STATUS_OK)
+        st = complete_kind_io(m, c, cfile, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    m->accepting = true;
+    return rt_model_start_workers(m, err);
+}
+
 infd_status rt_model_load(infd_server *server, const char *name, int64_t version,
                           const char *version_dir, const Inference__ModelConfig *config,
                           const char *cfile, infd_model **out, infd_error *err)
@@ -1333,14 +1451,33 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
                             "%s: name is '%s' but the model folder is '%s'", cfile, c->name, name);
         goto out;
     }
+    m->kind = c->backend[0] ? rt_kind_find(c->backend) : NULL;
+    if (m->kind) {
+        st = load_kind_model(m, version_dir, cfile, auto_group, err);
+        if (st != INFD_STATUS_OK)
+            goto out;
+        atomic_store(&m->state, INFD_MODEL_STATE_READY);
+        infd_log(INFD_LOG_LEVEL_INFO,
+                 "model '%s' version %lld READY: backend %s, %d input(s), %d output(s), "
+                 "max_batch_size %d, %d instance(s), %s batching, loaded in %.0f ms",
+                 m->name, (long long)version, c->backend, m->n_in, m->n_out, m->max_batch,
+                 m->n_inst,
+                 m->seq       ? "sequence"
+                 : m->dynamic ? "dynamic"
+                              : "no",
+                 (double)(infd_clock_ns() - t0) / 1e6);
+        *out = m;
+        return INFD_STATUS_OK;
+    }
     bool onnx_platform = c->platform[0] == '\0' || strcmp(c->platform, "onnxruntime_onnx") == 0;
     bool onnx_backend = c->backend[0] == '\0' || strcmp(c->backend, "onnxruntime") == 0 ||
                         strcmp(c->backend, "infd") == 0;
     if (!onnx_platform || !onnx_backend) {
         st = infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
                             "%s: platform '%s' / backend '%s': infd serves ONNX models "
-                            "(platform onnxruntime_onnx, backend onnxruntime)",
-                            cfile, c->platform, c->backend);
+                            "(platform onnxruntime_onnx, backend onnxruntime) and the backends "
+                            "registered with it (%s)",
+                            cfile, c->platform, c->backend, rt_kind_names());
         goto out;
     }
     if ((c->platform[0] == '\0' && !set_string(&c->platform, "onnxruntime_onnx")) ||
@@ -1463,6 +1600,15 @@ void rt_model_free(infd_model *m)
             infd_free(inst->pieces[i]);
         }
     }
+    if (m->kind) {
+        if (m->kind_state)
+            m->kind->unload(m->kind_state);
+        for (int i = 0; i < m->n_in; i++)
+            infd_free((char *)m->in[i].name);
+        for (int j = 0; j < m->n_out; j++)
+            infd_free((char *)m->out[j].name);
+    }
+    rt_seq_free(m);
     infd_free(m->inst);
     infd_pool_destroy(m->copy_pool);
     for (int d = 0; d < m->n_dev; d++)

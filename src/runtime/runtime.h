@@ -27,6 +27,7 @@
 
 #include "core/histogram.h"
 #include "infd/engine.h"
+#include "infd/plugin.h"
 #include "model_config.pb-c.h"
 #include "runtime/pbjson.h"
 #include "runtime/pbtxt.h"
@@ -96,7 +97,21 @@ struct infd_request {
         infd_data_segment one;
         size_t nbytes;
         bool set;
+        infd_shape shape;  /* as given */
+        const void *whole; /* the bytes in one piece (infd_request_input), or NULL */
     } in[INFD_MAX_MODEL_IO];
+    /* Sequence (infd_request_set_sequence): the correlation id, its flags,
+     * and the slot the sequence batcher pinned it to (-1: none). */
+    uint64_t seq_id;
+    char seq_sid[128];
+    bool seq_is_string, seq_set;
+    uint32_t seq_flags;
+    int seq_slot;
+    /* A kind's run_batch: outputs it set (bit per model output) and the
+     * request's own failure (infd_request_fail; OK: none). */
+    uint64_t kind_set;
+    infd_status kind_status;
+    char kind_msg[256];
     /* Requested outputs (model output indices); n_req 0: all. */
     int n_req;
     int req[INFD_MAX_MODEL_IO];
@@ -108,8 +123,13 @@ struct infd_request {
     int n_out;
     int out_index[INFD_MAX_MODEL_IO];
     infd_tensor out[INFD_MAX_MODEL_IO];
-    void *own;        /* the request's own output memory (kept across reuse) */
+    /* Kept across reuse (infd_request_create): */
+    void *own;        /* the request's own output memory */
     size_t own_bytes; /* its capacity */
+    void *var;        /* outputs of no fixed size (kinds), one after another */
+    size_t var_cap, var_used;
+    void *join; /* inputs given in pieces, joined (infd_request_input) */
+    size_t join_cap, join_used;
     infd_infer_callback cb;
     void *cb_user;
     uint64_t t_submit_ns, deadline_ns, queue_ns, compute_ns;
@@ -132,6 +152,34 @@ typedef struct rt_device {
     bool auto_only;                 /* only KIND_AUTO groups use it: may fall back to the CPU */
     infd_plan *plans[RT_MAX_PLANS]; /* per model->plans[p]; owned */
 } rt_device;
+
+/* One sequence (sequence.c): a slot's, or one waiting for a slot. */
+typedef struct rt_seq {
+    struct rt_seq *next; /* backlog or free list */
+    uint64_t id;
+    char sid[128];
+    bool is_string;
+    bool active;               /* a slot: holds a sequence */
+    bool end_queued;           /* its END request is queued: nothing more is accepted */
+    bool running;              /* a request of it is executing */
+    bool freeing;              /* a slot: released, the kind not yet told (sequence_free) */
+    infd_request *head, *tail; /* its queued requests, in order */
+    uint64_t last_ns;          /* last request submitted or completed */
+} rt_seq;
+
+typedef struct rt_sequencer {
+    bool oldest;                         /* strategy: oldest (else direct) */
+    int n_slots;                         /* slots (direct: per instance, max(1, max_batch) each) */
+    int per_inst;                        /* direct: slots of each instance */
+    rt_seq *slots;                       /* [n_slots] */
+    rt_seq *backlog_head, *backlog_tail; /* sequences waiting for a slot */
+    rt_seq *spare;                       /* free backlog entries */
+    uint64_t idle_ns;                    /* max_sequence_idle_microseconds */
+    uint64_t delay_ns;                   /* the strategy's max_queue_delay_microseconds */
+    int n_free_pending;                  /* slots freed whose kind has not been told */
+    int *free_pending;                   /* [n_slots] */
+    uint64_t timed_out;                  /* sequences released for idleness (stats, logs) */
+} rt_sequencer;
 
 struct infd_model {
     atomic_int refs;
@@ -165,8 +213,13 @@ struct infd_model {
     struct infd_pool *copy_pool;
     atomic_int state; /* infd_model_state */
 
+    /* A model of a plugin kind (NULL: ONNX), its state from load, and its
+     * name for metadata. */
+    const infd_model_kind *kind;
+    void *kind_state;
     /* Scheduling (config). */
-    bool dynamic; /* dynamic_batching present */
+    bool dynamic;      /* dynamic_batching present */
+    rt_sequencer *seq; /* sequence_batching present; guarded by mu */
     uint64_t max_queue_delay_ns;
     int preferred[INFD_STATS_MAX_BATCH];
     int n_preferred;
@@ -214,7 +267,44 @@ infd_status rt_pinned_init_memory(void *mem, size_t bytes, infd_error *err);
 infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_error *err);
 void rt_config_free(Inference__ModelConfig *c);
 
+/* model_onnx.c: runs a batch of an ONNX model on the instance's plan;
+ * t[0] and t[1] get the clock before and after the engine run. */
+infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t rows, uint64_t t[2],
+                              infd_error *err);
+
+/* model_plugin.c */
+const infd_model_kind *rt_kind_find(const char *name);
+/* "asr, ..." or "none": the registered kinds, for messages (static). */
+const char *rt_kind_names(void);
+/* Loads a model of a plugin kind after the common configuration (instance
+ * groups, queues, sequence slots). */
+infd_status rt_plugin_load(infd_model *m, const char *version_dir, const char *cfile,
+                           infd_error *err);
+infd_status rt_plugin_run_batch(infd_model *m, rt_instance *inst, int n, infd_error *err);
+/* Model outputs of no fixed size (row_bytes 0) that the request asked for
+ * and run_batch did not set: the index of the first, or -1. */
+int rt_plugin_missing_output(const infd_request *r);
+
+/* sequence.c (every call with m->mu held, except rt_seq_create/free) */
+infd_status rt_seq_create(infd_model *m, const char *cfile, infd_error *err);
+void rt_seq_free(infd_model *m);
+/* Queues an accepted request under its sequence, or refuses it. */
+infd_status rt_seq_submit(infd_model *m, infd_request *r, infd_error *err);
+/* Pops the instance's next batch into inst->batch (their seq_slot set);
+ * 0 when there is none now. *wait_ns: how long until one may be (a delay
+ * or an idle deadline; UINT64_MAX: none). */
+int rt_seq_pop(infd_model *m, rt_instance *inst, uint64_t now, uint64_t *wait_ns);
+/* After a batch ran: END requests free their slots, running flags clear. */
+void rt_seq_done(infd_model *m, rt_instance *inst, int n);
+/* Takes the slots freed since the last call (the kind's sequence_free is
+ * called for them outside the lock): count, into out[cap]. Then
+ * rt_seq_reuse makes them free for new sequences. */
+int rt_seq_take_freed(infd_model *m, int *out, int cap);
+void rt_seq_reuse(infd_model *m, const int *slots, int n);
+
 /* scheduler.c */
+/* Whether `segs` (nbytes in all) hold exactly `numel` BYTES elements. */
+bool rt_bytes_layout_ok(const infd_data_segment *segs, int n_segs, size_t nbytes, int64_t numel);
 infd_status rt_model_start_workers(infd_model *m, infd_error *err);
 void rt_request_pool_free(infd_model *m);
 /* Runs the model once per plan with zero (or config warmup) inputs. */

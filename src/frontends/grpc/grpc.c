@@ -1226,6 +1226,46 @@ static bool param_int(const Inference__ModelInferRequest *r, const char *key, in
     return false;
 }
 
+/* Triton's sequence parameters: sequence_id (int64, uint64 or string),
+ * sequence_start and sequence_end (bool). OK when there are none. */
+static infd_status set_sequence(const Inference__ModelInferRequest *r, infd_request *req,
+                                infd_error *err)
+{
+    bool has = false;
+    uint64_t id = 0;
+    const char *sid = NULL;
+    uint32_t flags = 0;
+    for (size_t i = 0; i < r->n_parameters; i++) {
+        const Inference__ModelInferRequest__ParametersEntry *e = r->parameters[i];
+        if (!e->key || !e->value)
+            continue;
+        int c = e->value->parameter_choice_case;
+        if (strcmp(e->key, "sequence_id") == 0) {
+            has = true;
+            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM &&
+                e->value->int64_param >= 0)
+                id = (uint64_t)e->value->int64_param;
+            else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+                id = e->value->uint64_param;
+            else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+                sid = e->value->string_param;
+            else
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "parameter 'sequence_id' must be a non-negative integer or "
+                                      "a string");
+        } else if (strcmp(e->key, "sequence_start") == 0 || strcmp(e->key, "sequence_end") == 0) {
+            if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "parameter '%s' must be a bool", e->key);
+            if (e->value->bool_param)
+                flags |= e->key[9] == 's' ? INFD_SEQUENCE_START : INFD_SEQUENCE_END;
+        }
+    }
+    if (!has)
+        return INFD_STATUS_OK;
+    return infd_request_set_sequence(req, id, sid, flags, err);
+}
+
 /* Converts a typed `contents` to the tensor's row-major bytes: a view of
  * the unpacked array when it has the element size, else a converted copy
  * in the arena. */
@@ -1554,6 +1594,8 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     }
     if (timeout_us > 0)
         infd_request_set_timeout_us(gi->req, (uint64_t)timeout_us);
+    if ((st = set_sequence(r, gi->req, err)) != INFD_STATUS_OK)
+        return st;
 
     for (size_t i = 0; i < r->n_inputs; i++) {
         const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];

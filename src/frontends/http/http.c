@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -142,6 +143,7 @@ typedef struct http_call {
     struct evbuffer_iovec *vecs;
     infd_data_segment *segs;
     int segs_cap;
+    uint8_t raw_len[4]; /* a raw body's BYTES element length (raw_body_input) */
 
     /* CALL_LOAD / CALL_UNLOAD */
     char name[KSERVE_NAME_BYTES];
@@ -1053,6 +1055,46 @@ static bool body_segments(http_call *c, struct evbuffer *body, size_t off, size_
     return len == 0;
 }
 
+/* A body that is not KServe JSON (Content-Type audio/... or
+ * application/octet-stream, no Inference-Header-Content-Length) is the one
+ * element of a model whose only input is BYTES of shape [1]: a whole sound
+ * file for a speech model, say (`curl --data-binary @a.wav -H
+ * 'Content-Type: audio/wav'`). The element's 4-byte length goes before the
+ * body's pieces; the response is the ordinary JSON one with every output. */
+static infd_status raw_body_input(http_call *c, struct evbuffer *in, size_t body_n,
+                                  const char *ctype, infd_error *err)
+{
+    infd_model_io io;
+    int lead = infd_model_max_batch_size(c->model) > 0;
+    if (infd_model_n_inputs(c->model) != 1 ||
+        infd_model_input(c->model, 0, &io) != INFD_STATUS_OK || io.dtype != INFD_DTYPE_BYTES ||
+        io.rank != 1 || io.dims[0] != 1)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "a body of Content-Type '%.64s' is the input of a model with one "
+                              "BYTES input of shape [1]; model '%s' is not such a model: send "
+                              "KServe JSON (Content-Type application/json)",
+                              ctype, infd_model_name(c->model));
+    if (body_n > UINT32_MAX)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "a body of %zu bytes is over 4 GiB", body_n);
+    kserve_request_reset(&c->kreq); /* no id, outputs or parameters: a JSON response */
+    infd_status st;
+    for (int b = 0; b < 4; b++)
+        c->raw_len[b] = (uint8_t)((uint64_t)body_n >> (8 * b));
+    int n_segs = 0;
+    if (!segs_reserve(c, 1))
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    c->segs[n_segs++] = (infd_data_segment){ c->raw_len, 4 };
+    if (!body_segments(c, in, 0, body_n, &n_segs))
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                              "cannot map the body (out of memory)");
+    if ((st = infd_request_create(c->model, &c->req, err)) != INFD_STATUS_OK)
+        return st;
+    int64_t shape[2] = { 1, 1 };
+    return infd_request_add_input_segments(c->req, io.name, INFD_DTYPE_BYTES, shape, 1 + lead,
+                                           c->segs, n_segs, err);
+}
+
 /* Receiving into the pinned memory pool.
  *
  * A GPU instance copies an input to the device straight from where it lies
@@ -1279,6 +1321,28 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         code = http_code(err.code);
         goto fail;
     }
+    struct evkeyvalq *hdrs = evhttp_request_get_input_headers(ev);
+    const char *ctype = evhttp_find_header(hdrs, "Content-Type");
+    if (ctype && !evhttp_find_header(hdrs, "Inference-Header-Content-Length") &&
+        (strncasecmp(ctype, "audio/", 6) == 0 ||
+         strncasecmp(ctype, "application/octet-stream", 24) == 0)) {
+        if (raw_body_input(c, in, body_n, ctype, &err) != INFD_STATUS_OK) {
+            code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : http_code(err.code);
+            if (err.code == INFD_STATUS_INVALID_ARGUMENT)
+                code = 400;
+            goto fail;
+        }
+        if (reserve_binary_outputs(c, 0, &err) != INFD_STATUS_OK)
+            goto fail_request;
+        c->ev = ev;
+        if (infd_infer_async(c->req, on_infer_done, c, &err) != INFD_STATUS_OK) {
+            c->ev = NULL;
+            code = http_code(err.code);
+            goto fail;
+        }
+        loop->n_inflight++;
+        return;
+    }
     size_t json_n;
     if (!header_length(ev, body_n, &json_n, msg, sizeof(msg))) {
         infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT, "%s", msg);
@@ -1363,6 +1427,11 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
     if (r->priority > 0 &&
         infd_request_set_priority(c->req, (uint32_t)r->priority, &err) != INFD_STATUS_OK)
         goto fail;
+    if (r->has_sequence &&
+        infd_request_set_sequence(c->req, r->sequence_id,
+                                  r->sequence_id_string[0] ? r->sequence_id_string : NULL,
+                                  r->sequence_flags, &err) != INFD_STATUS_OK)
+        goto fail_request;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
         infd_status st = ki->binary_data_size < 0

@@ -135,6 +135,9 @@ typedef enum key {
     K_BINARY_DATA_OUTPUT,
     K_TIMEOUT,
     K_PRIORITY,
+    K_SEQUENCE_ID,
+    K_SEQUENCE_START,
+    K_SEQUENCE_END,
     K_CLASSIFICATION,
 } key;
 
@@ -554,6 +557,43 @@ static int tparam_value(parser *p, key k, vkind kind, bool b, const char *s, siz
         return int_value(p, kind, s, n, "parameter 'timeout'", &r->timeout_us);
     case K_PRIORITY:
         return int_value(p, kind, s, n, "parameter 'priority'", &r->priority);
+    case K_SEQUENCE_ID:
+        if (kind == V_STRING) {
+            if (n == 0 || n >= sizeof(r->sequence_id_string) || memchr(s, '\0', n))
+                return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                            "parameter 'sequence_id': a string id must have 1 to %zu bytes",
+                            sizeof(r->sequence_id_string) - 1);
+            memcpy(r->sequence_id_string, s, n);
+            r->sequence_id_string[n] = '\0';
+            r->has_sequence = true;
+            return 1;
+        }
+        if (kind == V_NUMBER && n < NUMBER_CHARS) {
+            char t[NUMBER_CHARS];
+            memcpy(t, s, n);
+            t[n] = '\0';
+            errno = 0;
+            char *end;
+            unsigned long long v = strtoull(t, &end, 10);
+            if (*end == '\0' && errno != ERANGE && t[0] != '-') {
+                r->sequence_id = v;
+                r->has_sequence = true;
+                return 1;
+            }
+        }
+        return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                    "parameter 'sequence_id' must be an unsigned 64-bit integer or a string, got "
+                    "%s",
+                    vkind_name(kind));
+    case K_SEQUENCE_START:
+    case K_SEQUENCE_END:
+        if (kind != V_BOOL)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT, "parameter '%s' must be a boolean, got %s",
+                        k == K_SEQUENCE_START ? "sequence_start" : "sequence_end",
+                        vkind_name(kind));
+        if (b)
+            r->sequence_flags |= k == K_SEQUENCE_START ? INFD_SEQUENCE_START : INFD_SEQUENCE_END;
+        return 1;
     default:
         return 1;
     }
@@ -884,6 +924,9 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n)
         k = key_is(s, n, "binary_data_output") ? K_BINARY_DATA_OUTPUT
             : key_is(s, n, "timeout")          ? K_TIMEOUT
             : key_is(s, n, "priority")         ? K_PRIORITY
+            : key_is(s, n, "sequence_id")      ? K_SEQUENCE_ID
+            : key_is(s, n, "sequence_start")   ? K_SEQUENCE_START
+            : key_is(s, n, "sequence_end")     ? K_SEQUENCE_END
                                                : K_UNKNOWN;
         break;
     case F_INPUT:
@@ -1014,6 +1057,10 @@ static void reset(kserve_request *r)
     r->binary_data_output = -1;
     r->timeout_us = -1;
     r->priority = -1;
+    r->has_sequence = false;
+    r->sequence_id = 0;
+    r->sequence_id_string[0] = '\0';
+    r->sequence_flags = 0;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *in = &r->inputs[i];
         in->name[0] = '\0';
@@ -1028,6 +1075,11 @@ static void reset(kserve_request *r)
     r->n_inputs = 0;
     r->n_outputs = 0;
     arena_reset(r);
+}
+
+void kserve_request_reset(kserve_request *r)
+{
+    reset(r);
 }
 
 infd_status kserve_request_parse(kserve_request *r, const char *json, size_t n, infd_error *err)

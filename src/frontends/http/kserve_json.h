@@ -68,6 +68,12 @@ typedef struct kserve_request {
     int binary_data_output; /* parameters.binary_data_output: -1, 0 or 1 */
     int64_t timeout_us;     /* parameters.timeout (microseconds), -1 absent */
     int64_t priority;       /* parameters.priority, -1 absent */
+    /* parameters.sequence_id (a number, or a string in sequence_id_string),
+     * sequence_start and sequence_end (INFD_SEQUENCE_* flags). */
+    bool has_sequence;
+    uint64_t sequence_id;
+    char sequence_id_string[128];
+    uint32_t sequence_flags;
     int n_inputs;
     kserve_input inputs[INFD_MAX_MODEL_IO];
     int n_outputs;
@@ -81,6 +87,10 @@ typedef struct kserve_request {
 
 /* Zeroes `r`. Call once before the first parse. */
 void kserve_request_init(kserve_request *r);
+
+/* Empties `r` as a parse of a request with no id, inputs, outputs or
+ * parameters would (buffers are kept). */
+void kserve_request_reset(kserve_request *r);
 
 /* Frees the buffers `r` holds and zeroes it. A no-op on a zeroed request. */
 void kserve_request_fini(kserve_request *r);

@@ -1,0 +1,151 @@
+/*
+ * infd/plugin.h - model kinds: code above the public API that the server
+ * serves as a model.
+ *
+ * A model kind is a const table of functions, like the engine's backend
+ * vtable. The server's scheduler, batchers (dynamic and sequence),
+ * instances, statistics and frontends treat a model of a registered kind
+ * as they treat an ONNX model: requests are queued, formed into batches and
+ * handed to the kind's run_batch on an instance thread, with the same
+ * statistics and the same protocol errors. A model chooses its kind in
+ * config.pbtxt with `backend: "<kind name>"`.
+ *
+ * The speech app registers "asr" (src/apps/asr/kind.c): its pipeline runs
+ * under the sequence batcher with one recognizer stream per sequence slot.
+ *
+ * Threads: load and unload run on the thread that loads the model;
+ * run_batch runs on the instance's worker thread, at most one call per
+ * instance at a time (instances run concurrently); sequence_free on
+ * whichever worker thread notices the sequence ended or went idle.
+ */
+#ifndef INFD_PLUGIN_H
+#define INFD_PLUGIN_H
+
+#include "infd/engine.h"
+#include "infd/infd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A model while its kind loads it. */
+typedef struct infd_kind_model infd_kind_model;
+
+/* The requests of one execution. */
+typedef struct infd_batch infd_batch;
+
+typedef struct infd_model_kind {
+    /* config.pbtxt's backend; [a-z0-9_]+, at most 31 bytes. */
+    const char *name;
+    /* What model metadata reports as the platform (e.g. "infd_asr"). */
+    const char *platform;
+    /* Passed to load unchanged. */
+    void *user;
+    /*
+     * Reads the model from infd_kind_model_dir and its parameters, declares
+     * its inputs and outputs (infd_kind_model_add_input/output; the config's
+     * own input/output lists, when given, are checked against them) and
+     * returns the model's state in *state. An error leaves the model
+     * UNAVAILABLE with err's message; the server keeps serving.
+     */
+    infd_status (*load)(void *user, infd_kind_model *km, void **state, infd_error *err);
+    /* Frees what load made; after the last run_batch has returned. */
+    void (*unload)(void *state);
+    /*
+     * Runs the batch on instance `instance` (0-based, < the model's
+     * instance count). Every request of the batch either gets its outputs
+     * (infd_request_output_set) or fails on its own (infd_request_fail); a
+     * request left with neither, or every one when run_batch returns an
+     * error, completes with the error. Requests come in arrival order per
+     * sequence; a sequence's requests never run concurrently.
+     */
+    infd_status (*run_batch)(void *state, int instance, infd_batch *batch, infd_error *err);
+    /*
+     * Optional: a sequence slot is free again (its END request ran, or it
+     * went idle past max_sequence_idle_microseconds). The kind may release
+     * what the slot held; the slot's next request will carry
+     * INFD_SEQUENCE_START.
+     */
+    void (*sequence_free)(void *state, int slot);
+} infd_model_kind;
+
+/*
+ * Registers a kind for the servers of this process, before they load a
+ * model of it. The table is borrowed and must outlive every server.
+ * INVALID_ARGUMENT for a bad name, a missing function or a second kind of
+ * the same name; RESOURCE_EXHAUSTED past 16 kinds.
+ */
+INFD_API infd_status infd_model_kind_register(const infd_model_kind *kind, infd_error *err);
+
+/* ----- while loading ------------------------------------------------------ */
+
+INFD_API const char *infd_kind_model_name(const infd_kind_model *km);
+INFD_API int64_t infd_kind_model_version(const infd_kind_model *km);
+/* The version folder (<repo>/<model>/<version>). */
+INFD_API const char *infd_kind_model_dir(const infd_kind_model *km);
+/* config.pbtxt's `parameters { key: ... value { string_value: ... } }`, or
+ * NULL when absent. */
+INFD_API const char *infd_kind_model_parameter(const infd_kind_model *km, const char *key);
+/* The config's max_batch_size (rows of one execution; 0: no batching). */
+INFD_API int infd_kind_model_max_batch_size(const infd_kind_model *km);
+/* The instances' device: INFD_DEVICE_CPU, or INFD_DEVICE_CUDA with the
+ * GPU's ordinal in *gpu (a kind model's instances all run on one device). */
+INFD_API infd_device_kind infd_kind_model_device(const infd_kind_model *km, int *gpu);
+INFD_API int infd_kind_model_n_instances(const infd_kind_model *km);
+/* Sequence slots (the sequence batcher's: each active sequence holds one
+ * in [0, n)); 0 when the model has no sequence_batching. */
+INFD_API int infd_kind_model_n_sequence_slots(const infd_kind_model *km);
+
+/*
+ * Declares an input or output. dims exclude the batch dim when the model
+ * batches; -1 is a dim of any length. BYTES elements are 4-byte
+ * little-endian lengths, each followed by its bytes (infd.h). Outputs with a
+ * -1 dim or BYTES have no fixed size: the kind sets each request's.
+ */
+INFD_API infd_status infd_kind_model_add_input(infd_kind_model *km, const char *name,
+                                               infd_dtype dtype, int rank, const int64_t *dims,
+                                               infd_error *err);
+INFD_API infd_status infd_kind_model_add_output(infd_kind_model *km, const char *name,
+                                                infd_dtype dtype, int rank, const int64_t *dims,
+                                                infd_error *err);
+
+/* ----- while running a batch --------------------------------------------- */
+
+INFD_API int infd_batch_size(const infd_batch *batch);
+/* Request k in [0, infd_batch_size). */
+INFD_API infd_request *infd_batch_request(const infd_batch *batch, int k);
+
+typedef struct infd_sequence_info {
+    int slot;              /* the sequence's slot; -1 when the model has no sequence batcher */
+    uint32_t flags;        /* INFD_SEQUENCE_START / END */
+    uint64_t id;           /* the correlation id (0 when it is a string) */
+    const char *id_string; /* the string correlation id, or NULL */
+} infd_sequence_info;
+
+INFD_API void infd_request_sequence(const infd_request *req, infd_sequence_info *out);
+
+/*
+ * Input i (model order) of the request: its dtype and full shape, and its
+ * bytes in one piece (*data, *nbytes). A request whose input came in pieces
+ * (infd_request_add_input_segments) has them joined into the request's own
+ * memory on the first call; OUT_OF_MEMORY is then possible. Valid until the
+ * request completes.
+ */
+INFD_API infd_status infd_request_input(infd_request *req, int i, infd_tensor *out,
+                                        infd_error *err);
+
+/* Sets output j (model order) of the request: the bytes are copied into the
+ * request's memory. Outputs the client did not ask for are ignored (OK).
+ * INVALID_ARGUMENT when the dtype or the shape disagree with the model's
+ * declaration or the bytes with the shape. */
+INFD_API infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor *t,
+                                             infd_error *err);
+
+/* Fails one request of the batch with `status` and `message`. */
+INFD_API void infd_request_fail(infd_request *req, infd_status status, const char *message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFD_PLUGIN_H */
