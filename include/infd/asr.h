@@ -179,6 +179,13 @@ INFD_API int infd_asr_is_endpoint(const infd_asr_recognizer *r, const infd_asr_s
  * the audio and the decoder's state go on. */
 INFD_API void infd_asr_reset(infd_asr_recognizer *r, infd_asr_stream *s);
 
+/* Registers the "asr" model kind (include/infd/plugin.h), so that servers
+ * of this process serve model folders whose config.pbtxt says
+ * `backend: "asr"`: streaming sessions under sequence_batching, whole
+ * recordings without it (docs/ASR.md, "Serving"). Call it once, before the
+ * server loads such a model; a second call fails (INVALID_ARGUMENT). */
+INFD_API infd_status infd_asr_register_model_kind(infd_error *err);
+
 #ifdef __cplusplus
 }
 #endif

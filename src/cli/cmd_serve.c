@@ -3,7 +3,8 @@
  *
  * The server (runtime) loads the repository; the frontends (HTTP/KServe v2,
  * gRPC/KServe v2, Prometheus metrics, raw sockets) are started on top of the
- * public API. The main thread then waits for SIGINT or SIGTERM with the
+ * public API, with the speech app's model kind registered (backend "asr").
+ * The main thread then waits for SIGINT or SIGTERM with the
  * signals blocked in every thread (sigwait), so no frontend or worker is
  * interrupted by them; on a signal it drains (no new requests; queued and
  * executing ones finish and their responses are written), stops the
@@ -22,6 +23,7 @@
 #include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
+#include "infd/asr.h"
 #include "infd/infd.h"
 
 #define MAX_LIST 64
@@ -218,6 +220,11 @@ int infd_cli_serve(int argc, char **argv)
     infd_raw *raw = NULL;
     infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
              so.model_repository);
+    /* Speech models (backend "asr") are served by the speech app's kind. */
+    if (infd_asr_register_model_kind(&err) != INFD_STATUS_OK) {
+        fprintf(stderr, "infd serve: %s\n", err.msg);
+        goto out;
+    }
     if (infd_server_create(&so, &server, &err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd serve: %s\n", err.msg);
         goto out;
