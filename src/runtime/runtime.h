@@ -1,8 +1,11 @@
 /*
  * runtime.h - the runtime's internal structures, shared by its files:
- *   server.c     registry of models, repository scans, load/unload/poll
- *   model.c      one model version: config completion, plans, instances
- *   scheduler.c  requests, the per-model queue, dynamic batching, workers
+ *   server.c       registry of models, repository scans, load/unload/poll
+ *   model.c        one model version: config completion, plans, instances
+ *   scheduler.c    requests, the per-model queue, dynamic batching, workers
+ *   sequence.c     the sequence batcher (sequence_batching)
+ *   model_onnx.c   the ONNX kind's batch run and warmup
+ *   model_plugin.c model kinds registered through include/infd/plugin.h
  *
  * Ownership and threads:
  *  - The server owns a registry of entries (one per model folder), guarded
