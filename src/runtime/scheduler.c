@@ -684,10 +684,9 @@ static void timed_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t wait
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* Waits for and forms the next batch. Returns its request count (0: stop).
- * Called and returns with m->mu held; expired requests are completed with
- * the lock dropped. */
-/* next_batch for a model with a sequence batcher. */
+/* next_batch for a model with a sequence batcher: the slots freed since
+ * the last batch are given to the kind's sequence_free (lock dropped)
+ * before they are reused. */
 static int next_seq_batch(infd_model *m, rt_instance *inst, int64_t *rows)
 {
     for (;;) {
@@ -719,6 +718,9 @@ static int next_seq_batch(infd_model *m, rt_instance *inst, int64_t *rows)
     }
 }
 
+/* Waits for and forms the next batch. Returns its request count (0: stop).
+ * Called and returns with m->mu held; expired requests are completed with
+ * the lock dropped. */
 static int next_batch(infd_model *m, rt_instance *inst, int64_t *rows)
 {
     if (m->seq)

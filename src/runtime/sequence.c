@@ -278,11 +278,19 @@ static uint64_t reap_idle(infd_model *m, uint64_t now)
 {
     rt_sequencer *q = m->seq;
     uint64_t next = UINT64_MAX;
+    /* Unloading or draining: sequences that wait for nothing are released
+     * now, so that those in the backlog get slots and finish. */
+    bool closing = !m->accepting || rt_server_is_draining(m->server);
     for (int s = 0; s < q->n_slots; s++) {
         rt_seq *e = &q->slots[s];
         if (!e->active || e->head || e->running)
             continue;
         uint64_t idle = now - e->last_ns;
+        if (closing && q->backlog_head) {
+            release_slot(m, s);
+            s--;
+            continue;
+        }
         if (idle >= q->idle_ns) {
             char id[160];
             if (e->is_string)

@@ -375,3 +375,44 @@ def test_many_sessions_in_parallel_over_http(srv, infd_bin, model_dir, tmp_path)
     got = dict(results.get_nowait() for _ in range(8))
     for s in range(8):
         assert got[s] == cli_ids(want[s]), (s, got[s])
+
+
+def test_gpu_instances_give_the_cpu_tokens(serve, infd_bin, model_dir, streaming_dir,  # noqa: F811
+                                           tmp_path):
+    """KIND_GPU instances of both streaming modes and of whole recordings:
+    the server's tokens on the GPU are the CLI's on the CPU. Skips without
+    a usable GPU."""
+    from test_cuda import cuda_state
+
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    repo = tmp_path / "repo"
+    gpu = "instance_group [{ kind: KIND_GPU count: 1 }]\n"
+    write_model(repo, "speech", f"""backend: "asr"
+max_batch_size: 8
+sequence_batching {{ oldest {{ max_candidate_sequences: 8 }} }}
+{gpu}{model_param(model_dir)}{STREAM_PARAMS}""")
+    write_model(repo, "speech_cache", f"""backend: "asr"
+max_batch_size: 4
+sequence_batching {{}}
+{gpu}{model_param(streaming_dir)}""")
+    write_model(repo, "speech_file", f"""backend: "asr"
+max_batch_size: 4
+{gpu}{model_param(model_dir)}""")
+    s = serve(repo)
+    cfg = requests.get(f"{s.url}/v2/models/speech/config", timeout=TIMEOUT).json()
+    assert cfg["instance_group"][0]["kind"] == "KIND_GPU"
+    x = write_wav(tmp_path / "a.wav", speechlike(int(2.9 * 16000), 17))
+    for model, d in (("speech", model_dir), ("speech_cache", streaming_dir)):
+        want = cli_stream(infd_bin, d, tmp_path / "a.wav")
+        outs = http_session(s, model, f"gpu-{model}", x, 2560)
+        assert json.loads(outs[-1]["RESULT"])["token_ids"] == cli_ids(want), model
+    r = subprocess.run([str(infd_bin), "asr", str(model_dir), str(tmp_path / "a.wav"), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    want = json.loads(r.stdout.splitlines()[-1])
+    resp = requests.post(f"{s.url}/v2/models/speech_file/infer",
+                         data=(tmp_path / "a.wav").read_bytes(),
+                         headers={"Content-Type": "audio/wav"}, timeout=TIMEOUT)
+    out = {o["name"]: o["data"][0] for o in resp.json()["outputs"]}
+    assert json.loads(out["RESULT"])["token_ids"] == cli_ids(want)

@@ -449,6 +449,52 @@ static void test_kind_registration_and_config(void)
     infd_server_destroy(s);
 }
 
+/* An ONNX model under the sequence batcher (no control inputs or state):
+ * its requests are routed by sequence and run in order, batched across
+ * sequences like any other rows. */
+static void test_onnx_model_with_sequences(void)
+{
+    const char *repo = test_repo_new("sequence", "onnx");
+    test_add_sub(
+        repo, "add_sub", true,
+        "max_batch_size: 4\nsequence_batching { oldest { max_candidate_sequences: 4 } }\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_error err = { 0 };
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "add_sub", -1, &m, &err), INFD_STATUS_OK);
+    static float a[6][16], b[6][16];
+    infd_request *r[6];
+    int64_t shape[2] = { 1, 16 };
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < 16; i++) {
+            a[k][i] = (float)(k * 16 + i);
+            b[k][i] = 1.0f;
+        }
+        ASSERT_STATUS(infd_request_create(m, &r[k], &err), INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(r[k], "INPUT0", INFD_DTYPE_FP32, shape, 2, a[k], 64, &err),
+            INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(r[k], "INPUT1", INFD_DTYPE_FP32, shape, 2, b[k], 64, &err),
+            INFD_STATUS_OK);
+        uint32_t f = (k < 2 ? INFD_SEQUENCE_START : 0) | (k >= 4 ? INFD_SEQUENCE_END : 0);
+        ASSERT_STATUS(infd_request_set_sequence(r[k], 1 + (uint64_t)(k % 2), NULL, f, &err),
+                      INFD_STATUS_OK);
+    }
+    for (int k = 0; k < 6; k++)
+        ASSERT_STATUS(infd_infer(r[k], &err), INFD_STATUS_OK);
+    for (int k = 0; k < 6; k++) {
+        infd_tensor t;
+        ASSERT_STATUS(infd_request_output(r[k], 0, NULL, &t), INFD_STATUS_OK);
+        for (int i = 0; i < 16; i++)
+            ASSERT_TRUE(((float *)t.data)[i] == (float)(k * 16 + i) + 1.0f);
+        infd_request_destroy(r[k]);
+    }
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
 static void test_cleanup(void)
 {
     test_rm_rf(test_repo_root);
@@ -456,4 +502,4 @@ static void test_cleanup(void)
 
 TEST_MAIN(test_direct_batches_sequences_in_order, test_oldest_backlog_and_string_ids,
           test_sequence_errors, test_idle_sequence_is_released, test_kind_registration_and_config,
-          test_cleanup)
+          test_onnx_model_with_sequences, test_cleanup)
