@@ -40,7 +40,11 @@ sys.path.insert(0, str(sc.ROOT / "tests" / "e2e"))
 from test_asr_features import speechlike  # noqa: E402
 
 
-def stubs(tmp):
+def stubs(tmp, pregenerated=None):
+    if pregenerated:  # made elsewhere (a machine without protoc)
+        sys.path.insert(0, str(pregenerated))
+        return (importlib.import_module("grpc_service_pb2"),
+                importlib.import_module("grpc_service_pb2_grpc"))
     plugin = shutil.which("grpc_python_plugin")
     if not shutil.which("protoc") or not plugin:
         sys.exit("protoc / grpc_python_plugin missing (protobuf-compiler, protobuf-compiler-grpc)")
@@ -151,12 +155,13 @@ def main():
                     help="the oldest strategy's max_queue_delay_microseconds")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--stubs", help="a folder with grpc_service_pb2(_grpc).py made already")
     args = ap.parse_args()
     import grpc
     rows = []
     with sc.tempdir("asr-serve-") as tmp:
         tmp = pathlib.Path(tmp)
-        pb, pbg = stubs(tmp / "stubs")
+        pb, pbg = stubs(tmp / "stubs", args.stubs)
         for sessions in [int(x) for x in args.sessions.split(",")]:
             repo = tmp / f"repo{sessions}"
             write_repo(repo, pathlib.Path(args.model).resolve(), sessions, args)
