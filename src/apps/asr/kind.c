@@ -182,8 +182,8 @@ static infd_status warm_up(kind_model *k, int n, int chunk_ms, int span_ms, infd
     infd_asr_stream *s[16] = { NULL };
     int piece = k->rate * chunk_ms / 1000;
     float *buf = malloc((size_t)piece * sizeof(float));
-    infd_status st = buf ? INFD_STATUS_OK
-                         : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    infd_status st =
+        buf ? INFD_STATUS_OK : infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     uint32_t seed = 12345;
     for (int i = 0; i < piece && buf; i++) {
         seed = seed * 1664525u + 1013904223u;
