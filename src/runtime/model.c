@@ -284,6 +284,184 @@ static infd_status complete_input(infd_model *m, const char *cfile, size_t k,
     return INFD_STATUS_OK;
 }
 
+/* The sequence batcher's config, or NULL. */
+static const Inference__ModelSequenceBatching *seq_config(const Inference__ModelConfig *c)
+{
+    return c->scheduling_choice_case == INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_SEQUENCE_BATCHING
+               ? c->sequence_batching
+               : NULL;
+}
+
+/* Whether `name` is an input (or, `output`, an output) the runtime feeds
+ * or reads itself: a control_input, or a state's input_name/output_name. */
+static bool is_hidden(const Inference__ModelConfig *c, const char *name, bool output)
+{
+    const Inference__ModelSequenceBatching *sb = seq_config(c);
+    for (size_t k = 0; sb && !output && k < sb->n_control_input; k++)
+        if (strcmp(sb->control_input[k]->name, name) == 0)
+            return true;
+    for (size_t k = 0; sb && k < sb->n_state; k++)
+        if (strcmp(output ? sb->state[k]->output_name : sb->state[k]->input_name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Writes `v` as one element of `dt` into `out` (8 bytes); false for a
+ * dtype a START/END/READY control cannot have. */
+static bool control_value(infd_dtype dt, double v, uint8_t *out)
+{
+    memset(out, 0, 8);
+    if (dt == INFD_DTYPE_BOOL) {
+        out[0] = v != 0;
+    } else if (dt == INFD_DTYPE_INT32) {
+        int32_t x = (int32_t)v;
+        memcpy(out, &x, 4);
+    } else if (dt == INFD_DTYPE_FP32) {
+        float x = (float)v;
+        memcpy(out, &x, 4);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* The kind of a START/END/READY control; false for another kind. */
+static bool flag_kind(Inference__ModelSequenceBatching__Control__Kind k, rt_hidden_kind *out)
+{
+    switch (k) {
+    case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_START:
+        *out = RT_HIDDEN_START;
+        return true;
+    case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_END:
+        *out = RT_HIDDEN_END;
+        return true;
+    case INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_READY:
+        *out = RT_HIDDEN_READY;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Reads one control_input into `h`; its dtype into *dt. */
+static infd_status read_control(const Inference__ModelSequenceBatching__ControlInput *ctl,
+                                const char *cfile, const char *where, rt_hidden *h, infd_dtype *dt,
+                                infd_error *err)
+{
+    if (ctl->n_control != 1)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %s '%s' has %zu controls; infd takes exactly one", cfile, where,
+                              ctl->name, ctl->n_control);
+    const Inference__ModelSequenceBatching__Control *ct = ctl->control[0];
+    if (ct->kind == INFERENCE__MODEL_SEQUENCE_BATCHING__CONTROL__KIND__CONTROL_SEQUENCE_CORRID) {
+        h->kind = RT_HIDDEN_CORRID;
+        *dt = dtype_of(ct->data_type);
+        if (*dt != INFD_DTYPE_UINT64 && *dt != INFD_DTYPE_INT64 && *dt != INFD_DTYPE_UINT32 &&
+            *dt != INFD_DTYPE_INT32)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
+                                  "%s: %s '%s': a CORRID control of data_type %s; infd feeds "
+                                  "TYPE_UINT64, TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (a string "
+                                  "correlation id is fed as 0)",
+                                  cfile, where, ctl->name, type_name(ct->data_type));
+        return INFD_STATUS_OK;
+    }
+    if (!flag_kind(ct->kind, &h->kind))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: %s '%s': control kind %d",
+                              cfile, where, ctl->name, (int)ct->kind);
+    double v[2];
+    if (ct->n_int32_false_true == 2) {
+        *dt = INFD_DTYPE_INT32;
+        v[0] = ct->int32_false_true[0];
+        v[1] = ct->int32_false_true[1];
+    } else if (ct->n_fp32_false_true == 2) {
+        *dt = INFD_DTYPE_FP32;
+        v[0] = ct->fp32_false_true[0];
+        v[1] = ct->fp32_false_true[1];
+    } else if (ct->n_bool_false_true == 2) {
+        *dt = INFD_DTYPE_BOOL;
+        v[0] = ct->bool_false_true[0];
+        v[1] = ct->bool_false_true[1];
+    } else {
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %s '%s': give the false and true values as two entries of "
+                              "int32_false_true, fp32_false_true or bool_false_true",
+                              cfile, where, ctl->name);
+    }
+    control_value(*dt, v[0], h->off);
+    control_value(*dt, v[1], h->on);
+    return INFD_STATUS_OK;
+}
+
+/* Appends the sequence batcher's controls and states to m->in (after the
+ * client's inputs), each checked against the model's input of its name:
+ * a control is [1] per row of its Control's type, a state has the state's
+ * data_type and dims. */
+static infd_status complete_hidden_inputs(infd_model *m, const Inference__ModelConfig *c,
+                                          const char *cfile, const infd_ir_graph *g,
+                                          infd_error *err)
+{
+    const Inference__ModelSequenceBatching *sb = seq_config(c);
+    m->n_in_pub = m->n_in;
+    if (!sb)
+        return INFD_STATUS_OK;
+    size_t n_hidden = sb->n_control_input + sb->n_state;
+    if ((size_t)m->n_in + n_hidden > INFD_MAX_MODEL_IO)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "%s: more than %d inputs", cfile,
+                              INFD_MAX_MODEL_IO);
+    for (size_t k = 0; k < n_hidden; k++) {
+        bool control = k < sb->n_control_input;
+        const Inference__ModelSequenceBatching__State *stt =
+            control ? NULL : sb->state[k - sb->n_control_input];
+        const char *name = control ? sb->control_input[k]->name : stt->input_name;
+        char where[96];
+        snprintf(where, sizeof(where), "sequence_batching.%s[%zu]",
+                 control ? "control_input" : "state", control ? k : k - sb->n_control_input);
+        const infd_ir_value *v = graph_input(g, name);
+        if (!v)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: %s '%s' is not an input of the model", cfile, where, name);
+        for (int i = 0; i < m->n_in; i++)
+            if (strcmp(m->in[i].name, name) == 0)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: %s '%s' is used twice", cfile, where, name);
+        rt_hidden *h = &m->hidden[m->n_in - m->n_in_pub];
+        memset(h, 0, sizeof(*h));
+        Inference__ModelInput ci = INFERENCE__MODEL_INPUT__INIT;
+        ci.name = (char *)name;
+        int64_t dims[INFD_MAX_RANK] = { 1 };
+        ci.dims = dims;
+        if (control) {
+            infd_dtype dt = INFD_DTYPE_INVALID;
+            infd_status st = read_control(sb->control_input[k], cfile, where, h, &dt, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+            ci.data_type = type_of(dt);
+            ci.n_dims = 1;
+        } else {
+            h->kind = RT_HIDDEN_STATE;
+            if (stt->n_dims == 0 || stt->n_dims > INFD_MAX_RANK - 1 ||
+                stt->data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s: %s '%s' needs data_type and 1 to %d dims", cfile, where,
+                                      name, INFD_MAX_RANK - 1);
+            ci.data_type = stt->data_type;
+            ci.n_dims = stt->n_dims;
+            memcpy(dims, stt->dims, stt->n_dims * sizeof(int64_t));
+        }
+        infd_model_io *io = &m->in[m->n_in];
+        infd_status st = complete_input(m, cfile, (size_t)m->n_in, &ci, v, io, err);
+        if (st != INFD_STATUS_OK)
+            return infd_error_prefix(err, "%s", where);
+        io->name = name;
+        m->n_in++;
+        if (h->kind == RT_HIDDEN_STATE) {
+            h->state_at = m->state_bytes;
+            m->state_bytes += io->row_bytes;
+        }
+    }
+    return INFD_STATUS_OK;
+}
+
 static infd_status complete_inputs(infd_model *m, Inference__ModelConfig *c, const char *cfile,
                                    const infd_ir_graph *g, infd_error *err)
 {
@@ -327,6 +505,11 @@ static infd_status complete_inputs(infd_model *m, Inference__ModelConfig *c, con
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: input[%zu] '%s' is not an input of the model", cfile, k,
                                   name);
+        if (is_hidden(c, name, false))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: input[%zu] '%s' is a sequence_batching control or state; "
+                                  "the server feeds it, so it is not listed as an input",
+                                  cfile, k, name);
         for (size_t k2 = 0; k2 < k; k2++)
             if (strcmp(c->input[k2]->name, name) == 0)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -334,7 +517,7 @@ static infd_status complete_inputs(infd_model *m, Inference__ModelConfig *c, con
     }
     for (int i = 0; i < g->n_inputs; i++) {
         const infd_ir_value *v = &g->values[g->inputs[i]];
-        bool found = false;
+        bool found = is_hidden(c, v->name, false);
         for (size_t k = 0; k < c->n_input && !found; k++)
             found = strcmp(c->input[k]->name, v->name) == 0;
         if (found)
@@ -361,6 +544,52 @@ static infd_status complete_inputs(infd_model *m, Inference__ModelConfig *c, con
         if (st != INFD_STATUS_OK)
             return st;
     }
+    return complete_hidden_inputs(m, c, cfile, g, err);
+}
+
+/* Appends each state's output to m->out (after the client's), checked to
+ * have its input's type and shape. */
+static infd_status complete_state_outputs(infd_model *m, const Inference__ModelConfig *c,
+                                          const char *cfile, const infd_plan *plan, infd_error *err)
+{
+    m->n_out_pub = m->n_out;
+    const Inference__ModelSequenceBatching *sb = seq_config(c);
+    int lead = m->max_batch > 0 ? 1 : 0;
+    for (int i = m->n_in_pub; i < m->n_in; i++) {
+        rt_hidden *h = &m->hidden[i - m->n_in_pub];
+        if (h->kind != RT_HIDDEN_STATE)
+            continue;
+        const char *oname = NULL;
+        for (size_t k = 0; sb && k < sb->n_state; k++)
+            if (strcmp(sb->state[k]->input_name, m->in[i].name) == 0)
+                oname = sb->state[k]->output_name;
+        infd_tensor_info ti = { 0 };
+        bool found = false;
+        for (int o = 0; oname && o < infd_plan_n_outputs(plan) && !found; o++) {
+            infd_plan_output(plan, o, &ti);
+            found = strcmp(ti.name, oname) == 0;
+        }
+        if (!found)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: sequence_batching state '%s': output_name '%s' is not an "
+                                  "output of the model",
+                                  cfile, m->in[i].name, oname ? oname : "");
+        if (m->n_out == INFD_MAX_MODEL_IO)
+            return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "more than %d outputs",
+                                  INFD_MAX_MODEL_IO);
+        infd_model_io *io = &m->out[m->n_out];
+        *io = m->in[i];
+        io->name = oname;
+        bool same = ti.dtype == io->dtype && ti.shape.rank == io->rank + lead;
+        for (int d = 0; same && d < io->rank; d++)
+            same = ti.shape.dims[d + lead] == io->dims[d];
+        if (!same)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: sequence_batching state '%s': output '%s' differs from "
+                                  "the input in type or shape",
+                                  cfile, m->in[i].name, oname);
+        h->state_out = m->n_out++;
+    }
     return INFD_STATUS_OK;
 }
 
@@ -378,6 +607,8 @@ static infd_status complete_outputs(infd_model *m, Inference__ModelConfig *c, co
         for (int o = 0; o < n_plan; o++) {
             infd_tensor_info ti;
             infd_plan_output(plan, o, &ti);
+            if (is_hidden(c, ti.name, true))
+                continue;
             Inference__ModelOutput *co = infd_malloc(sizeof(*co));
             if (!co)
                 return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -406,6 +637,11 @@ static infd_status complete_outputs(infd_model *m, Inference__ModelConfig *c, co
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: output[%zu] '%s' is not an output of the model", cfile, k,
                                   co->name);
+        if (is_hidden(c, co->name, true))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: output[%zu] '%s' is a sequence_batching state's "
+                                  "output_name; the server keeps it, so it is not listed",
+                                  cfile, k, co->name);
         if (co->data_type == INFERENCE__DATA_TYPE__TYPE_INVALID)
             co->data_type = type_of(ti.dtype);
         else if (dtype_of(co->data_type) != ti.dtype)
@@ -450,7 +686,7 @@ static infd_status complete_outputs(infd_model *m, Inference__ModelConfig *c, co
         }
         io->row_bytes = row;
     }
-    return INFD_STATUS_OK;
+    return complete_state_outputs(m, c, cfile, plan, err);
 }
 
 /* Maps the model's inputs/outputs onto a plan's and checks the shapes. */
@@ -1405,6 +1641,8 @@ static infd_status load_kind_model(infd_model *m, const char *version_dir, const
         st = configure_queues(m, c, cfile, err);
     if (st == INFD_STATUS_OK)
         st = rt_plugin_load(m, version_dir, cfile, err);
+    m->n_in_pub = m->n_in; /* a kind's inputs and outputs are all the client's */
+    m->n_out_pub = m->n_out;
     if (st == INFD_STATUS_OK)
         st = complete_kind_io(m, c, cfile, err);
     if (st != INFD_STATUS_OK)
@@ -1672,17 +1910,17 @@ bool infd_model_is_ready(const infd_model *model)
 
 int infd_model_n_inputs(const infd_model *model)
 {
-    return model->n_in;
+    return model->n_in_pub;
 }
 
 int infd_model_n_outputs(const infd_model *model)
 {
-    return model->n_out;
+    return model->n_out_pub;
 }
 
 infd_status infd_model_input(const infd_model *model, int i, infd_model_io *out)
 {
-    if (i < 0 || i >= model->n_in)
+    if (i < 0 || i >= model->n_in_pub)
         return INFD_STATUS_NOT_FOUND;
     *out = model->in[i];
     return INFD_STATUS_OK;
@@ -1690,7 +1928,7 @@ infd_status infd_model_input(const infd_model *model, int i, infd_model_io *out)
 
 infd_status infd_model_output(const infd_model *model, int i, infd_model_io *out)
 {
-    if (i < 0 || i >= model->n_out)
+    if (i < 0 || i >= model->n_out_pub)
         return INFD_STATUS_NOT_FOUND;
     *out = model->out[i];
     return INFD_STATUS_OK;
@@ -1698,7 +1936,7 @@ infd_status infd_model_output(const infd_model *model, int i, infd_model_io *out
 
 int infd_model_input_index(const infd_model *model, const char *name)
 {
-    for (int i = 0; name && i < model->n_in; i++)
+    for (int i = 0; name && i < model->n_in_pub; i++)
         if (strcmp(model->in[i].name, name) == 0)
             return i;
     return -1;
@@ -1706,7 +1944,7 @@ int infd_model_input_index(const infd_model *model, const char *name)
 
 int infd_model_output_index(const infd_model *model, const char *name)
 {
-    for (int j = 0; name && j < model->n_out; j++)
+    for (int j = 0; name && j < model->n_out_pub; j++)
         if (strcmp(model->out[j].name, name) == 0)
             return j;
     return -1;

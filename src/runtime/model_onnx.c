@@ -108,20 +108,20 @@ static void gather(const infd_model *m, rt_instance *inst, int n, int64_t rows)
         inst->row_at[k] = at;
         at += inst->batch[k]->rows;
     }
-    for (int i = 0; i < m->n_in; i++)
+    for (int i = 0; i < m->n_in_pub; i++)
         bytes += (size_t)rows * m->in[i].row_bytes;
     bool parallel = m->copy_pool && bytes >= PARALLEL_GATHER_BYTES;
     inst->gather_n = n;
     inst->gather_chunk = parallel ? GATHER_CHUNK_BYTES : SIZE_MAX;
     inst->gather_first[0] = 0;
-    for (int i = 0; i < m->n_in; i++) {
+    for (int i = 0; i < m->n_in_pub; i++) {
         size_t in_bytes = (size_t)rows * m->in[i].row_bytes;
         int64_t chunks = parallel
                              ? (int64_t)((in_bytes + GATHER_CHUNK_BYTES - 1) / GATHER_CHUNK_BYTES)
                              : in_bytes > 0;
         inst->gather_first[i + 1] = inst->gather_first[i] + chunks;
     }
-    int64_t tasks = inst->gather_first[m->n_in];
+    int64_t tasks = inst->gather_first[m->n_in_pub];
     if (parallel)
         infd_pool_parallel_for(m->copy_pool, tasks, gather_chunk, inst);
     else
@@ -172,6 +172,73 @@ static int pinned_pieces(const infd_model *m, rt_instance *inst, int n, int i, c
     return np;
 }
 
+/* Fills the runtime's own inputs of the batch (rows [0, plan rows)): each
+ * control's value for its row's request (READY true for a request, every
+ * control false on padding rows), a state's row from the request's
+ * sequence slot, or zeros when the request starts its sequence (and on
+ * padding rows). */
+static void fill_hidden(const infd_model *m, rt_instance *inst, int n, int64_t plan_rows,
+                        char *const *base)
+{
+    for (int i = m->n_in_pub; i < m->n_in; i++) {
+        const rt_hidden *h = &m->hidden[i - m->n_in_pub];
+        size_t rb = m->in[i].row_bytes;
+        char *dst = base[i];
+        int64_t row = 0;
+        for (int k = 0; k < n; k++, row++) {
+            const infd_request *r = inst->batch[k];
+            char *at = dst + (size_t)row * rb;
+            switch (h->kind) {
+            case RT_HIDDEN_START:
+                memcpy(at, r->seq_flags & INFD_SEQUENCE_START ? h->on : h->off, rb);
+                break;
+            case RT_HIDDEN_END:
+                memcpy(at, r->seq_flags & INFD_SEQUENCE_END ? h->on : h->off, rb);
+                break;
+            case RT_HIDDEN_READY:
+                memcpy(at, h->on, rb);
+                break;
+            case RT_HIDDEN_CORRID: {
+                uint64_t id = r->seq_is_string ? 0 : r->seq_id; /* little-endian */
+                memcpy(at, &id, rb < 8 ? rb : 8);
+                break;
+            }
+            case RT_HIDDEN_STATE:
+                if (r->seq_flags & INFD_SEQUENCE_START)
+                    memset(at, 0, rb);
+                else
+                    memcpy(at, m->seq->state + (size_t)r->seq_slot * m->state_bytes + h->state_at,
+                           rb);
+                break;
+            }
+        }
+        for (; row < plan_rows; row++) {
+            char *at = dst + (size_t)row * rb;
+            if (h->kind == RT_HIDDEN_START || h->kind == RT_HIDDEN_END ||
+                h->kind == RT_HIDDEN_READY)
+                memcpy(at, h->off, rb);
+            else
+                memset(at, 0, rb);
+        }
+    }
+}
+
+/* Keeps each request's new state (the states' output rows) in its slot. */
+static void keep_state(const infd_model *m, rt_instance *inst, int n, const char *const *out_base)
+{
+    for (int i = m->n_in_pub; i < m->n_in; i++) {
+        const rt_hidden *h = &m->hidden[i - m->n_in_pub];
+        if (h->kind != RT_HIDDEN_STATE)
+            continue;
+        size_t rb = m->in[i].row_bytes;
+        for (int k = 0; k < n; k++) {
+            const infd_request *r = inst->batch[k];
+            memcpy(m->seq->state + (size_t)r->seq_slot * m->state_bytes + h->state_at,
+                   out_base[h->state_out] + (size_t)k * rb, rb);
+        }
+    }
+}
+
 infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t rows,
                               uint64_t when[2], infd_error *err)
 {
@@ -183,14 +250,14 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
      * each input is one piece of aligned memory (kernels may use aligned
      * vector loads; binary HTTP bodies put tensors at any offset and in
      * pieces), otherwise gathered. */
-    bool direct_in = n == 1 && rows == p->batch;
+    bool direct_in = n == 1 && rows == p->batch && m->n_in == m->n_in_pub;
     bool any_pieces = false;
-    for (int i = 0; i < m->n_in; i++) {
+    for (int i = 0; i < m->n_in_pub; i++) {
         inst->gather_skip_pinned[i] = wants_pieces(inst, n, i);
         any_pieces |= inst->gather_skip_pinned[i];
     }
     direct_in &= !any_pieces;
-    for (int i = 0; direct_in && i < m->n_in; i++)
+    for (int i = 0; direct_in && i < m->n_in_pub; i++)
         direct_in = inst->batch[0]->in[i].n_segs == 1 &&
                     ((uintptr_t)inst->batch[0]->in[i].segs[0].data % INFD_ALIGNMENT) == 0;
     for (int i = 0; i < m->n_in; i++) {
@@ -219,7 +286,9 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
     }
     if (!direct_in)
         gather(m, inst, n, rows);
-    for (int i = 0; i < m->n_in && any_pieces; i++) {
+    if (m->n_in > m->n_in_pub)
+        fill_hidden(m, inst, n, p->batch, inst->gather_dst);
+    for (int i = 0; i < m->n_in_pub && any_pieces; i++) {
         if (!inst->gather_skip_pinned[i])
             continue;
         int np = pinned_pieces(m, inst, n, i, inst->gather_dst[i]);
@@ -277,6 +346,8 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
                 off[j] += (size_t)r->rows * m->out[j].row_bytes;
         }
     }
+    if (st == INFD_STATUS_OK && m->n_out > m->n_out_pub)
+        keep_state(m, inst, n, out_base);
     return st;
 }
 

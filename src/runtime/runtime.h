@@ -171,6 +171,7 @@ typedef struct rt_seq {
 } rt_seq;
 
 typedef struct rt_sequencer {
+    uint8_t *state;                      /* [n_slots][model->state_bytes]: implicit state */
     bool oldest;                         /* strategy: oldest (else direct) */
     int n_slots;                         /* slots (direct: per instance, max(1, max_batch) each) */
     int per_inst;                        /* direct: slots of each instance */
@@ -183,6 +184,24 @@ typedef struct rt_sequencer {
     int *free_pending;                   /* [n_slots] */
     uint64_t timed_out;                  /* sequences released for idleness (stats, logs) */
 } rt_sequencer;
+
+/* An input the runtime feeds instead of the client (an ONNX model under
+ * the sequence batcher): a control of config.pbtxt's control_input, or an
+ * implicit state of its `state`. */
+typedef enum rt_hidden_kind {
+    RT_HIDDEN_START,
+    RT_HIDDEN_END,
+    RT_HIDDEN_READY,
+    RT_HIDDEN_CORRID,
+    RT_HIDDEN_STATE
+} rt_hidden_kind;
+
+typedef struct rt_hidden {
+    rt_hidden_kind kind;
+    uint8_t on[8], off[8]; /* a control's true and false values, in the input's dtype */
+    int state_out;         /* STATE: the model output (hidden) it is read back from */
+    size_t state_at;       /* STATE: where its row lies in a slot's state */
+} rt_hidden;
 
 struct infd_model {
     atomic_int refs;
@@ -201,7 +220,11 @@ struct infd_model {
     uint64_t mem_weight_bytes, mem_arena_bytes;
     Inference__ModelConfig *config; /* completed; owned */
     int max_batch;                  /* 0: no batching */
-    int n_in, n_out;
+    /* in[0, n_in_pub) and out[0, n_out_pub) are the client's; the rest
+     * (controls and implicit state, `hidden`) only the runtime's. */
+    int n_in, n_out, n_in_pub, n_out_pub;
+    rt_hidden hidden[INFD_MAX_MODEL_IO]; /* of in[n_in_pub + k] */
+    size_t state_bytes;                  /* a sequence slot's implicit state */
     infd_model_io in[INFD_MAX_MODEL_IO], out[INFD_MAX_MODEL_IO];
     rt_plan plans[RT_MAX_PLANS]; /* ascending batch */
     int n_plans;

@@ -379,7 +379,7 @@ static infd_status prepare_outputs(infd_request *r, infd_error *err)
         for (int k = 0; k < r->n_req; k++)
             r->out_index[r->n_out++] = r->req[k];
     } else {
-        for (int j = 0; j < m->n_out; j++)
+        for (int j = 0; j < m->n_out_pub; j++)
             r->out_index[r->n_out++] = j;
     }
     size_t own = 0;
@@ -480,12 +480,12 @@ infd_status infd_infer_async(infd_request *r, infd_infer_callback callback, void
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "no completion callback");
     if (r->in_flight)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "request already submitted");
-    if (r->n_inputs_set != m->n_in) {
-        for (int i = 0; i < m->n_in; i++)
+    if (r->n_inputs_set != m->n_in_pub) {
+        for (int i = 0; i < m->n_in_pub; i++)
             if (!r->in[i].set) {
                 st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                     "model '%s': input '%s' is missing (%d of %d given)", m->name,
-                                    m->in[i].name, r->n_inputs_set, m->n_in);
+                                    m->in[i].name, r->n_inputs_set, m->n_in_pub);
                 break;
             }
         goto rejected;

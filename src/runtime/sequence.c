@@ -52,12 +52,12 @@ static void format_id(const infd_request *r, char *buf, size_t n)
 infd_status rt_seq_create(infd_model *m, const char *cfile, infd_error *err)
 {
     const Inference__ModelSequenceBatching *sb = m->config->sequence_batching;
-    if (sb->n_control_input > 0 || sb->n_state > 0)
-        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED,
-                              "%s: sequence_batching control_input and state (control tensors "
-                              "and implicit state of ONNX models) are not supported yet; a "
-                              "model kind (backend) keeps its own per-sequence state",
-                              cfile);
+    if (m->kind && (sb->n_control_input > 0 || sb->n_state > 0))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: sequence_batching control_input and state are for ONNX "
+                              "models; backend '%s' keeps its own per-sequence state and sees "
+                              "the controls as request flags",
+                              cfile, m->kind->name);
     rt_sequencer *q = infd_calloc(1, sizeof(*q));
     if (!q)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -89,9 +89,12 @@ infd_status rt_seq_create(infd_model *m, const char *cfile, infd_error *err)
     }
     q->slots = infd_calloc((size_t)q->n_slots, sizeof(*q->slots));
     q->free_pending = infd_calloc((size_t)q->n_slots, sizeof(*q->free_pending));
-    if (!q->slots || !q->free_pending) {
+    if (m->state_bytes)
+        q->state = infd_calloc((size_t)q->n_slots, m->state_bytes);
+    if (!q->slots || !q->free_pending || (m->state_bytes && !q->state)) {
         infd_free(q->slots);
         infd_free(q->free_pending);
+        infd_free(q->state);
         infd_free(q);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -116,6 +119,7 @@ void rt_seq_free(infd_model *m)
     }
     infd_free(q->slots);
     infd_free(q->free_pending);
+    infd_free(q->state);
     infd_free(q);
     m->seq = NULL;
 }
