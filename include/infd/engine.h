@@ -157,7 +157,32 @@ typedef struct infd_plan_options {
      * output's magnitude (tested to 1e-2). Plain FP32 on CUDA never uses
      * TF32 (CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F). */
     infd_precision precision;
+    /* Outputs the plan reduces to argmax indices before they leave it
+     * (borrowed for the call): see infd_argmax_output. */
+    const struct infd_argmax_output *argmax;
+    int n_argmax;
 } infd_plan_options;
+
+/* Most segments one argmax output has. */
+#define INFD_MAX_ARGMAX_SEGMENTS 4
+
+/*
+ * An output reduced to argmax indices inside the plan. Graph output
+ * `output` (FP32, last axis of length N) becomes INT64 [..., n_segments],
+ * keeping its name: element k is the index, counted from starts[k], of
+ * the largest value of the last axis in [starts[k], ends[k]) (the first
+ * on ties; a NaN never wins). 0 <= starts[k] < ends[k] <= N. A
+ * transducer's joint (speech) then hands back its token and duration
+ * indices instead of thousands of logits a step; on a GPU only the
+ * indices cross to the host. INVALID_ARGUMENT at build for a name that
+ * is not a graph output, or a segment outside the axis.
+ */
+typedef struct infd_argmax_output {
+    const char *output;
+    int n_segments; /* 1..INFD_MAX_ARGMAX_SEGMENTS */
+    int64_t starts[INFD_MAX_ARGMAX_SEGMENTS];
+    int64_t ends[INFD_MAX_ARGMAX_SEGMENTS];
+} infd_argmax_output;
 
 /* Defaults: CPU (device 0), all cores, 4 contexts, batch 1, no explicit shapes, FP32. */
 INFD_API void infd_plan_options_init(infd_plan_options *opts);

@@ -1372,6 +1372,77 @@ typedef struct model_source {
  * plan's constants are its own (share_constants), before the kernels make
  * their forms: ResNet-50's peak then holds two copies of the weights, not
  * three. */
+/* infd_plan_options.argmax: each named graph output gets a SegmentArgMax
+ * node (an infd op: attributes `starts` and `ends`, INT64 indices over the
+ * last axis) whose output takes its place and its name; the logits become
+ * an intermediate named "<name>:logits". */
+static infd_status append_argmax(infd_ir_graph *g, const infd_plan_options *o, infd_error *err)
+{
+    for (int k = 0; k < o->n_argmax; k++) {
+        const infd_argmax_output *a = &o->argmax[k];
+        int32_t slot = -1;
+        for (int32_t i = 0; a->output && i < g->n_outputs; i++)
+            if (strcmp(g->values[g->outputs[i]].name, a->output) == 0)
+                slot = i;
+        if (slot < 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: argmax of '%s': not an output of the model", g->source,
+                                  a->output ? a->output : "(null)");
+        if (a->n_segments < 1 || a->n_segments > INFD_MAX_ARGMAX_SEGMENTS)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: argmax of '%s': %d segments (1 to %d)", g->source, a->output,
+                                  a->n_segments, INFD_MAX_ARGMAX_SEGMENTS);
+        int32_t v = g->outputs[slot];
+        char logits[300];
+        snprintf(logits, sizeof(logits), "%s:logits", a->output);
+        const char *old_name = g->values[v].name;
+        const char *renamed = infd_arena_strdup(&g->arena, logits);
+        int64_t *starts = infd_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)a->n_segments, 8);
+        int64_t *ends = infd_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)a->n_segments, 8);
+        infd_ir_attr *attrs = infd_arena_alloc(&g->arena, 2 * sizeof(infd_ir_attr), 8);
+        int32_t *ins = infd_arena_alloc(&g->arena, sizeof(int32_t), 4);
+        int32_t *outs = infd_arena_alloc(&g->arena, sizeof(int32_t), 4);
+        int32_t nv = infd_ir_graph_add_value(g, old_name);
+        if (!renamed || !starts || !ends || !attrs || !ins || !outs || nv < 0)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        g->values[v].name = renamed;
+        g->values[v].flags &= ~(uint32_t)INFD_IR_VALUE_OUTPUT;
+        g->values[nv].flags |= INFD_IR_VALUE_OUTPUT;
+        for (int s = 0; s < a->n_segments; s++) {
+            starts[s] = a->starts[s];
+            ends[s] = a->ends[s];
+        }
+        memset(attrs, 0, 2 * sizeof(infd_ir_attr));
+        attrs[0] = (infd_ir_attr){ .name = "starts",
+                                   .type = INFD_IR_ATTR_INTS,
+                                   .tensor = -1,
+                                   .n = a->n_segments,
+                                   .ints = starts };
+        attrs[1] = (infd_ir_attr){ .name = "ends",
+                                   .type = INFD_IR_ATTR_INTS,
+                                   .tensor = -1,
+                                   .n = a->n_segments,
+                                   .ints = ends };
+        ins[0] = v;
+        outs[0] = nv;
+        infd_ir_node node = { .name = renamed,
+                              .op_type = "SegmentArgMax",
+                              .domain = "",
+                              .n_inputs = 1,
+                              .n_outputs = 1,
+                              .n_attrs = 2,
+                              .inputs = ins,
+                              .outputs = outs,
+                              .attrs = attrs };
+        int32_t n = infd_ir_graph_add_node(g, &node);
+        if (n < 0)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        g->values[nv].producer = n;
+        g->outputs[slot] = nv;
+    }
+    return INFD_STATUS_OK;
+}
+
 static infd_status plan_build(infd_weights *w, const infd_plan_record *records, int32_t n_records,
                               bool sole, const infd_plan_options *opts, infd_plan **out,
                               infd_error *err)
@@ -1451,6 +1522,8 @@ static infd_status plan_build(infd_weights *w, const infd_plan_record *records, 
     st = bind_inputs(g, opts, err);
     if (st == INFD_STATUS_OK)
         st = bind_values(g, opts, err);
+    if (st == INFD_STATUS_OK)
+        st = append_argmax(g, opts, err);
     if (st != INFD_STATUS_OK)
         goto fail;
     st = infer_and_fold(g, &p->stats.n_folded, err);
@@ -1575,6 +1648,13 @@ infd_status infd_plan_create(const char *path, const infd_plan_options *opts, in
                              infd_error *err)
 {
     model_source src = { .path = path };
+    if (path && infd_plan_file_is(path) && opts && opts->n_argmax > 0) {
+        *out = NULL;
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: argmax outputs are not kept in plan files; build from the "
+                              "ONNX model",
+                              path);
+    }
     if (path && infd_plan_file_is(path))
         return infd_planfile_load(NULL, 0, path, opts, out, err);
     return plan_create(&src, opts, out, err);
@@ -1588,6 +1668,13 @@ infd_status infd_plan_create_from_memory(const void *data, size_t n, const char 
     if (!data || n == 0) {
         *out = NULL;
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: the model is empty",
+                              src.path);
+    }
+    if (infd_planfile_has_magic(data, n) && opts && opts->n_argmax > 0) {
+        *out = NULL;
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: argmax outputs are not kept in plan files; build from the "
+                              "ONNX model",
                               src.path);
     }
     if (infd_planfile_has_magic(data, n))

@@ -1577,6 +1577,31 @@ static infd_status infer_arg(const ctx *c)
     return set_output(c, 0, INFD_DTYPE_INT64, &s);
 }
 
+/* SegmentArgMax (infd's, infd_plan_options.argmax): INT64 [..., n] for the
+ * n segments [starts[k], ends[k]) of the last axis. */
+static infd_status infer_segment_arg(const ctx *c)
+{
+    infd_dtype dt;
+    infd_shape s;
+    TRY(get_input_rank(c, 0, 1, &dt, &s));
+    if (dt != INFD_DTYPE_FP32)
+        return fail(c, "input 0 ('%s') has dtype %s, expected FP32", in_name(c, 0),
+                    infd_dtype_name(dt));
+    const int64_t *st = NULL, *en = NULL;
+    int32_t ns = 0, ne = 0;
+    TRY(infd_ir_attr_ints(c->g, c->node, "starts", &st, &ns, c->err));
+    TRY(infd_ir_attr_ints(c->g, c->node, "ends", &en, &ne, c->err));
+    if (ns < 1 || ns != ne)
+        return fail(c, "starts (%d) and ends (%d) must be equally many, at least one", ns, ne);
+    int64_t len = s.dims[s.rank - 1];
+    for (int32_t k = 0; k < ns; k++)
+        if (st[k] < 0 || st[k] >= en[k] || (len >= 0 && en[k] > len))
+            return fail(c, "segment %d [%lld, %lld) is not inside the last axis (%lld)", k,
+                        (long long)st[k], (long long)en[k], (long long)len);
+    s.dims[s.rank - 1] = ns;
+    return set_output(c, 0, INFD_DTYPE_INT64, &s);
+}
+
 /* Gather: data[:axis] + indices.shape + data[axis+1:]. */
 static infd_status infer_gather(const ctx *c)
 {
@@ -2199,6 +2224,7 @@ static const op_entry ops[] = {
     { "Add", infer_broadcast_same },
     { "And", infer_broadcast_same },
     { "ArgMax", infer_arg },
+    { "SegmentArgMax", infer_segment_arg },
     { "ArgMin", infer_arg },
     { "Asin", infer_same },
     { "Atan", infer_same },

@@ -84,6 +84,8 @@ struct asr_model {
     ca_batch ca_batches[5]; /* batches of 2, 4, 8, 16 (slot 0 unused: ca_plan) */
     int debug;              /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
     bool nan_guard;         /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
+    bool joint_argmax;      /* the joint's plan gives the two argmaxes (joint_argmax_plan) */
+    int64_t joint_idx[2];   /* ...here: token, duration index */
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -354,6 +356,37 @@ static infd_status check_logits(asr_model *m, const infd_plan *p, const char *pa
     return INFD_STATUS_OK;
 }
 
+/* On a GPU the joint hands back its two argmaxes, the token over [0, V]
+ * and the duration index, instead of its V + 1 + D logits (engine.h,
+ * infd_plan_options.argmax): the joint `*p`, checked, is built again from
+ * `path` with `o` so, and only 16 bytes cross to the host per step. Not
+ * with the NaN guard, which reads the logits. */
+static infd_status joint_argmax_plan(asr_model *m, infd_plan **p, const char *path,
+                                     const infd_plan_options *o, infd_error *err)
+{
+    if (m->opts.device != INFD_DEVICE_CUDA || m->nan_guard)
+        return INFD_STATUS_OK;
+    infd_tensor_info t;
+    infd_status st = infd_plan_output(*p, 0, &t);
+    if (st != INFD_STATUS_OK)
+        return infd_error_set(err, st, "%s: no output", path);
+    infd_argmax_output a = { .output = t.name,
+                             .n_segments = 2,
+                             .starts = { 0, m->vocab + 1 },
+                             .ends = { m->vocab + 1, m->width } };
+    infd_plan_options oa = *o;
+    oa.argmax = &a;
+    oa.n_argmax = 1;
+    infd_plan *q = NULL;
+    st = infd_plan_create(path, &oa, &q, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    infd_plan_destroy(*p);
+    *p = q;
+    m->joint_argmax = true;
+    return INFD_STATUS_OK;
+}
+
 /* Reads the states' declared shape [L, batch, H] (graph inputs i and i + 1
  * of `w`) into m->n_layers and m->hidden. */
 static infd_status state_dims(asr_model *m, infd_weights *w, int i, const char *path,
@@ -398,6 +431,10 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
     const infd_shape state = { .rank = 3, .dims = { m->n_layers, 1, m->hidden } };
     const infd_shape one = { .rank = 1, .dims = { 1 } }, one2 = { .rank = 2, .dims = { 1, 1 } };
     const infd_shape logits = { .rank = 1, .dims = { m->width } };
+    const infd_shape two = { .rank = 1, .dims = { 2 } };
+    infd_dtype jt = m->joint_argmax ? INFD_DTYPE_INT64 : INFD_DTYPE_FP32;
+    const infd_shape *js = m->joint_argmax ? &two : &logits;
+    void *jd = m->joint_argmax ? (void *)m->joint_idx : (void *)m->logits;
     struct {
         infd_tensor *t;
         infd_dtype dtype;
@@ -409,13 +446,13 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         { &m->dj_in[2], INFD_DTYPE_INT32, &one, &m->dj_target_len },
         { &m->dj_in[3], INFD_DTYPE_FP32, &state, state0 },
         { &m->dj_in[4], INFD_DTYPE_FP32, &state, state1 },
-        { &m->dj_out[0], INFD_DTYPE_FP32, &logits, m->logits },
+        { &m->dj_out[0], jt, js, jd },
         { &m->dj_out[1], len_dt, &one, &m->dj_lengths },
         { &m->dj_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
         { &m->dj_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
         { &m->jn_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
         { &m->jn_in[1], INFD_DTYPE_FP32, &g, g_buf },
-        { &m->jn_out[0], INFD_DTYPE_FP32, &logits, m->logits },
+        { &m->jn_out[0], jt, js, jd },
         { &m->pr_in[0], INFD_DTYPE_INT32, &one2, &m->dj_target },
         { &m->pr_in[1], INFD_DTYPE_INT32, &one, &m->dj_target_len },
         { &m->pr_in[2], INFD_DTYPE_FP32, &state, state0 },
@@ -517,6 +554,9 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     if (st == INFD_STATUS_OK) {
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "decoder_joint",
                             "decoder_joint-model.onnx", m->dj);
+        st = joint_argmax_plan(m, &m->dj, path, &o, err);
+    }
+    if (st == INFD_STATUS_OK) {
         st = infd_context_create(m->dj, &m->dj_ctx, err);
     }
     if (st == INFD_STATUS_OK)
@@ -605,8 +645,18 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
     if (st == INFD_STATUS_OK) {
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "joiner", "joiner.onnx",
                             m->joiner);
-        st = infd_context_create(m->joiner, &m->joiner_ctx, err);
+        infd_input_shape shapes[2] = {
+            { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { 1, m->d_enc, 1 } } },
+            { .name = "decoder_outputs", .shape = { .rank = 3, .dims = { 1, m->hidden, 1 } } },
+        };
+        o.shapes = shapes;
+        o.n_shapes = 2;
+        st = joint_argmax_plan(m, &m->joiner, jpath, &o, err);
+        o.shapes = NULL;
+        o.n_shapes = 0;
     }
+    if (st == INFD_STATUS_OK)
+        st = infd_context_create(m->joiner, &m->joiner_ctx, err);
     if (st == INFD_STATUS_OK)
         st = decode_buffers(m, err);
     free(dpath);
@@ -1163,6 +1213,10 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
     if (st != INFD_STATUS_OK)
         return st;
     m->cur->n_joint_runs++;
+    if (m->joint_argmax) {
+        *token = (int)m->joint_idx[0];
+        *duration = (int)m->joint_idx[1];
+    }
     if (m->nan_guard)
         for (int64_t i = 0; i < m->width; i++)
             if (!isfinite(m->logits[i]))
@@ -1172,7 +1226,8 @@ static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_
                                       m->dir, (long long)i, (double)m->logits[i],
                                       (long long)(m->cur->tdt.frames_done + t),
                                       (long long)m->cur->n_chunks);
-    argmaxes(m, token, duration);
+    if (!m->joint_argmax)
+        argmaxes(m, token, duration);
     if (m->debug >= 2)
         fprintf(stderr, "infd asr: joint at frame %lld: token %d, duration index %d\n",
                 (long long)(m->cur->tdt.frames_done + t), *token, *duration);

@@ -138,6 +138,91 @@ infd_status ref_arg_compile(const infd_kernel_args *a, infd_kernel **out, infd_e
     return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:arg", arg_run, NULL, out, err);
 }
 
+/* ---- SegmentArgMax (infd_plan_options.argmax) ------------------------------------- */
+
+typedef struct segarg_kernel {
+    infd_cpu_kernel base;
+    int n;
+    int64_t rows, len;
+    int64_t starts[INFD_MAX_ARGMAX_SEGMENTS], ends[INFD_MAX_ARGMAX_SEGMENTS];
+} segarg_kernel;
+
+typedef struct segarg_job {
+    const segarg_kernel *k;
+    const float *in;
+    int64_t *out;
+} segarg_job;
+
+static void segarg_body(void *arg, int64_t begin, int64_t end)
+{
+    const segarg_job *j = arg;
+    const segarg_kernel *k = j->k;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = j->in + r * k->len;
+        for (int s = 0; s < k->n; s++) {
+            int64_t bi = 0;
+            float best = x[k->starts[s]];
+            for (int64_t i = k->starts[s] + 1; i < k->ends[s]; i++)
+                if (x[i] > best || (best != best && x[i] == x[i])) { /* a NaN never wins */
+                    best = x[i];
+                    bi = i - k->starts[s];
+                }
+            j->out[r * k->n + s] = bi;
+        }
+    }
+}
+
+static void segarg_run(const infd_cpu_kernel *ck, const infd_kernel_io *io)
+{
+    const segarg_kernel *k = (const segarg_kernel *)ck;
+    segarg_job j = { .k = k, .in = io->inputs[0], .out = io->outputs[0] };
+    ref_parallel(io->pool, k->rows, ref_row_grain(k->len), segarg_body, &j);
+}
+
+static bool segarg_plan(const infd_kernel_args *a, segarg_kernel *k, infd_error *why)
+{
+    memset(k, 0, sizeof(*k));
+    if (a->n_inputs < 1 || !a->inputs[0] || a->n_outputs < 1)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
+    const infd_ir_value *x = a->inputs[0];
+    if (x->dtype != INFD_DTYPE_FP32 || a->outputs[0]->dtype != INFD_DTYPE_INT64 ||
+        x->shape.rank < 1)
+        return ref_decline(a, why, INFD_STATUS_UNIMPLEMENTED, "FP32 in, INT64 out");
+    const int64_t *st = NULL, *en = NULL;
+    int32_t ns = 0, ne = 0;
+    if (infd_ir_attr_ints(a->g, a->node, "starts", &st, &ns, why) != INFD_STATUS_OK ||
+        infd_ir_attr_ints(a->g, a->node, "ends", &en, &ne, why) != INFD_STATUS_OK)
+        return false;
+    if (ns < 1 || ns != ne || ns > INFD_MAX_ARGMAX_SEGMENTS)
+        return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "starts/ends");
+    k->len = x->shape.dims[x->shape.rank - 1].value;
+    k->rows = k->len > 0 ? infd_node_numel(x) / k->len : 0;
+    k->n = ns;
+    for (int s = 0; s < ns; s++) {
+        if (st[s] < 0 || st[s] >= en[s] || en[s] > k->len)
+            return ref_decline(a, why, INFD_STATUS_INVALID_ARGUMENT, "segment outside the axis");
+        k->starts[s] = st[s];
+        k->ends[s] = en[s];
+    }
+    return true;
+}
+
+bool ref_segarg_supports(const infd_kernel_args *a, infd_error *why)
+{
+    segarg_kernel k;
+    return segarg_plan(a, &k, why);
+}
+
+infd_status ref_segarg_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    segarg_kernel tmp;
+    *out = NULL;
+    if (!segarg_plan(a, &tmp, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    return ref_kernel_from_plan(a, &tmp.base, sizeof(tmp), "ref:segment_argmax", segarg_run, NULL,
+                                out, err);
+}
+
 /* ---- IsNaN, IsInf ------------------------------------------------------------------ */
 
 typedef struct isx_kernel {

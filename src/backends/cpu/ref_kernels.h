@@ -60,6 +60,7 @@ REF_DECLARE(pad);
 /* ref_index.c: ArgMax, ArgMin, IsNaN, IsInf, Trilu, Mod, CumSum, EyeLike,
  * OneHot. */
 REF_DECLARE(arg);
+REF_DECLARE(segarg);
 REF_DECLARE(isx);
 REF_DECLARE(trilu);
 REF_DECLARE(mod);

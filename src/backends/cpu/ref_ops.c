@@ -107,6 +107,7 @@ const infd_cpu_op infd_cpu_ops_ref[] = {
     REF_OP("LSTM", lstm),
     /* Indices and masks. */
     REF_OP("ArgMax", arg),
+    REF_OP("SegmentArgMax", segarg),
     REF_OP("ArgMin", arg),
     REF_OP("IsNaN", isx),
     REF_OP("IsInf", isx),

@@ -609,6 +609,70 @@ static infd_status lstm_compile(const infd_kernel_args *a, infd_kernel **out, in
                                  infd_cuda_lstm_work_bytes(&tmp.d), out, err);
 }
 
+/* ---- SegmentArgMax (infd_plan_options.argmax) --------------------------------- */
+
+typedef struct segarg_kernel {
+    infd_cuda_kernel base;
+    int64_t rows, len;
+    infd_cuda_segarg_spans spans;
+} segarg_kernel;
+
+static bool segarg_plan(const infd_kernel_args *a, segarg_kernel *k, infd_error *why)
+{
+    memset(k, 0, sizeof(*k));
+    if (!infd_cuda_plain_unfused(a, why))
+        return false;
+    const infd_ir_value *x = a->inputs[0];
+    if (x->dtype != INFD_DTYPE_FP32 || a->outputs[0]->dtype != INFD_DTYPE_INT64 ||
+        x->shape.rank < 1) {
+        infd_node_error(a, why, INFD_STATUS_UNIMPLEMENTED, "FP32 in, INT64 out");
+        return false;
+    }
+    const int64_t *st = NULL, *en = NULL;
+    int32_t ns = 0, ne = 0;
+    if (infd_ir_attr_ints(a->g, a->node, "starts", &st, &ns, why) != INFD_STATUS_OK ||
+        infd_ir_attr_ints(a->g, a->node, "ends", &en, &ne, why) != INFD_STATUS_OK)
+        return false;
+    k->len = x->shape.dims[x->shape.rank - 1].value;
+    if (ns < 1 || ns != ne || ns > INFD_CUDA_SEGARG_MAX || k->len <= 0) {
+        infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "starts/ends");
+        return false;
+    }
+    k->rows = infd_node_numel(x) / k->len;
+    k->spans.n = ns;
+    for (int s = 0; s < ns; s++) {
+        if (st[s] < 0 || st[s] >= en[s] || en[s] > k->len) {
+            infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "segment outside the axis");
+            return false;
+        }
+        k->spans.starts[s] = st[s];
+        k->spans.ends[s] = en[s];
+    }
+    return true;
+}
+
+static bool segarg_supports(const infd_kernel_args *a, infd_error *why)
+{
+    segarg_kernel k;
+    return segarg_plan(a, &k, why);
+}
+
+static void segarg_run(const infd_cuda_kernel *base, const infd_kernel_io *io)
+{
+    const segarg_kernel *k = (const segarg_kernel *)base;
+    infd_cuda_segment_argmax(io->stream, io->inputs[0], io->outputs[0], k->rows, k->len, &k->spans);
+}
+
+static infd_status segarg_compile(const infd_kernel_args *a, infd_kernel **out, infd_error *err)
+{
+    segarg_kernel tmp;
+    *out = NULL;
+    if (!segarg_plan(a, &tmp, err))
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    return infd_cuda_kernel_from(a, &tmp, sizeof(tmp), "cuda:segment_argmax", segarg_run, 0, out,
+                                 err);
+}
+
 const infd_cuda_op infd_cuda_ops_seq[] = {
     { "Equal", elt_supports, elt_compile },
     { "Less", elt_supports, elt_compile },
@@ -632,5 +696,6 @@ const infd_cuda_op infd_cuda_ops_seq[] = {
     { "Split", views_supports, views_compile },
     { "Expand", views_supports, views_compile },
     { "LSTM", lstm_supports, lstm_compile },
+    { "SegmentArgMax", segarg_supports, segarg_compile },
     { NULL, NULL, NULL },
 };

@@ -356,6 +356,59 @@ extern "C" void infd_cuda_gather(void *stream, const void *x, const void *idx, i
     }
 }
 
+/* ---- SegmentArgMax ---------------------------------------------------------- */
+
+#define SEGARG_THREADS 256
+
+/* One block per (row, segment): each thread scans a stride of the segment,
+ * then the block reduces (value, index) pairs, the lower index on ties, a
+ * NaN never winning. */
+__global__ void segarg_kernel(const float *__restrict__ x, int64_t *__restrict__ y, int64_t len,
+                              int n_seg, infd_cuda_segarg_spans spans)
+{
+    __shared__ float sv[SEGARG_THREADS];
+    __shared__ int64_t si[SEGARG_THREADS];
+    int64_t row = blockIdx.x / n_seg;
+    int seg = (int)(blockIdx.x % n_seg);
+    int64_t b = spans.starts[seg], e = spans.ends[seg];
+    const float *p = x + row * len;
+    float best = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t i = b + threadIdx.x; i < e; i += blockDim.x) {
+        float v = p[i];
+        if (v == v && (bi < 0 || v > best)) {
+            best = v;
+            bi = i;
+        }
+    }
+    sv[threadIdx.x] = best;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = SEGARG_THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            float v = sv[threadIdx.x + w];
+            int64_t i = si[threadIdx.x + w];
+            if (i >= 0 && (si[threadIdx.x] < 0 || v > sv[threadIdx.x] ||
+                           (v == sv[threadIdx.x] && i < si[threadIdx.x]))) {
+                sv[threadIdx.x] = v;
+                si[threadIdx.x] = i;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        y[row * n_seg + seg] = si[0] < 0 ? 0 : si[0] - b; /* all NaN: the first */
+}
+
+extern "C" void infd_cuda_segment_argmax(void *stream, const float *x, int64_t *y, int64_t rows,
+                                         int64_t len, const infd_cuda_segarg_spans *spans)
+{
+    if (rows <= 0 || spans->n <= 0)
+        return;
+    segarg_kernel<<<(unsigned)(rows * spans->n), SEGARG_THREADS, 0, stream_of(stream)>>>(
+        x, y, len, spans->n, *spans);
+}
+
 /* ---- LSTM -------------------------------------------------------------------- */
 
 /* gates[b, r] for every batch row b and gate row r: a warp per r. */

@@ -88,6 +88,19 @@ void infd_cuda_layernorm(void *stream, const float *x, const float *scale, int64
 void infd_cuda_gather(void *stream, const void *x, const void *idx, int idx64, void *y, int esize,
                       int64_t outer, int64_t axis_dim, int64_t n_idx, int64_t inner);
 
+/* The segments of infd_plan_options.argmax (engine.h). */
+#define INFD_CUDA_SEGARG_MAX 4
+typedef struct infd_cuda_segarg_spans {
+    int n;
+    int64_t starts[INFD_CUDA_SEGARG_MAX], ends[INFD_CUDA_SEGARG_MAX];
+} infd_cuda_segarg_spans;
+
+/* y[r, k] = the index (from starts[k]) of the largest x[r, starts[k]..ends[k])
+ * for each of `rows` rows of `len`: the first on ties, a NaN never winning
+ * (0 when all are NaN). One block per row and segment. */
+void infd_cuda_segment_argmax(void *stream, const float *x, int64_t *y, int64_t rows, int64_t len,
+                              const infd_cuda_segarg_spans *spans);
+
 /* ONNX LSTM, FP32, layout 0, default activations (sigmoid, tanh, tanh), no
  * clip: X [seq, batch, input]; W [dirs, 4H, input], R [dirs, 4H, H] in
  * ONNX's gate order i, o, f, c; B [dirs, 8H] (Wb then Rb; nullable);

@@ -1,7 +1,8 @@
 /*
  * test_cuda_seq.c - the CUDA kernels of cuda_seq.c (what speech encoders
  * and their LSTM predictors need: comparisons, logic, Mod, Where, Cast,
- * integer arithmetic, LayerNormalization, Gather, Split, Expand, LSTM)
+ * integer arithmetic, LayerNormalization, Gather, Split, Expand, LSTM, and
+ * the SegmentArgMax of infd_plan_options.argmax)
  * against the CPU backend on the same random inputs, every output
  * compared: FP32 within |cuda - cpu| <= 1e-4 * (1 + |cpu|), everything else
  * bit for bit. Each case checks which kernel ran.
@@ -344,6 +345,30 @@ static void test_gather(void)
     kt_fini(&t);
 }
 
+/* SegmentArgMax (infd_plan_options.argmax): a transducer joint's 8198
+ * logits per row, the tokens [0, 8193) and the durations [8193, 8198), in
+ * rows of distinct values, of ties (values on a coarse grid: the first
+ * index wins) and with NaNs (never a winner). */
+static void test_segment_argmax(void)
+{
+    enum { ROWS = 4, LEN = 8198 };
+    static float x[ROWS * LEN];
+    ct_fill(x, ROWS * LEN, 41, -4, 4);
+    for (int i = LEN; i < 2 * LEN; i++) /* row 1: ties */
+        x[i] = (float)(int)(x[i] * 2) / 2;
+    for (int i = 2 * LEN; i < 3 * LEN; i += 7) /* row 2: NaNs */
+        x[i] = NAN;
+    x[2 * LEN + 8193 + 4] = NAN;
+    kt t;
+    kt_init(&t, "SegmentArgMax", 13);
+    kt_input(&t, INFD_DTYPE_FP32, 2, (int64_t[]){ ROWS, LEN }, NULL);
+    kt_output(&t, INFD_DTYPE_INT64, 2, (int64_t[]){ ROWS, 2 });
+    kt_attr_ints(&t, "starts", 2, (int64_t[]){ 0, 8193 });
+    kt_attr_ints(&t, "ends", 2, (int64_t[]){ 8193, 8198 });
+    CHECK_OR_FAIL(check(&t, (const void *[]){ x }, "cuda:segment_argmax"));
+    kt_fini(&t);
+}
+
 /* Split [2, 12, 3] into 5 + 4 + 3 on axis 1 (sizes as an input, opset 13);
  * Expand [3, 1] to [2, 3, 4]. */
 static void test_split_and_expand(void)
@@ -451,6 +476,7 @@ int main(int argc, char **argv)
         { "test_gather", test_gather },
         { "test_split_and_expand", test_split_and_expand },
         { "test_lstm", test_lstm },
+        { "test_segment_argmax", test_segment_argmax },
     };
     return test_run_(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

@@ -83,6 +83,66 @@ static void test_compile_and_run(void)
     infd_plan_destroy(plan);
 }
 
+/* infd_plan_options.argmax: Y = Relu(X + B) [3, 4] reduced to the argmax of
+ * each half of its rows, INT64 [3, 2] under Y's name, the first index on
+ * ties (Relu's zeros); a name that is no output and a segment past the axis
+ * are refused at build. */
+static void test_argmax_outputs(void)
+{
+    infd_plan_options o;
+    infd_plan *plan = NULL;
+    infd_context *ctx = NULL;
+    infd_error err = { 0 };
+    infd_plan_options_init(&o);
+    o.batch = 3;
+    infd_argmax_output a = { .output = "Y", .n_segments = 2, .starts = { 0, 2 }, .ends = { 2, 4 } };
+    o.argmax = &a;
+    o.n_argmax = 1;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_OK);
+    infd_tensor_info in, out;
+    ASSERT_STATUS(infd_plan_input(plan, 0, &in), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_plan_output(plan, 0, &out), INFD_STATUS_OK);
+    ASSERT_STR_EQ(out.name, "Y");
+    ASSERT_TRUE(out.dtype == INFD_DTYPE_INT64);
+    ASSERT_EQ_INT(out.shape.rank, 2);
+    ASSERT_EQ_I64(out.shape.dims[0], 3);
+    ASSERT_EQ_I64(out.shape.dims[1], 2);
+    ASSERT_STATUS(infd_context_create(plan, &ctx, &err), INFD_STATUS_OK);
+    static const float bias[4] = { -1.5f, -0.5f, 0.5f, 1.5f };
+    const float x[12] = { 3, 1, -5, -9, 0, 0, 2, 0, -3, -3, -3, -3 };
+    int64_t idx[6];
+    infd_tensor tx, ty;
+    ASSERT_STATUS(
+        infd_tensor_init_view(&tx, INFD_DTYPE_FP32, &in.shape, (void *)x, sizeof(x), NULL),
+        INFD_STATUS_OK);
+    ASSERT_STATUS(infd_tensor_init_view(&ty, INFD_DTYPE_INT64, &out.shape, idx, sizeof(idx), NULL),
+                  INFD_STATUS_OK);
+    ASSERT_STATUS(infd_plan_run(plan, ctx, &tx, 1, &ty, 1, &err), INFD_STATUS_OK);
+    for (int r = 0; r < 3; r++)
+        for (int s = 0; s < 2; s++) {
+            int64_t best = 0;
+            float bv = -1;
+            for (int i = 0; i < 2; i++) {
+                float y = x[r * 4 + s * 2 + i] + bias[s * 2 + i];
+                y = y > 0 ? y : 0;
+                if (i == 0 || y > bv) {
+                    bv = y;
+                    best = i;
+                }
+            }
+            ASSERT_EQ_I64(idx[r * 2 + s], best);
+        }
+    infd_context_destroy(ctx);
+    infd_plan_destroy(plan);
+    a.output = "Z";
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "argmax of 'Z': not an output of the model");
+    a.output = "Y";
+    a.ends[1] = 5;
+    ASSERT_STATUS(infd_plan_create(tiny_path, &o, &plan, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "segment 1 [2, 5) is not inside the last axis (4)");
+}
+
 static void test_context_slots(void)
 {
     infd_plan_options o;
@@ -328,6 +388,7 @@ int main(int argc, char **argv)
     write_tiny_model(tiny_path);
     test_case_ cases[] = {
         { "test_compile_and_run", test_compile_and_run },
+        { "test_argmax_outputs", test_argmax_outputs },
         { "test_context_slots", test_context_slots },
         { "test_bad_shapes_named", test_bad_shapes_named },
         { "test_bound_input", test_bound_input },
