@@ -81,9 +81,11 @@ e2e: build
 # inference-header decoder), and with plan files: fuzz_plan_file (the plan
 # file reader and loader; seeds are `infd build` of the ONNX seeds), and
 # with the speech app's inputs: fuzz_wav (sound files) and fuzz_asr_json
-# (config.json and model contracts); FUZZ_SECONDS each; corpora grow in build/fuzz/.
+# (config.json and model contracts), and with BYTES tensors in pieces:
+# fuzz_bytes (the runtime's element reader); FUZZ_SECONDS each; corpora
+# grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json
+	fuzz_asr_json fuzz_bytes
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -100,6 +102,7 @@ fuzz:
 	    [ $$t = fuzz_plan_file ] && seeds=build/fuzz/seeds-plan; \
 	    [ $$t = fuzz_wav ] && seeds=build/fuzz/seeds-wav; \
 	    [ $$t = fuzz_asr_json ] && seeds=tests/fuzz/seeds-asr-json; \
+	    [ $$t = fuzz_bytes ] && seeds=tests/fuzz/seeds-bytes; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

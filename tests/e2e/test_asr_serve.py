@@ -423,3 +423,26 @@ max_batch_size: 4
                          headers={"Content-Type": "audio/wav"}, timeout=TIMEOUT)
     out = {o["name"]: o["data"][0] for o in resp.json()["outputs"]}
     assert json.loads(out["RESULT"])["token_ids"] == cli_ids(want)
+
+
+def test_grpc_stream_reports_sequence_errors_and_goes_on(srv, pb):
+    """On one ModelStreamInfer stream: a START for an id already active and
+    a continuation of an unknown id each come back as an error message
+    naming the id; the stream and the sessions around them go on."""
+    x = speechlike(16000, 21).astype("<f4")
+    reqs = [grpc_request(pb, "speech", "g-1", x[:4000], True, False, "a"),
+            grpc_request(pb, "speech", "g-1", x[4000:8000], True, False, "b"),
+            grpc_request(pb, "speech", "g-404", x[:100], False, False, "c"),
+            grpc_request(pb, "speech", "g-1", x[8000:], False, True, "d")]
+    stub = pb.svc_grpc.GRPCInferenceServiceStub(
+        grpc.insecure_channel(f"{srv.host}:{srv.grpc_port}"))
+    errors, finals = [], []
+    for resp in stub.ModelStreamInfer(iter(reqs), timeout=60):
+        if resp.error_message:
+            errors.append(resp.error_message)
+        elif json.loads(bytes_output(resp.infer_response, "RESULT"))["is_final"]:
+            finals.append(resp.infer_response.id)
+    assert len(errors) == 2, errors
+    assert any("'g-1' is already active" in e for e in errors), errors
+    assert any("'g-404' is not active" in e for e in errors), errors
+    assert finals == ["d"]

@@ -1291,6 +1291,28 @@ static const uint8_t *pool_span(const infd_data_segment *segs, int n, size_t len
 
 /* POST .../infer: decodes the body, builds the request and submits it; the
  * reply is written by finish_infer, or here at once on an error. */
+/* Reserves the call's binary outputs (`batch` rows) and submits its
+ * request; on failure replies with the error (a 400 for what the client
+ * sent, as building the request does). */
+static void submit_infer(http_loop *loop, struct evhttp_request *ev, http_call *c, int64_t batch)
+{
+    infd_error err = { 0 };
+    int code;
+    if (reserve_binary_outputs(c, batch, &err) != INFD_STATUS_OK) {
+        code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
+    } else {
+        c->ev = ev;
+        if (infd_infer_async(c->req, on_infer_done, c, &err) == INFD_STATUS_OK) {
+            loop->n_inflight++;
+            return;
+        }
+        c->ev = NULL;
+        code = http_code(err.code);
+    }
+    call_put(c);
+    send_error(loop, ev, code, err.msg[0] ? err.msg : infd_status_str(err.code));
+}
+
 static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char *name,
                          int64_t version)
 {
@@ -1332,15 +1354,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
                 code = 400;
             goto fail;
         }
-        if (reserve_binary_outputs(c, 0, &err) != INFD_STATUS_OK)
-            goto fail_request;
-        c->ev = ev;
-        if (infd_infer_async(c->req, on_infer_done, c, &err) != INFD_STATUS_OK) {
-            c->ev = NULL;
-            code = http_code(err.code);
-            goto fail;
-        }
-        loop->n_inflight++;
+        submit_infer(loop, ev, c, 0);
         return;
     }
     size_t json_n;
@@ -1449,16 +1463,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
     int64_t batch = 0;
     if (infd_model_max_batch_size(c->model) > 0 && r->inputs[0].rank > 0)
         batch = r->inputs[0].shape[0];
-    if (reserve_binary_outputs(c, batch, &err) != INFD_STATUS_OK)
-        goto fail_request;
-
-    c->ev = ev;
-    if (infd_infer_async(c->req, on_infer_done, c, &err) != INFD_STATUS_OK) {
-        c->ev = NULL;
-        code = http_code(err.code);
-        goto fail;
-    }
-    loop->n_inflight++;
+    submit_infer(loop, ev, c, batch);
     return;
 
 fail_request:
