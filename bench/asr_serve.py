@@ -156,6 +156,9 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--stubs", help="a folder with grpc_service_pb2(_grpc).py made already")
+    ap.add_argument("--save-logs", help="copy each run's server log into this folder "
+                    "(with INFD_ASR_DEBUG=1 in the environment it says where each batch's "
+                    "time went)")
     args = ap.parse_args()
     import grpc
     rows = []
@@ -167,6 +170,9 @@ def main():
             write_repo(repo, pathlib.Path(args.model).resolve(), sessions, args)
             with sc.Serve(args.infd, repo, tmp) as srv:
                 rows.append(run(pb, pbg, grpc, srv, sessions, args))
+            if args.save_logs:
+                pathlib.Path(args.save_logs).mkdir(parents=True, exist_ok=True)
+                shutil.copy(srv.log_path, pathlib.Path(args.save_logs) / f"serve-{sessions}.log")
             r = rows[-1]
             print(f"{sessions} sessions: final p50 {r['final_p50_ms']:.1f} ms, p99 "
                   f"{r['final_p99_ms']:.1f} ms; chunk p50 {r['chunk_p50_ms']:.1f} ms, p99 "

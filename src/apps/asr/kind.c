@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apps/asr/audio.h"
 #include "infd/asr.h"
@@ -31,6 +32,7 @@
 
 typedef struct kind_model {
     infd_asr_recognizer *rec;
+    bool debug;     /* INFD_ASR_DEBUG: a line per batch saying where its time went */
     bool streaming; /* sequence_batching */
     bool endpoint;  /* parameter endpoint: reset at endpoints */
     int lead;       /* 1 when the model batches (a batch dim) */
@@ -99,6 +101,8 @@ static infd_status kind_load(void *user, infd_kind_model *km, void **state, infd
     snprintf(k->name, sizeof(k->name), "%s", infd_kind_model_name(km));
     k->n_slots = infd_kind_model_n_sequence_slots(km);
     k->streaming = k->n_slots > 0;
+    const char *dbg = getenv("INFD_ASR_DEBUG");
+    k->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
     k->lead = infd_kind_model_max_batch_size(km) > 0;
     infd_asr_config c;
     infd_asr_config_init(&c);
@@ -281,9 +285,17 @@ static infd_status decode_ready(kind_model *k, infd_asr_stream **s, int n, infd_
     }
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static infd_status run_streaming(kind_model *k, infd_batch *b, infd_error *err)
 {
     int n = infd_batch_size(b);
+    uint64_t t0 = now_ns();
     infd_asr_stream *streams[256];
     char msg[INFD_ERROR_MSG_BYTES + 64];
     for (int i = 0; i < n; i++) {
@@ -324,9 +336,11 @@ static infd_status run_streaming(kind_model *k, infd_batch *b, infd_error *err)
             infd_asr_input_finished(*slot);
         streams[i] = *slot;
     }
+    uint64_t t1 = now_ns();
     infd_status st = decode_ready(k, streams, n, err);
     if (st != INFD_STATUS_OK)
         return st;
+    uint64_t t2 = now_ns();
     for (int i = 0; i < n; i++) {
         if (!streams[i])
             continue;
@@ -339,6 +353,12 @@ static infd_status run_streaming(kind_model *k, infd_batch *b, infd_error *err)
         if (at_endpoint)
             infd_asr_reset(k->rec, streams[i]);
     }
+    if (k->debug)
+        fprintf(stderr,
+                "infd asr: model '%s': batch of %d: %.2f ms: audio in %.2f, decoding %.2f, "
+                "results %.2f\n",
+                k->name, n, (double)(now_ns() - t0) / 1e6, (double)(t1 - t0) / 1e6,
+                (double)(t2 - t1) / 1e6, (double)(now_ns() - t2) / 1e6);
     return INFD_STATUS_OK;
 }
 

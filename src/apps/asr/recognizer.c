@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "apps/asr/audio.h"
@@ -85,7 +86,11 @@ struct asr_model {
     int debug;              /* INFD_ASR_DEBUG: 1 a line per chunk, 2 also per joint run */
     bool nan_guard;         /* INFD_ASR_NAN_GUARD: features, encoder outputs and logits checked */
     bool joint_argmax;      /* the joint's plan gives the two argmaxes (joint_argmax_plan) */
-    int64_t joint_idx[2];   /* ...here: token, duration index */
+    /* INFD_ASR_DEBUG: where one asr_streams_decode call's time went (ns)
+     * and what it ran (buffered streams). */
+    uint64_t t_features, t_encoder, t_decode;
+    int64_t n_windows, n_enc_runs, n_joints;
+    int64_t joint_idx[2]; /* ...here: token, duration index */
     model_layout layout;
     const char *enc_file, *vocab_file; /* per layout */
     asr_model_options opts;
@@ -1176,6 +1181,13 @@ infd_status asr_model_load(const char *dir, const asr_model_options *o, asr_mode
     return INFD_STATUS_OK;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The two argmaxes of the joint's logits: token over [0, V], duration
  * index over the durations. */
 static void argmaxes(const asr_model *m, int *token, int *duration)
@@ -1330,6 +1342,7 @@ static infd_status encode_batch(asr_model *m, chunk_job *jobs, int k, enc_bucket
     if (st != INFD_STATUS_OK)
         return st;
     size_t row = (size_t)(m->n_mels * frames);
+    uint64_t t0 = now_ns();
     memset(b->feats, 0, sizeof(float) * row * (size_t)batch);
     for (int r = 0; r < k; r++) {
         const asr_stream *s = jobs[r].s;
@@ -1353,7 +1366,12 @@ static infd_status encode_batch(asr_model *m, chunk_job *jobs, int k, enc_bucket
     outs[0] = (infd_tensor){ .data = b->enc,
                              .nbytes = sizeof(float) * (size_t)(batch * m->d_enc * b->out_frames) };
     outs[1] = (infd_tensor){ .data = b->enc_lens, .nbytes = 8 * (size_t)batch };
+    uint64_t t1 = now_ns();
     st = infd_plan_run(b->plan, b->ctx, in, 2, outs, 2, err);
+    m->t_features += t1 - t0;
+    m->t_encoder += now_ns() - t1;
+    m->n_windows += k;
+    m->n_enc_runs++;
     for (int r = 0; st == INFD_STATUS_OK && r < k; r++)
         if (b->enc_lens[r] < 0 || b->enc_lens[r] > b->out_frames)
             st = infd_error_set(err, INFD_STATUS_INTERNAL,
@@ -2069,6 +2087,9 @@ infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, 
     infd_status st = INFD_STATUS_OK;
     pthread_mutex_lock(&m->lock);
     uint64_t call = ++m->calls;
+    uint64_t t_start = now_ns();
+    m->t_features = m->t_encoder = m->t_decode = 0;
+    m->n_windows = m->n_enc_runs = m->n_joints = 0;
     for (;;) {
         /* up to ASR_MAX_BATCH ready chunks whose windows pad to one length */
         chunk_job jobs[ASR_MAX_BATCH];
@@ -2094,12 +2115,23 @@ infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, 
             break;
         enc_bucket *b = NULL;
         st = encode_batch(m, jobs, k, &b, err);
+        uint64_t t0 = now_ns();
         for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+            int64_t runs = jobs[r].s->n_joint_runs;
             st = decode_job(m, &jobs[r], b, err);
+            m->n_joints += jobs[r].s->n_joint_runs - runs;
             if (st == INFD_STATUS_OK)
                 advance(&jobs[r]);
         }
+        m->t_decode += now_ns() - t0;
     }
+    if (m->debug && m->n_windows > 0)
+        fprintf(stderr,
+                "infd asr: %d streams: %lld windows in %lld encoder runs; %.2f ms in all: "
+                "features %.2f, encoder %.2f, decoding %.2f (%lld joint runs)\n",
+                n, (long long)m->n_windows, (long long)m->n_enc_runs,
+                (double)(now_ns() - t_start) / 1e6, (double)m->t_features / 1e6,
+                (double)m->t_encoder / 1e6, (double)m->t_decode / 1e6, (long long)m->n_joints);
     pthread_mutex_unlock(&m->lock);
     return st;
 }
