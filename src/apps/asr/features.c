@@ -314,6 +314,14 @@ int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, f
     memset(f->frame, 0, sizeof(double) * (size_t)p->n_fft);
     for (int64_t t = 0; t < frames; t++)
         frame_mels(f, &sg, t, out + t, stride);
+    asr_features_normalize(f, out, stride, frames, valid);
+    return valid;
+}
+
+void asr_features_normalize(const asr_features *f, float *out, int64_t stride, int64_t frames,
+                            int64_t valid)
+{
+    const asr_feature_params *p = &f->head.p;
     if (p->normalize == ASR_NORM_PER_FEATURE) {
         for (int m = 0; m < p->n_mels; m++) {
             float *row = out + (int64_t)m * stride;
@@ -334,5 +342,4 @@ int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, f
     for (int m = 0; m < p->n_mels; m++)
         for (int64_t t = valid; t < frames; t++)
             out[(int64_t)m * stride + t] = 0.0f;
-    return valid;
 }

@@ -79,6 +79,13 @@ static inline int64_t asr_features_valid_frames(const asr_features *f, int64_t n
 int64_t asr_features_compute(asr_features *f, const float *samples, int64_t n, float *out,
                              int64_t stride);
 
+/* Steps 6 and 7 of asr_features_compute on `frames` columns of log-mel
+ * values already in out (valid of them real): what compute does after it
+ * has made them, so that columns made elsewhere (asr_features_compute_range,
+ * a cache) and normalised here give compute's bits exactly. */
+void asr_features_normalize(const asr_features *f, float *out, int64_t stride, int64_t frames,
+                            int64_t valid);
+
 /* Streaming: frames [t0, t0 + count) of a signal n samples long (n < 0:
  * its end is not known yet) of which buf holds samples [buf_start, ...),
  * at least [asr_features_first_sample(t0), asr_features_end_sample(t0 +

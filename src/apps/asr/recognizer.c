@@ -160,6 +160,12 @@ struct asr_stream {
     int64_t next_frame;
     asr_tap *tap;     /* INFD_ASR_TAP_DIR's recorder (tap.h), or NULL */
     uint64_t handled; /* the asr_streams_decode call that last decoded a chunk of it */
+    /* buffered streams: the raw log-mel frames of the whole signal that
+     * windows share (window_features), a ring of fc_n frames of n_mels:
+     * frame g in slot g % fc_n when fc_idx[slot] == g */
+    float *fc;
+    int64_t *fc_idx;
+    int64_t fc_n;
 };
 
 void asr_model_options_init(asr_model_options *o)
@@ -1327,6 +1333,49 @@ static void plan_chunk(asr_stream *s, chunk_job *j)
     j->frames = window_frames(m, j->we - j->ws);
 }
 
+/* The features of samples [ws, we) of s, as asr_features_compute gives
+ * them over that window alone (into out, feature-major with `stride`),
+ * computing only what the last window did not: a frame whose samples (and
+ * the one before them, for the pre-emphasis) lie inside the window is the
+ * same as the frame of the whole signal there, so it comes from the
+ * stream's cache of raw frames (made once, from the stream's samples);
+ * the few frames at the window's edges, which see its zero padding, are
+ * made from the window alone; then the window's normalisation. Windows
+ * start on a hop (chunks and contexts are whole encoder frames). Returns
+ * the valid frames. */
+static int64_t window_features(asr_model *m, asr_stream *s, int64_t ws, int64_t we, float *out,
+                               int64_t stride)
+{
+    const asr_feature_params *fp = asr_features_params(m->feat);
+    int64_t n = we - ws;
+    const float *win = s->buf + (ws - s->buf_start);
+    if (!s->fc || ws % fp->hop_length != 0)
+        return asr_features_compute(m->feat, win, n, out, stride);
+    int64_t frames = asr_features_frames(m->feat, n), valid = asr_features_valid_frames(m->feat, n);
+    int64_t g0 = ws / fp->hop_length;
+    for (int64_t t = 0; t < frames; t++) {
+        if (t >= valid) {
+            continue; /* padding: normalize zeroes it */
+        }
+        bool inside =
+            asr_features_first_sample(m->feat, t) >= 0 && asr_features_end_sample(m->feat, t) <= n;
+        if (!inside) {
+            asr_features_compute_range(m->feat, win, 0, n, t, 1, out + t, stride);
+            continue;
+        }
+        int64_t g = g0 + t, slot = g % s->fc_n;
+        float *col = s->fc + slot * m->n_mels;
+        if (s->fc_idx[slot] != g) {
+            asr_features_compute_range(m->feat, s->buf, s->buf_start, -1, g, 1, col, 1);
+            s->fc_idx[slot] = g;
+        }
+        for (int64_t k = 0; k < m->n_mels; k++)
+            out[k * stride + t] = col[k];
+    }
+    asr_features_normalize(m->feat, out, stride, frames, valid);
+    return valid;
+}
+
 /* Encodes the windows of jobs[0, k) (the same padded length) in one run of
  * the encoder plan for a batch of the next power of two: each row's
  * features over its window alone, the rows past k copies of row 0's
@@ -1345,10 +1394,9 @@ static infd_status encode_batch(asr_model *m, chunk_job *jobs, int k, enc_bucket
     uint64_t t0 = now_ns();
     memset(b->feats, 0, sizeof(float) * row * (size_t)batch);
     for (int r = 0; r < k; r++) {
-        const asr_stream *s = jobs[r].s;
         jobs[r].row = r;
-        b->lengths[r] = asr_features_compute(m->feat, s->buf + (jobs[r].ws - s->buf_start),
-                                             jobs[r].we - jobs[r].ws, b->feats + row * r, frames);
+        b->lengths[r] =
+            window_features(m, jobs[r].s, jobs[r].ws, jobs[r].we, b->feats + row * r, frames);
     }
     for (int64_t r = k; r < batch; r++)
         b->lengths[r] = b->lengths[0];
@@ -1485,6 +1533,8 @@ void asr_stream_destroy(asr_stream *s)
         free(s->cc[k]);
         free(s->ct[k]);
     }
+    free(s->fc);
+    free(s->fc_idx);
     free(s);
 }
 
@@ -1516,6 +1566,17 @@ infd_status asr_stream_create(asr_model *m, const asr_stream_options *o, asr_str
                 if (!s->cc[k] || !s->ct[k])
                     st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
             }
+        }
+        if (!m->cache_aware && !s->offline) {
+            /* a window's frames and one more chunk's */
+            int hop = asr_features_params(m->feat)->hop_length;
+            s->fc_n = (s->left + 2 * s->chunk + s->right) / hop + 2;
+            s->fc = malloc((size_t)(s->fc_n * m->n_mels) * sizeof(float));
+            s->fc_idx = malloc((size_t)s->fc_n * sizeof(int64_t));
+            if (!s->fc || !s->fc_idx)
+                st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+            for (int64_t i = 0; s->fc_idx && i < s->fc_n; i++)
+                s->fc_idx[i] = -1;
         }
         s->cap_tokens = (int64_t)(30.0 / asr_model_frame_seconds(m) + 1) * m->tdt.max_symbols;
         s->buf = malloc((size_t)s->buf_cap * sizeof(float));

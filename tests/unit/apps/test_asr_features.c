@@ -168,5 +168,58 @@ static void test_compute_allocates_nothing(void)
 #endif
 }
 
+/* What the recognizer's window_features relies on: a window's features
+ * assembled from the whole signal's raw frames where a frame's samples
+ * (and the one before them) lie inside the window, the window's own frames
+ * at its edges, then asr_features_normalize, are asr_features_compute's
+ * over the window alone, to the bit. Windows start on hops, as chunks
+ * do; several lengths, the last one cut short. */
+static void test_window_from_shared_frames(void)
+{
+    asr_feature_params p = asr_feature_params_nemo(128);
+    asr_features *f = NULL;
+    infd_error err = { 0 };
+    ASSERT_STATUS(asr_features_create(&p, &f, &err), INFD_STATUS_OK);
+    int64_t n = 5 * 16000 + 77;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = 0.5f * noise();
+    int64_t max_frames = n / 160 + 1;
+    float *raw = malloc((size_t)(128 * max_frames) * sizeof(float)); /* frame-major */
+    for (int64_t t = 0; t < max_frames - 1; t++) /* every frame of whole samples */
+        asr_features_compute_range(f, x, 0, -1, t, 1, raw + t * 128, 1);
+    const int64_t starts[] = { 0, 160 * 16, 160 * 160, 160 * 300 };
+    const int64_t lens[] = { 19200, 30720, 16000 + 800, n - 160 * 300 };
+    float *want = malloc((size_t)(128 * max_frames) * sizeof(float));
+    float *got = malloc((size_t)(128 * max_frames) * sizeof(float));
+    for (int w = 0; w < 4; w++) {
+        int64_t ws = starts[w], len = lens[w];
+        int64_t frames = asr_features_frames(f, len), valid = asr_features_valid_frames(f, len);
+        asr_features_compute(f, x + ws, len, want, frames);
+        int64_t shared = 0;
+        for (int64_t t = 0; t < valid; t++) {
+            if (asr_features_first_sample(f, t) >= 0 && asr_features_end_sample(f, t) <= len) {
+                for (int m = 0; m < 128; m++)
+                    got[m * frames + t] = raw[(ws / 160 + t) * 128 + m];
+                shared++;
+            } else {
+                asr_features_compute_range(f, x + ws, 0, len, t, 1, got + t, frames);
+            }
+        }
+        asr_features_normalize(f, got, frames, frames, valid);
+        ASSERT_TRUE(shared >= valid - 4);
+        for (int64_t i = 0; i < 128 * frames; i++)
+            if (memcmp(&want[i], &got[i], sizeof(float)) != 0)
+                TEST_FAIL_("window %d: mel %lld frame %lld: %.9g, compute gives %.9g", w,
+                           (long long)(i / frames), (long long)(i % frames), (double)got[i],
+                           (double)want[i]);
+    }
+    free(x);
+    free(raw);
+    free(want);
+    free(got);
+    asr_features_destroy(f);
+}
+
 TEST_MAIN(test_frames_padding_and_normalisation, test_tone_lands_in_its_band, test_short_inputs,
-          test_bad_parameters, test_compute_allocates_nothing)
+          test_bad_parameters, test_compute_allocates_nothing, test_window_from_shared_frames)
