@@ -159,9 +159,10 @@ INFD_API infd_status infd_asr_decode(infd_asr_recognizer *r, infd_asr_stream *s,
 
 /* Decodes the next ready chunk of each of the n streams that has one: the
  * windows of equal padded length (every window of a cache-aware model, the
- * caches with them) go through the encoder together, up to 16 in one
- * engine call; then each stream's frames are decoded with its own decoder
- * state. The first error stops the call. */
+ * caches with them) go through the encoder together, up to 64 buffered
+ * windows (16 cache-aware chunks) in one engine call, their features
+ * computed on a thread per core; then each stream's frames are decoded
+ * with its own decoder state. The first error stops the call. */
 INFD_API infd_status infd_asr_decode_multiple(infd_asr_recognizer *r, infd_asr_stream **s,
                                               int32_t n, infd_error *err);
 

@@ -158,12 +158,12 @@ static infd_status kind_load(void *user, infd_kind_model *km, void **state, infd
         k->rate = infd_asr_recognizer_sample_rate(k->rec);
     const char *warm = infd_kind_model_parameter(km, "warmup");
     if (st == INFD_STATUS_OK && k->streaming && !(warm && strcmp(warm, "false") == 0)) {
-        /* Batches of 1, 2, 4, ... up to the encoder's 16 windows a run. */
+        /* Batches of 1, 2, 4, ... up to the encoder's 64 windows a run. */
         int most = infd_kind_model_max_batch_size(km);
         if (most > k->n_slots)
             most = k->n_slots;
         int span = c.left_ms + 3 * c.chunk_ms + c.right_ms;
-        for (int n = 1; st == INFD_STATUS_OK && n <= 16 && n <= (most > 0 ? most : 1); n *= 2)
+        for (int n = 1; st == INFD_STATUS_OK && n <= 64 && n <= (most > 0 ? most : 1); n *= 2)
             st = warm_up(k, n, c.chunk_ms, span, err);
         if (st != INFD_STATUS_OK)
             infd_error_prefix(err, "model '%s' warmup", k->name);
@@ -183,7 +183,7 @@ static infd_status kind_load(void *user, infd_kind_model *km, void **state, infd
  * model_warmup). A few seconds of audio per batch size. */
 static infd_status warm_up(kind_model *k, int n, int chunk_ms, int span_ms, infd_error *err)
 {
-    infd_asr_stream *s[16] = { NULL };
+    infd_asr_stream *s[64] = { NULL };
     int piece = k->rate * chunk_ms / 1000;
     float *buf = malloc((size_t)piece * sizeof(float));
     infd_status st =

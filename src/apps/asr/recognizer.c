@@ -18,15 +18,19 @@
 #include "apps/asr/features.h"
 #include "apps/asr/recognizer.h"
 
-#define MAX_BUCKETS 64
+#define MAX_BUCKETS 128
 /* The most windows of streams one encoder run takes (asr_streams_decode). */
 #define ASR_MAX_BATCH 16
-#define MAX_VOCAB     65536
+/* Buffered windows encoded at once (cache-aware chunks: ASR_MAX_BATCH). */
+#define ASR_MAX_WINDOWS 64
+/* Most threads computing a batch's features (the caller's included). */
+#define ASR_FEATURE_THREADS 16
+#define MAX_VOCAB           65536
 
 /* One encoder length: its plan, context and output buffers. */
 typedef struct enc_bucket {
     int64_t frames; /* the padded feature frames (T) */
-    int64_t batch;  /* windows encoded at once (a power of two, ASR_MAX_BATCH at most) */
+    int64_t batch;  /* windows encoded at once (a power of two, ASR_MAX_WINDOWS at most) */
     int64_t *lengths, *enc_lens; /* [batch] */
     infd_plan *plan;
     infd_context *ctx;
@@ -64,6 +68,9 @@ static void ca_batch_fini(ca_batch *b)
     memset(b, 0, sizeof(*b));
 }
 
+struct feature_pool;
+static void feature_pool_destroy(struct feature_pool *p);
+
 struct asr_model {
     char *dir;
     char *name;          /* the directory's last component */
@@ -100,6 +107,10 @@ struct asr_model {
     char **pieces;      /* V entries */
     asr_tdt_config tdt;
     asr_features *feat;
+    /* Threads that compute a batch's window features beside the caller
+     * (feature_workers), made on the first batch of two or more windows;
+     * each with its own extractor. */
+    struct feature_pool *fpool;
     infd_weights *enc_w;
     enc_bucket buckets[MAX_BUCKETS];
     int n_buckets;
@@ -782,6 +793,7 @@ void asr_model_destroy(asr_model *m)
         for (int i = 0; i < MAX_VOCAB; i++)
             free(m->pieces[i]);
     free(m->pieces);
+    feature_pool_destroy(m->fpool);
     asr_features_destroy(m->feat);
     free(m->contract_path);
     free(m->name);
@@ -1343,37 +1355,186 @@ static void plan_chunk(asr_stream *s, chunk_job *j)
  * made from the window alone; then the window's normalisation. Windows
  * start on a hop (chunks and contexts are whole encoder frames). Returns
  * the valid frames. */
-static int64_t window_features(asr_model *m, asr_stream *s, int64_t ws, int64_t we, float *out,
-                               int64_t stride)
+static int64_t window_features(const asr_model *m, asr_features *f, asr_stream *s, int64_t ws,
+                               int64_t we, float *out, int64_t stride)
 {
-    const asr_feature_params *fp = asr_features_params(m->feat);
+    const asr_feature_params *fp = asr_features_params(f);
     int64_t n = we - ws;
     const float *win = s->buf + (ws - s->buf_start);
     if (!s->fc || ws % fp->hop_length != 0)
-        return asr_features_compute(m->feat, win, n, out, stride);
-    int64_t frames = asr_features_frames(m->feat, n), valid = asr_features_valid_frames(m->feat, n);
+        return asr_features_compute(f, win, n, out, stride);
+    int64_t frames = asr_features_frames(f, n), valid = asr_features_valid_frames(f, n);
     int64_t g0 = ws / fp->hop_length;
     for (int64_t t = 0; t < frames; t++) {
         if (t >= valid) {
             continue; /* padding: normalize zeroes it */
         }
-        bool inside =
-            asr_features_first_sample(m->feat, t) >= 0 && asr_features_end_sample(m->feat, t) <= n;
+        bool inside = asr_features_first_sample(f, t) >= 0 && asr_features_end_sample(f, t) <= n;
         if (!inside) {
-            asr_features_compute_range(m->feat, win, 0, n, t, 1, out + t, stride);
+            asr_features_compute_range(f, win, 0, n, t, 1, out + t, stride);
             continue;
         }
         int64_t g = g0 + t, slot = g % s->fc_n;
         float *col = s->fc + slot * m->n_mels;
         if (s->fc_idx[slot] != g) {
-            asr_features_compute_range(m->feat, s->buf, s->buf_start, -1, g, 1, col, 1);
+            asr_features_compute_range(f, s->buf, s->buf_start, -1, g, 1, col, 1);
             s->fc_idx[slot] = g;
         }
         for (int64_t k = 0; k < m->n_mels; k++)
             out[k * stride + t] = col[k];
     }
-    asr_features_normalize(m->feat, out, stride, frames, valid);
+    asr_features_normalize(f, out, stride, frames, valid);
     return valid;
+}
+
+/* The feature threads: a batch's windows are handed out one at a time to
+ * the caller and the pool's threads, each with its own extractor (a
+ * window belongs to one stream, whose frame cache only that window's
+ * thread touches). */
+typedef struct feature_pool feature_pool;
+
+typedef struct feature_thread {
+    feature_pool *p;
+    int i;
+} feature_thread;
+
+struct feature_pool {
+    int n; /* threads besides the caller */
+    pthread_t th[ASR_FEATURE_THREADS];
+    feature_thread arg[ASR_FEATURE_THREADS];
+    asr_features *feat[ASR_FEATURE_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen; /* the batch being computed */
+    bool stop;
+    int next, k, finished; /* windows handed out, in the batch, done */
+    /* the batch */
+    const asr_model *m;
+    chunk_job *jobs;
+    float *feats;
+    int64_t *lengths;
+    size_t row;
+    int64_t frames;
+};
+
+/* Takes windows of the batch until none is left. */
+static void feature_take(feature_pool *p, asr_features *f)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->next < p->k) {
+        int r = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        chunk_job *j = &p->jobs[r];
+        p->lengths[r] =
+            window_features(p->m, f, j->s, j->ws, j->we, p->feats + p->row * r, p->frames);
+        pthread_mutex_lock(&p->mu);
+        if (++p->finished == p->k)
+            pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *feature_main(void *arg)
+{
+    feature_thread *t = arg;
+    feature_pool *p = t->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        feature_take(p, p->feat[t->i]);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void feature_pool_destroy(feature_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; i++) {
+        pthread_join(p->th[i], NULL);
+        asr_features_destroy(p->feat[i]);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p);
+}
+
+/* A pool of one thread per core but the caller's (at most
+ * ASR_FEATURE_THREADS - 1), or NULL when there is one core or it cannot be
+ * made (the caller then computes alone). */
+static feature_pool *feature_pool_create(const asr_model *m)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cores > ASR_FEATURE_THREADS ? ASR_FEATURE_THREADS - 1 : (int)cores - 1;
+    if (n < 1)
+        return NULL;
+    feature_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (int i = 0; i < n; i++) {
+        if (asr_features_create(asr_features_params(m->feat), &p->feat[i], NULL) != INFD_STATUS_OK)
+            break;
+        p->arg[i] = (feature_thread){ p, i };
+        if (pthread_create(&p->th[i], NULL, feature_main, &p->arg[i]) != 0) {
+            asr_features_destroy(p->feat[i]);
+            break;
+        }
+        p->n++;
+    }
+    if (p->n == 0) {
+        feature_pool_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The features of the windows of jobs[0, k), row r of `feats` for job r,
+ * on the caller's thread and the pool's. */
+static void batch_features(asr_model *m, chunk_job *jobs, int k, float *feats, int64_t *lengths,
+                           size_t row, int64_t frames)
+{
+    if (k >= 2 && !m->fpool)
+        m->fpool = feature_pool_create(m);
+    feature_pool *p = m->fpool;
+    if (!p || k < 2) {
+        for (int r = 0; r < k; r++)
+            lengths[r] = window_features(m, m->feat, jobs[r].s, jobs[r].ws, jobs[r].we,
+                                         feats + row * r, frames);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->m = m;
+    p->jobs = jobs;
+    p->feats = feats;
+    p->lengths = lengths;
+    p->row = row;
+    p->frames = frames;
+    p->next = p->finished = 0;
+    p->k = k;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    feature_take(p, m->feat);
+    pthread_mutex_lock(&p->mu);
+    while (p->finished < p->k)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Encodes the windows of jobs[0, k) (the same padded length) in one run of
@@ -1393,11 +1554,9 @@ static infd_status encode_batch(asr_model *m, chunk_job *jobs, int k, enc_bucket
     size_t row = (size_t)(m->n_mels * frames);
     uint64_t t0 = now_ns();
     memset(b->feats, 0, sizeof(float) * row * (size_t)batch);
-    for (int r = 0; r < k; r++) {
+    for (int r = 0; r < k; r++)
         jobs[r].row = r;
-        b->lengths[r] =
-            window_features(m, jobs[r].s, jobs[r].ws, jobs[r].we, b->feats + row * r, frames);
-    }
+    batch_features(m, jobs, k, b->feats, b->lengths, row, frames);
     for (int64_t r = k; r < batch; r++)
         b->lengths[r] = b->lengths[0];
     infd_tensor in[2], outs[2];
@@ -2152,10 +2311,10 @@ infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, 
     m->t_features = m->t_encoder = m->t_decode = 0;
     m->n_windows = m->n_enc_runs = m->n_joints = 0;
     for (;;) {
-        /* up to ASR_MAX_BATCH ready chunks whose windows pad to one length */
-        chunk_job jobs[ASR_MAX_BATCH];
+        /* up to ASR_MAX_WINDOWS ready chunks whose windows pad to one length */
+        chunk_job jobs[ASR_MAX_WINDOWS];
         int k = 0;
-        for (int i = 0; i < n && k < ASR_MAX_BATCH && st == INFD_STATUS_OK; i++) {
+        for (int i = 0; i < n && k < ASR_MAX_WINDOWS && st == INFD_STATUS_OK; i++) {
             asr_stream *s = streams[i];
             if (s->handled == call || !asr_stream_ready(s))
                 continue;

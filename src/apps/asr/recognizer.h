@@ -184,12 +184,13 @@ bool asr_stream_ready(const asr_stream *s);
 infd_status asr_stream_decode(asr_stream *s, infd_error *err);
 
 /* Decodes the next ready chunk of each of the n streams of model m that has
- * one, the windows of the same padded length encoded together (up to 16 in
+ * one, the windows of the same padded length encoded together (up to 64 in
  * one encoder run, its batch the next power of two; a plan per batch and
- * length, sharing the weights), then each stream's frames decoded with its
- * own state. Cache-aware streams batch the same way, their caches gathered
- * into the batch and scattered back. The first error stops the call
- * (chunks decoded before it stay decoded). */
+ * length, sharing the weights; their features computed on a thread per
+ * core, each stream's shared frames kept), then each stream's frames
+ * decoded with its own state. Cache-aware streams batch the same way, up
+ * to 16, their caches gathered into the batch and scattered back. The
+ * first error stops the call (chunks decoded before it stay decoded). */
 infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, infd_error *err);
 
 /* The input has finished and every chunk is decoded. */
