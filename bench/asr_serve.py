@@ -78,6 +78,7 @@ parameters {{ key: "model_dir" value {{ string_value: "{model}" }} }}
 parameters {{ key: "chunk_ms" value {{ string_value: "{args.chunk_ms}" }} }}
 parameters {{ key: "left_ms" value {{ string_value: "{args.left_ms}" }} }}
 parameters {{ key: "right_ms" value {{ string_value: "{args.right_ms}" }} }}
+parameters {{ key: "precision" value {{ string_value: "{args.precision}" }} }}
 """)
 
 
@@ -154,7 +155,11 @@ def main():
     ap.add_argument("--delay-us", type=int, default=2000,
                     help="the oldest strategy's max_queue_delay_microseconds")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="fp32")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--ready-timeout", type=float, default=120.0,
+                    help="seconds the server may take to load (a 0.6B model builds its plans "
+                    "and warms up)")
     ap.add_argument("--stubs", help="a folder with grpc_service_pb2(_grpc).py made already")
     ap.add_argument("--save-logs", help="copy each run's server log into this folder "
                     "(with INFD_ASR_DEBUG=1 in the environment it says where each batch's "
@@ -168,7 +173,7 @@ def main():
         for sessions in [int(x) for x in args.sessions.split(",")]:
             repo = tmp / f"repo{sessions}"
             write_repo(repo, pathlib.Path(args.model).resolve(), sessions, args)
-            with sc.Serve(args.infd, repo, tmp) as srv:
+            with sc.Serve(args.infd, repo, tmp, ready_timeout=args.ready_timeout) as srv:
                 rows.append(run(pb, pbg, grpc, srv, sessions, args))
             if args.save_logs:
                 pathlib.Path(args.save_logs).mkdir(parents=True, exist_ok=True)

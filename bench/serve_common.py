@@ -49,7 +49,7 @@ class Serve:
     temporary folder, log in <tmp>/serve.log; ready when GET /v2/health/ready
     answers 200. Use as a context manager: SIGTERM and wait at the end."""
 
-    def __init__(self, infd, repo, tmp, *extra):
+    def __init__(self, infd, repo, tmp, *extra, ready_timeout=READY_TIMEOUT_S):
         self.http_port = free_port()
         self.host = "127.0.0.1"
         self.url = f"http://{self.host}:{self.http_port}"
@@ -65,7 +65,7 @@ class Serve:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
-        wait_until(self._ready, self.proc, "infd serve")
+        wait_until(self._ready, self.proc, "infd serve", ready_timeout)
 
     def _ready(self):
         try:

@@ -95,6 +95,10 @@ typedef struct infd_asr_config {
      * <parent of model_dir>/contracts/<model>.contract.json when it is
      * there; a path given must be there. */
     const char *contract;
+    /* The plans' precision: "fp32" (NULL, the default), "tf32", "fp16" or
+     * "bf16" (engine.h, infd_plan_options.precision; tf32 and fp16 on
+     * CUDA only). */
+    const char *precision;
 } infd_asr_config;
 
 /* A word of a transcript: its text and times in seconds from the start of

@@ -87,6 +87,11 @@ sequence_batching {{
 max_batch_size: 4
 dynamic_batching {{ max_queue_delay_microseconds: 1000 }}
 {model_param(model_dir)}""")
+    # A precision that does not exist: refused, naming it.
+    write_model(repo, "speech_fp8", f"""backend: "asr"
+max_batch_size: 1
+parameters {{ key: "precision" value {{ string_value: "fp8" }} }}
+{model_param(model_dir)}""")
     # A model that cannot load: the server must serve the others.
     write_model(repo, "speech_missing", f"""backend: "asr"
 max_batch_size: 1
@@ -349,6 +354,8 @@ def test_a_model_that_cannot_load_says_why(srv):
     idx = requests.post(f"{srv.url}/v2/repository/index", json={}, timeout=TIMEOUT).json()
     row = [m for m in idx if m["name"] == "speech_missing"][0]
     assert row["state"] == "UNAVAILABLE" and "nowhere" in row["reason"], row
+    row = [m for m in idx if m["name"] == "speech_fp8"][0]
+    assert "precision is 'fp8'" in row["reason"], row
 
 
 def test_unknown_backend_names_the_registered_ones(serve, tmp_path):

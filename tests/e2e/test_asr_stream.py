@@ -138,7 +138,7 @@ class Config(ctypes.Structure):
                 ("num_threads", ctypes.c_int), ("chunk_ms", ctypes.c_int),
                 ("left_ms", ctypes.c_int), ("right_ms", ctypes.c_int),
                 ("rule1", ctypes.c_float), ("rule2", ctypes.c_float), ("rule3", ctypes.c_float),
-                ("contract", ctypes.c_char_p)]
+                ("contract", ctypes.c_char_p), ("precision", ctypes.c_char_p)]
 
 
 class Error(ctypes.Structure):

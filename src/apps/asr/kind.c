@@ -119,6 +119,7 @@ static infd_status kind_load(void *user, infd_kind_model *km, void **state, infd
         c.device = device;
     }
     c.contract = infd_kind_model_parameter(km, "contract");
+    c.precision = infd_kind_model_parameter(km, "precision");
     const char *ep = infd_kind_model_parameter(km, "endpoint");
     k->endpoint = ep && (strcmp(ep, "true") == 0 || strcmp(ep, "1") == 0);
     if (!k->streaming)
