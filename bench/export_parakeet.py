@@ -43,23 +43,8 @@ def main():
                                       vocab=VOCAB)
     torch.manual_seed(g.SEED)
     dec = DecoderJoint().eval()
-    eo = torch.randn(1, D_MODEL, 1)
-    tg = torch.tensor([[VOCAB]], dtype=torch.int32)
-    tl = torch.tensor([1], dtype=torch.int32)
-    s1, s2 = torch.zeros(2, 1, PRED), torch.zeros(2, 1, PRED)
-    torch.onnx.export(dec, (eo, tg, tl, s1, s2), os.path.join(a.out, "decoder_joint-model.onnx"),
-                      input_names=["encoder_outputs", "targets", "target_length",
-                                   "input_states_1", "input_states_2"],
-                      output_names=["outputs", "prednet_lengths", "output_states_1",
-                                    "output_states_2"],
-                      dynamic_axes={"encoder_outputs": {0: "batch"}, "targets": {0: "batch"},
-                                    "target_length": {0: "batch"},
-                                    "input_states_1": {1: "batch"},
-                                    "input_states_2": {1: "batch"},
-                                    "outputs": {0: "batch"}, "prednet_lengths": {0: "batch"},
-                                    "output_states_1": {1: "batch"},
-                                    "output_states_2": {1: "batch"}},
-                      opset_version=17, do_constant_folding=True, dynamo=False)
+    g.export_decoder_joint(dec, os.path.join(a.out, "decoder_joint-model.onnx"), D_MODEL, PRED,
+                           VOCAB, dynamo=False)
     with open(os.path.join(a.out, "vocab.txt"), "w", encoding="utf-8") as f:
         for i in range(VOCAB):
             f.write(("\u2581" if i % 3 == 0 else "") + f"p{i} {i}\n")

@@ -483,6 +483,29 @@ def generate_streaming(out, pre=0):
                os.path.join(out, "model.pt"))
 
 
+def export_decoder_joint(dec, path, d_model, pred, vocab, **kw):
+    """Writes DecoderJoint `dec` with the onnx-asr names (kw: more
+    torch.onnx.export arguments)."""
+    import torch
+
+    eo = torch.randn(1, d_model, 1)
+    tg = torch.tensor([[vocab]], dtype=torch.int32)
+    tl = torch.tensor([1], dtype=torch.int32)
+    s1, s2 = torch.zeros(2, 1, pred), torch.zeros(2, 1, pred)
+    torch.onnx.export(dec, (eo, tg, tl, s1, s2), path,
+                      input_names=["encoder_outputs", "targets", "target_length",
+                                   "input_states_1", "input_states_2"],
+                      output_names=["outputs", "prednet_lengths", "output_states_1",
+                                    "output_states_2"],
+                      dynamic_axes={"encoder_outputs": {0: "batch"}, "targets": {0: "batch"},
+                                    "target_length": {0: "batch"},
+                                    "input_states_1": {1: "batch"}, "input_states_2": {1: "batch"},
+                                    "outputs": {0: "batch"}, "prednet_lengths": {0: "batch"},
+                                    "output_states_1": {1: "batch"},
+                                    "output_states_2": {1: "batch"}},
+                      opset_version=17, do_constant_folding=True, **kw)
+
+
 def generate(out, size):
     """Writes the model of SIZES[size] into out."""
     import torch
@@ -506,22 +529,7 @@ def generate(out, size):
                                     "outputs": {0: "batch", 2: "frames"},
                                     "encoded_lengths": {0: "batch"}},
                       opset_version=17, do_constant_folding=True)
-    eo = torch.randn(1, d_model, 1)
-    tg = torch.tensor([[VOCAB]], dtype=torch.int32)
-    tl = torch.tensor([1], dtype=torch.int32)
-    s1, s2 = torch.zeros(2, 1, PRED), torch.zeros(2, 1, PRED)
-    torch.onnx.export(dec, (eo, tg, tl, s1, s2), os.path.join(out, "decoder_joint-model.onnx"),
-                      input_names=["encoder_outputs", "targets", "target_length",
-                                   "input_states_1", "input_states_2"],
-                      output_names=["outputs", "prednet_lengths", "output_states_1",
-                                    "output_states_2"],
-                      dynamic_axes={"encoder_outputs": {0: "batch"}, "targets": {0: "batch"},
-                                    "target_length": {0: "batch"},
-                                    "input_states_1": {1: "batch"}, "input_states_2": {1: "batch"},
-                                    "outputs": {0: "batch"}, "prednet_lengths": {0: "batch"},
-                                    "output_states_1": {1: "batch"},
-                                    "output_states_2": {1: "batch"}},
-                      opset_version=17, do_constant_folding=True)
+    export_decoder_joint(dec, os.path.join(out, "decoder_joint-model.onnx"), d_model, PRED, VOCAB)
     with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
         for i, p in enumerate(pieces):
             f.write(f"{p} {i}\n")
