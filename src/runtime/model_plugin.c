@@ -344,7 +344,7 @@ infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor 
         ok = t->nbytes == (size_t)numel * infd_dtype_size(t->dtype);
     infd_data_segment whole = { t->data, t->nbytes };
     if (ok && t->dtype == INFD_DTYPE_BYTES)
-        ok = rt_bytes_layout_ok(&whole, 1, t->nbytes, numel);
+        ok = rt_bytes_layout_ok(&whole, t->nbytes, numel);
     if (!ok) {
         char got[160];
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,

@@ -182,7 +182,6 @@ typedef struct rt_sequencer {
     uint64_t delay_ns;                   /* the strategy's max_queue_delay_microseconds */
     int n_free_pending;                  /* slots freed whose kind has not been told */
     int *free_pending;                   /* [n_slots] */
-    uint64_t timed_out;                  /* sequences released for idleness (stats, logs) */
 } rt_sequencer;
 
 /* An input the runtime feeds instead of the client (an ONNX model under
@@ -330,7 +329,7 @@ void rt_seq_reuse(infd_model *m, const int *slots, int n);
 
 /* scheduler.c */
 /* Whether `segs` (nbytes in all) hold exactly `numel` BYTES elements. */
-bool rt_bytes_layout_ok(const infd_data_segment *segs, int n_segs, size_t nbytes, int64_t numel);
+bool rt_bytes_layout_ok(const infd_data_segment *segs, size_t nbytes, int64_t numel);
 infd_status rt_model_start_workers(infd_model *m, infd_error *err);
 void rt_request_pool_free(infd_model *m);
 /* Runs the model once per plan with zero (or config warmup) inputs. */

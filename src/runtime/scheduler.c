@@ -162,12 +162,11 @@ infd_status infd_request_set_sequence(infd_request *req, uint64_t id, const char
 
 /* Whether `segs` (nbytes in all) hold exactly `numel` BYTES elements: each a
  * 4-byte little-endian length and that many bytes. */
-bool rt_bytes_layout_ok(const infd_data_segment *segs, int n_segs, size_t nbytes, int64_t numel)
+bool rt_bytes_layout_ok(const infd_data_segment *segs, size_t nbytes, int64_t numel)
 {
     size_t at = 0; /* offset of the next element's length */
     int g = 0;
-    INFD_UNUSED(n_segs); /* the lengths below stay inside the segments' sum */
-    size_t base = 0;     /* offset of segs[g] */
+    size_t base = 0; /* offset of segs[g] */
     for (int64_t e = 0; e < numel; e++) {
         if (nbytes - at < 4)
             return false;
@@ -249,7 +248,7 @@ static infd_status add_input(infd_request *req, const char *name, infd_dtype dty
     if (io->row_bytes == 0 && infd_shape_numel(&given, &numel, err) != INFD_STATUS_OK)
         return INFD_STATUS_INVALID_ARGUMENT;
     if (dtype == INFD_DTYPE_BYTES) {
-        if (!rt_bytes_layout_ok(segs, n_segs, nbytes, numel))
+        if (!rt_bytes_layout_ok(segs, nbytes, numel))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "input '%s': %zu bytes are not %lld BYTES elements (each a "
                                   "4-byte little-endian length and that many bytes)",

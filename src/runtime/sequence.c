@@ -41,12 +41,13 @@ static bool same_id(const rt_seq *e, const infd_request *r)
     return e->is_string ? strcmp(e->sid, r->seq_sid) == 0 : e->id == r->seq_id;
 }
 
-static void format_id(const infd_request *r, char *buf, size_t n)
+/* A correlation id for messages: 42, or 'session-7' for a string. */
+static void format_id(bool is_string, uint64_t id, const char *sid, char *buf, size_t n)
 {
-    if (r->seq_is_string)
-        snprintf(buf, n, "'%s'", r->seq_sid);
+    if (is_string)
+        snprintf(buf, n, "'%s'", sid);
     else
-        snprintf(buf, n, "%llu", (unsigned long long)r->seq_id);
+        snprintf(buf, n, "%llu", (unsigned long long)id);
 }
 
 infd_status rt_seq_create(infd_model *m, const char *cfile, infd_error *err)
@@ -176,7 +177,7 @@ infd_status rt_seq_submit(infd_model *m, infd_request *r, infd_error *err)
 {
     rt_sequencer *q = m->seq;
     char id[160];
-    format_id(r, id, sizeof(id));
+    format_id(r->seq_is_string, r->seq_id, r->seq_sid, id, sizeof(id));
     if (r->rows != 1)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "model '%s': a request of a sequence (correlation id %s) has one "
@@ -297,15 +298,11 @@ static uint64_t reap_idle(infd_model *m, uint64_t now)
         }
         if (idle >= q->idle_ns) {
             char id[160];
-            if (e->is_string)
-                snprintf(id, sizeof(id), "'%s'", e->sid);
-            else
-                snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
+            format_id(e->is_string, e->id, e->sid, id, sizeof(id));
             infd_log(INFD_LOG_LEVEL_WARN,
                      "model '%s': sequence %s released after %.0f ms without a request "
                      "(max_sequence_idle_microseconds %llu) and before its END",
                      m->name, id, (double)idle / 1e6, (unsigned long long)(q->idle_ns / 1000u));
-            q->timed_out++;
             release_slot(m, s);
             /* The slot may now hold a waiting sequence with requests. */
             s--;

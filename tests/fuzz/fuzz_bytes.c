@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         segs[k] = (infd_data_segment){ own[k], len };
         at += len;
     }
-    if (rt_bytes_layout_ok(segs, n_pieces, n, numel)) {
+    if (rt_bytes_layout_ok(segs, n, numel)) {
         size_t off = 0;
         for (int64_t e = 0; e < numel; e++) {
             uint32_t len = (uint32_t)body[off] | (uint32_t)body[off + 1] << 8 |

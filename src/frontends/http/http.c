@@ -1349,9 +1349,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         (strncasecmp(ctype, "audio/", 6) == 0 ||
          strncasecmp(ctype, "application/octet-stream", 24) == 0)) {
         if (raw_body_input(c, in, body_n, ctype, &err) != INFD_STATUS_OK) {
-            code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : http_code(err.code);
-            if (err.code == INFD_STATUS_INVALID_ARGUMENT)
-                code = 400;
+            code = http_code(err.code);
             goto fail;
         }
         submit_infer(loop, ev, c, 0);
