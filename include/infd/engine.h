@@ -109,6 +109,10 @@ typedef enum infd_precision {
 /* "fp32", "bf16", "fp16" or "tf32" (anything else reads "fp32"). */
 INFD_API const char *infd_precision_name(infd_precision precision);
 
+/* The precision infd_precision_name calls `name` (any case); false, *out
+ * untouched, for anything else (NULL included). */
+INFD_API bool infd_precision_parse(const char *name, infd_precision *out);
+
 typedef struct infd_plan_options {
     /* INFD_DEVICE_CPU, or INFD_DEVICE_CUDA: every kernel on GPU
      * device_index (FP32; an op the CUDA backend lacks fails the build,

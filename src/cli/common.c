@@ -46,15 +46,7 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
         return 1;
     }
     if (strcmp(arg, "--precision") == 0) {
-        if (val && strcmp(val, "fp32") == 0) {
-            c->plan.precision = INFD_PRECISION_FP32;
-        } else if (val && strcmp(val, "tf32") == 0) {
-            c->plan.precision = INFD_PRECISION_TF32;
-        } else if (val && strcmp(val, "bf16") == 0) {
-            c->plan.precision = INFD_PRECISION_BF16;
-        } else if (val && strcmp(val, "fp16") == 0) {
-            c->plan.precision = INFD_PRECISION_FP16;
-        } else {
+        if (!infd_precision_parse(val, &c->plan.precision)) {
             fprintf(stderr, "infd %s: --precision needs fp32, tf32, bf16 or fp16\n", cmd);
             return -1;
         }

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -689,6 +690,18 @@ const char *infd_precision_name(infd_precision p)
     default:
         return "fp32";
     }
+}
+
+bool infd_precision_parse(const char *name, infd_precision *out)
+{
+    static const infd_precision all[] = { INFD_PRECISION_FP32, INFD_PRECISION_BF16,
+                                          INFD_PRECISION_FP16, INFD_PRECISION_TF32 };
+    for (size_t k = 0; name && k < sizeof(all) / sizeof(all[0]); k++)
+        if (strcasecmp(name, infd_precision_name(all[k])) == 0) {
+            *out = all[k];
+            return true;
+        }
+    return false;
 }
 
 static const char *precision_name(uint32_t p)

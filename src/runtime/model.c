@@ -862,23 +862,6 @@ static infd_status configure_queues(infd_model *m, const Inference__ModelConfig 
 /* Instance groups and devices                                               */
 /* ------------------------------------------------------------------------- */
 
-/* Reads "fp32" / "tf32" / "fp16" / "bf16" (any case) into *out; false for
- * anything else. */
-static bool parse_precision(const char *s, infd_precision *out)
-{
-    if (strcasecmp(s, "fp32") == 0)
-        *out = INFD_PRECISION_FP32;
-    else if (strcasecmp(s, "tf32") == 0)
-        *out = INFD_PRECISION_TF32;
-    else if (strcasecmp(s, "fp16") == 0)
-        *out = INFD_PRECISION_FP16;
-    else if (strcasecmp(s, "bf16") == 0)
-        *out = INFD_PRECISION_BF16;
-    else
-        return false;
-    return true;
-}
-
 /* The precision of the model's GPU plans, from Triton's spelling
  *   optimization { execution_accelerators { gpu_execution_accelerator [ {
  *     name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
@@ -906,7 +889,7 @@ static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c
         for (size_t p = 0; p < acc->n_parameters; p++) {
             if (strcmp(acc->parameters[p]->key, "precision_mode") != 0)
                 continue; /* TensorRT's workspace and segment sizes mean nothing here */
-            if (!parse_precision(acc->parameters[p]->value, &prec))
+            if (!infd_precision_parse(acc->parameters[p]->value, &prec))
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "%s: optimization.execution_accelerators."
                                       "gpu_execution_accelerator[%zu].parameters['precision_mode'] "
@@ -920,7 +903,7 @@ static infd_status read_precision(infd_model *m, const Inference__ModelConfig *c
             continue;
         const char *v = c->parameters[k]->value ? c->parameters[k]->value->string_value : "";
         infd_precision p;
-        if (!parse_precision(v, &p))
+        if (!infd_precision_parse(v, &p))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: parameters['precision'].string_value is '%s'; expected "
                                   "fp32, tf32, fp16 or bf16",

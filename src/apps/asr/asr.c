@@ -89,18 +89,9 @@ infd_status infd_asr_recognizer_create(const infd_asr_config *c, infd_asr_recogn
                               c->chunk_ms, c->left_ms, c->right_ms);
     o.n_threads = c->num_threads;
     o.contract = c->contract;
-    if (c->precision && strcmp(c->precision, "fp32") != 0) {
-        if (strcmp(c->precision, "tf32") == 0)
-            o.precision = INFD_PRECISION_TF32;
-        else if (strcmp(c->precision, "fp16") == 0)
-            o.precision = INFD_PRECISION_FP16;
-        else if (strcmp(c->precision, "bf16") == 0)
-            o.precision = INFD_PRECISION_BF16;
-        else
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "precision is '%s'; expected fp32, tf32, fp16 or bf16",
-                                  c->precision);
-    }
+    if (c->precision && !infd_precision_parse(c->precision, &o.precision))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "precision is '%s'; expected fp32, tf32, fp16 or bf16", c->precision);
     infd_asr_recognizer *r = calloc(1, sizeof(*r));
     if (!r)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
