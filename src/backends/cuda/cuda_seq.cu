@@ -411,29 +411,53 @@ extern "C" void infd_cuda_segment_argmax(void *stream, const float *x, int64_t *
 
 /* ---- LSTM -------------------------------------------------------------------- */
 
-/* gates[b, r] for every batch row b and gate row r: a warp per r. */
+/* Batch rows one warp of lstm_gates_kernel computes together. */
+#define LSTM_ROWS 8
+
+/* gates[b, r] for every batch row b and gate row r: a warp per gate row
+ * and LSTM_ROWS batch rows, each lane keeping a partial sum per batch row,
+ * so that every weight it reads serves LSTM_ROWS rows (independent
+ * accumulations, where a warp per row and a loop over the batch waited on
+ * one load after another). Each row's sum is taken in the same order as
+ * with one row at a time. */
 __global__ void lstm_gates_kernel(const float *xt, int64_t x_stride, const float *W, const float *R,
                                   const float *B, const float *h, float *gates, int64_t batch,
                                   int64_t input, int64_t hidden)
 {
-    int64_t rows = 4 * hidden;
+    int64_t rows = 4 * hidden, tiles = (batch + LSTM_ROWS - 1) / LSTM_ROWS;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
-    if (warp >= rows)
+    if (warp >= rows * tiles)
         return;
-    const float *w = W + warp * input, *rr = R + warp * hidden;
-    float bias = B ? B[warp] + B[rows + warp] : 0.0f;
-    for (int64_t b = 0; b < batch; b++) {
-        const float *xb = xt + b * x_stride, *hb = h + b * hidden;
-        float acc = 0.0f;
-        for (int64_t k = lane; k < input; k += 32)
-            acc += w[k] * xb[k];
-        for (int64_t k = lane; k < hidden; k += 32)
-            acc += rr[k] * hb[k];
+    int64_t r = warp % rows, b0 = warp / rows * LSTM_ROWS;
+    int nb = batch - b0 < LSTM_ROWS ? (int)(batch - b0) : LSTM_ROWS;
+    const float *w = W + r * input, *rr = R + r * hidden;
+    float acc[LSTM_ROWS];
+#pragma unroll
+    for (int i = 0; i < LSTM_ROWS; i++)
+        acc[i] = 0.0f;
+    for (int64_t k = lane; k < input; k += 32) {
+        float wk = w[k];
+#pragma unroll
+        for (int i = 0; i < LSTM_ROWS; i++)
+            if (i < nb)
+                acc[i] += wk * xt[(b0 + i) * x_stride + k];
+    }
+    for (int64_t k = lane; k < hidden; k += 32) {
+        float rk = rr[k];
+#pragma unroll
+        for (int i = 0; i < LSTM_ROWS; i++)
+            if (i < nb)
+                acc[i] += rk * h[(b0 + i) * hidden + k];
+    }
+    float bias = B ? B[r] + B[rows + r] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < LSTM_ROWS; i++) {
+        float a = acc[i];
         for (int o = 16; o > 0; o >>= 1)
-            acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (lane == 0)
-            gates[b * rows + warp] = acc + bias;
+            a += __shfl_xor_sync(0xffffffffu, a, o);
+        if (lane == 0 && i < nb)
+            gates[(b0 + i) * rows + r] = a + bias;
     }
 }
 
@@ -490,7 +514,8 @@ extern "C" void infd_cuda_lstm(void *stream, const infd_cuda_lstm_desc *d, const
     size_t state = sizeof(float) * (size_t)(Bn * H);
     float *gates = (float *)work, *h = gates + Bn * 4 * H, *c = h + Bn * H;
     int threads = 256;
-    unsigned gate_blocks = (unsigned)((4 * H * 32 + threads - 1) / threads);
+    int64_t gate_warps = 4 * H * ((Bn + LSTM_ROWS - 1) / LSTM_ROWS);
+    unsigned gate_blocks = (unsigned)((gate_warps * 32 + threads - 1) / threads);
     unsigned cell_blocks = (unsigned)((Bn * H + threads - 1) / threads);
     for (int dir = 0; dir < d->dirs; dir++) {
         bool backward = d->dirs == 2 ? dir == 1 : d->reverse != 0;

@@ -408,7 +408,7 @@ static void lstm_case(const char *direction, int64_t seq, int64_t batch, int64_t
     size_t nh = (size_t)(dirs * batch * hid), np = (size_t)(dirs * 3 * hid);
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *r = malloc(nr * 4), *b = malloc(nb * 4);
     float *h0 = malloc(nh * 4), *c0 = malloc(nh * 4), *p = malloc(np * 4);
-    int32_t sl[8];
+    int32_t sl[64]; /* batch <= 64 */
     ct_fill(x, nx, 50, -1, 1);
     ct_fill(w, nw, 51, -0.4f, 0.4f);
     ct_fill(r, nr, 52, -0.4f, 0.4f);
@@ -453,6 +453,8 @@ static void test_lstm(void)
 {
     lstm_case("forward", 1, 1, 64, 64, false, false); /* a predictor step */
     lstm_case("forward", 1, 4, 40, 80, false, false);
+    lstm_case("forward", 1, 21, 40, 48, false, false); /* batch rows in tiles of 8, one partial */
+    lstm_case("forward", 3, 64, 33, 40, true, true);   /* 64 streams decoded in lockstep */
     lstm_case("forward", 7, 3, 16, 24, true, true);
     lstm_case("reverse", 6, 2, 16, 24, true, false);
     lstm_case("bidirectional", 5, 3, 8, 12, true, true);
