@@ -26,23 +26,33 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 D_MODEL, PRED, VOCAB = 1024, 640, 8192
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+def modules():
+    """The encoder (asr_gpu.build_encoder's wrapper) and the DecoderJoint,
+    seeded: the weights main() exports, for PyTorch runs on the same ones
+    (bench/asr_offline.py)."""
     import torch
 
     import asr_gpu
     import gen_asr_models as g
 
-    os.makedirs(a.out, exist_ok=True)
     enc = asr_gpu.build_encoder()
-    asr_gpu.export(enc, os.path.join(a.out, "encoder-model.onnx"))
     _, DecoderJoint = g.build_modules(d_model=D_MODEL, n_layers=1, n_heads=8, pred=PRED,
                                       vocab=VOCAB)
     torch.manual_seed(g.SEED)
-    dec = DecoderJoint().eval()
+    return enc, DecoderJoint().eval()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    import asr_gpu
+    import gen_asr_models as g
+
+    os.makedirs(a.out, exist_ok=True)
+    enc, dec = modules()
+    asr_gpu.export(enc, os.path.join(a.out, "encoder-model.onnx"))
     g.export_decoder_joint(dec, os.path.join(a.out, "decoder_joint-model.onnx"), D_MODEL, PRED,
                            VOCAB, dynamo=False)
     with open(os.path.join(a.out, "vocab.txt"), "w", encoding="utf-8") as f:

@@ -237,6 +237,30 @@ def test_c_abi_many_streams(libasr, model_dir, reference):
         assert j["is_final"] is True and j["segment"] == 0
 
 
+@pytest.mark.parametrize("layout", ["onnx-asr", "sherpa-onnx"])
+def test_c_abi_offline_batch_decodes_in_lockstep(libasr, model_dir, sherpa_dir, reference,
+                                                 layout, capfd, monkeypatch):
+    """Nine offline sessions of one length decoded by one
+    infd_asr_decode_multiple call: one encoder run, then the onnx-asr
+    decoder-joint run once per step for every session still decoding
+    (batches of 16 rows, then 8, 4, 2, 1 as sessions finish at different
+    steps), fewer runs than the sessions' joint runs; the sherpa-onnx
+    layout's rows one by one. Every session gets the offline reference's
+    tokens either way."""
+    monkeypatch.setenv("INFD_ASR_DEBUG", "1")
+    model = model_dir if layout == "onnx-asr" else sherpa_dir
+    audio = [speechlike(int(2.6 * 16000), 60 + i) for i in range(9)]
+    results = abi_sessions(libasr, model, audio, [a.size for a in audio], (0, 0, 0))
+    for x, (got, _, final, _) in zip(audio, results):
+        tokens, _ = reference_transcribe(reference, x.astype(np.float32))
+        assert got == tokens and final == 1
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if " streams: " in ln]
+    assert lines and "9 windows in 1 encoder runs" in lines[0], lines
+    runs, steps = (int(w) for w in lines[0].split("(")[1].split()[0:5:4])
+    assert runs > 9
+    assert steps < runs / 3 if layout == "onnx-asr" else steps == runs
+
+
 @pytest.mark.parametrize("pre", [0, 8])
 def test_c_abi_cache_aware_batches(libasr, streaming_dir, streaming_pre_dir, pre):
     """Five cache-aware sessions decoded together: their windows go through

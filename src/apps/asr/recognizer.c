@@ -68,6 +68,42 @@ static void ca_batch_fini(ca_batch *b)
     memset(b, 0, sizeof(*b));
 }
 
+/* The onnx-asr decoder-joint for a batch of streams decoded in lockstep
+ * (decode_rows): its plan and context, and the buffers its runs gather
+ * each stream's encoder frame, last token and state into, and give the
+ * argmaxes (or logits) and next states in. */
+#define DJ_MAX_BATCH 64
+#define DJ_SLOTS     7 /* batches of 1, 2, 4, ..., 64 */
+typedef struct dj_batch {
+    int64_t batch;
+    bool borrowed; /* batch 1: the model's own plan (m->dj) */
+    infd_plan *plan;
+    infd_context *ctx;
+    float *enc;                /* [batch, D, 1] */
+    int32_t *targets, *tlen;   /* [batch] */
+    float *s_in[2], *s_out[2]; /* [L, batch, H] */
+    void *out;                 /* argmaxes INT64 [batch, 2] or logits FP32 [batch, W] */
+    int64_t *lens;             /* prednet_lengths (INT32 or INT64) */
+    infd_tensor in[5], outs[4];
+    void *mem[9];    /* the buffers above, as allocated */
+    unsigned pinned; /* bit i: mem[i] is page-locked (a GPU plan's) */
+} dj_batch;
+
+static void dj_batch_fini(dj_batch *b)
+{
+    if (!b->borrowed) {
+        infd_context_destroy(b->ctx);
+        infd_plan_destroy(b->plan);
+    }
+    for (int i = 0; i < 9; i++) {
+        if (b->pinned & (1u << i))
+            infd_engine_host_free(INFD_DEVICE_CUDA, b->mem[i]);
+        else
+            free(b->mem[i]);
+    }
+    memset(b, 0, sizeof(*b));
+}
+
 struct feature_pool;
 static void feature_pool_destroy(struct feature_pool *p);
 
@@ -115,9 +151,13 @@ struct asr_model {
     enc_bucket buckets[MAX_BUCKETS];
     int n_buckets;
     int64_t d_enc; /* D */
-    /* decoder_joint */
+    /* decoder_joint: its plan at batch 1, and at larger batches built on
+     * first use from its weights (dj_batches) */
     infd_plan *dj;
     infd_context *dj_ctx;
+    infd_weights *dj_w;
+    dj_batch dj_batches[DJ_SLOTS];
+    int64_t n_joint_steps;           /* INFD_ASR_DEBUG: batched joint runs of one call */
     int64_t n_layers, hidden, width; /* states [L, 1, H]; logits width V + 1 + 5 */
     float *dj_enc;                   /* [D] */
     int32_t dj_target, dj_target_len;
@@ -133,7 +173,7 @@ struct asr_model {
      * decoder-joint's (onnx-asr), the joiner's and the predictor's
      * (sherpa-onnx) inputs and outputs. Those of the committed state and
      * the predictor's output point into the stream being decoded (bind). */
-    infd_tensor dj_in[5], dj_out[4], jn_in[2], jn_out[1], pr_in[4], pr_out[4];
+    infd_tensor jn_in[2], jn_out[1], pr_in[4], pr_out[4];
     /* the chunk being decoded: its stream and encoder frames */
     pthread_mutex_t lock; /* one decode at a time: the plans' contexts are the model's */
     struct asr_stream *cur;
@@ -463,15 +503,6 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
         const infd_shape *shape;
         void *data;
     } views[] = {
-        { &m->dj_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
-        { &m->dj_in[1], INFD_DTYPE_INT32, &one2, &m->dj_target },
-        { &m->dj_in[2], INFD_DTYPE_INT32, &one, &m->dj_target_len },
-        { &m->dj_in[3], INFD_DTYPE_FP32, &state, state0 },
-        { &m->dj_in[4], INFD_DTYPE_FP32, &state, state1 },
-        { &m->dj_out[0], jt, js, jd },
-        { &m->dj_out[1], len_dt, &one, &m->dj_lengths },
-        { &m->dj_out[2], INFD_DTYPE_FP32, &state, m->pending[0] },
-        { &m->dj_out[3], INFD_DTYPE_FP32, &state, m->pending[1] },
         { &m->jn_in[0], INFD_DTYPE_FP32, &enc, m->dj_enc },
         { &m->jn_in[1], INFD_DTYPE_FP32, &g, g_buf },
         { &m->jn_out[0], jt, js, jd },
@@ -541,7 +572,7 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     infd_plan_options o = plan_options(m, 1, shapes, 5);
     if (st == INFD_STATUS_OK)
         st = infd_plan_create_from_weights(w, &o, &m->dj, err);
-    infd_weights_destroy(w);
+    m->dj_w = w; /* for the plans of larger batches */
     infd_tensor_info t;
     if (st == INFD_STATUS_OK && (infd_plan_n_inputs(m->dj) != 5 || infd_plan_n_outputs(m->dj) != 4))
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -778,8 +809,11 @@ void asr_model_destroy(asr_model *m)
     infd_plan_destroy(m->ca_plan);
     free(m->ca_feats);
     free(m->ca_enc);
+    for (int i = 0; i < DJ_SLOTS; i++)
+        dj_batch_fini(&m->dj_batches[i]);
     infd_context_destroy(m->dj_ctx);
     infd_plan_destroy(m->dj);
+    infd_weights_destroy(m->dj_w);
     infd_context_destroy(m->pred_ctx);
     infd_plan_destroy(m->pred);
     infd_context_destroy(m->joiner_ctx);
@@ -1206,62 +1240,58 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The two argmaxes of the joint's logits: token over [0, V], duration
- * index over the durations. */
-static void argmaxes(const asr_model *m, int *token, int *duration)
+/* The joint's result for stream s at frame t of its chunk: its two
+ * argmaxes, the token over [0, V] and the duration index, from `idx` (a
+ * plan that gives them) or from its V + 1 + D `logits`, which the NaN
+ * guard checks. */
+static infd_status joint_result(const asr_model *m, asr_stream *s, int64_t t, const float *logits,
+                                const int64_t *idx, int *token, int *duration, infd_error *err)
 {
-    int k = 0, di = 0;
-    for (int i = 1; i <= m->vocab; i++)
-        if (m->logits[i] > m->logits[k])
-            k = i;
-    const float *dl = m->logits + m->vocab + 1;
-    for (int i = 1; i < m->tdt.n_durations; i++)
-        if (dl[i] > dl[di])
-            di = i;
-    *token = k;
-    *duration = di;
+    s->n_joint_runs++;
+    if (m->joint_argmax) {
+        *token = (int)idx[0];
+        *duration = (int)idx[1];
+    } else {
+        if (m->nan_guard)
+            for (int64_t i = 0; i < m->width; i++)
+                if (!isfinite(logits[i]))
+                    return infd_error_set(err, INFD_STATUS_INTERNAL,
+                                          "%s: NaN guard: the joint's logit %lld is %g at frame "
+                                          "%lld (chunk %lld)",
+                                          m->dir, (long long)i, (double)logits[i],
+                                          (long long)(s->tdt.frames_done + t),
+                                          (long long)s->n_chunks);
+        int k = 0, di = 0;
+        for (int i = 1; i <= m->vocab; i++)
+            if (logits[i] > logits[k])
+                k = i;
+        const float *dl = logits + m->vocab + 1;
+        for (int i = 1; i < m->tdt.n_durations; i++)
+            if (dl[i] > dl[di])
+                di = i;
+        *token = k;
+        *duration = di;
+    }
+    if (m->debug >= 2)
+        fprintf(stderr, "infd asr: joint at frame %lld: token %d, duration index %d\n",
+                (long long)(s->tdt.frames_done + t), *token, *duration);
+    return INFD_STATUS_OK;
 }
 
-/* The TDT decoder's networks (tdt.h), for the stream m->cur. onnx-asr:
- * the decoder-joint runs the predictor on the last token with the
- * committed state, then the joint on frame t; the state it returns is
- * committed when a token is emitted. sherpa-onnx: the predictor runs when a
- * token is emitted (and on the start-of-sequence blank), the joiner per
- * frame on its output. */
+/* The TDT decoder's networks (tdt.h) of the sherpa-onnx layout, for the
+ * stream m->cur: the predictor runs when a token is emitted (and on the
+ * start-of-sequence blank), the joiner per frame on its output. (The
+ * onnx-asr layout's decoder-joint is run by decode_rows.) */
 static infd_status joint(void *user, int64_t t, int *token, int *duration, infd_error *err)
 {
     asr_model *m = user;
     for (int64_t d = 0; d < m->d_enc; d++)
         m->dj_enc[d] = m->enc_out[d * m->enc_stride + t];
-    infd_status st;
-    if (m->layout == LAYOUT_SHERPA) {
-        st = infd_plan_run(m->joiner, m->joiner_ctx, m->jn_in, 2, m->jn_out, 1, err);
-    } else {
-        m->dj_target = m->cur->last_token;
-        st = infd_plan_run(m->dj, m->dj_ctx, m->dj_in, 5, m->dj_out, 4, err);
-    }
+    infd_status st = infd_plan_run(m->joiner, m->joiner_ctx, m->jn_in, 2, m->jn_out, 1, err);
+    m->n_joint_steps++;
     if (st != INFD_STATUS_OK)
         return st;
-    m->cur->n_joint_runs++;
-    if (m->joint_argmax) {
-        *token = (int)m->joint_idx[0];
-        *duration = (int)m->joint_idx[1];
-    }
-    if (m->nan_guard)
-        for (int64_t i = 0; i < m->width; i++)
-            if (!isfinite(m->logits[i]))
-                return infd_error_set(err, INFD_STATUS_INTERNAL,
-                                      "%s: NaN guard: the joint's logit %lld is %g at frame %lld "
-                                      "(chunk %lld)",
-                                      m->dir, (long long)i, (double)m->logits[i],
-                                      (long long)(m->cur->tdt.frames_done + t),
-                                      (long long)m->cur->n_chunks);
-    if (!m->joint_argmax)
-        argmaxes(m, token, duration);
-    if (m->debug >= 2)
-        fprintf(stderr, "infd asr: joint at frame %lld: token %d, duration index %d\n",
-                (long long)(m->cur->tdt.frames_done + t), *token, *duration);
-    return INFD_STATUS_OK;
+    return joint_result(m, m->cur, t, m->logits, m->joint_idx, token, duration, err);
 }
 
 static infd_status predict(void *user, int token, infd_error *err)
@@ -1272,14 +1302,8 @@ static infd_status predict(void *user, int token, infd_error *err)
     if (token == m->vocab) { /* start of sequence: zero state, the blank as last token */
         memset(s->state[0], 0, sb);
         memset(s->state[1], 0, sb);
-    } else if (m->layout == LAYOUT_ONNX_ASR) {
-        /* the state the joint's predictor run reached on the last token */
-        memcpy(s->state[0], m->pending[0], sb);
-        memcpy(s->state[1], m->pending[1], sb);
     }
     s->last_token = token;
-    if (m->layout != LAYOUT_SHERPA)
-        return INFD_STATUS_OK;
     m->dj_target = token;
     infd_status st = infd_plan_run(m->pred, m->pred_ctx, m->pr_in, 4, m->pr_out, 4, err);
     if (st != INFD_STATUS_OK)
@@ -1294,8 +1318,6 @@ static infd_status predict(void *user, int token, infd_error *err)
 static void bind(asr_model *m, asr_stream *s)
 {
     m->cur = s;
-    m->dj_in[3].data = s->state[0];
-    m->dj_in[4].data = s->state[1];
     m->pr_in[2].data = s->state[0];
     m->pr_in[3].data = s->state[1];
     m->pr_out[0].data = s->g;
@@ -1990,34 +2012,237 @@ static infd_tensor view(infd_dtype dtype, const infd_shape *shape, void *data)
     return t;
 }
 
-/* The part of a chunk both streaming modes share (m->lock held): the NaN
- * guard over the window (features [n_mels, frames]; encoder frames enc,
- * `stride` a row, enc_len of them valid), then the cnt frames from enc +
- * off decoded with s's state, and the tap's record of the window [ws, we)
- * in samples. The tokens emitted in *got. */
-static infd_status decode_window(asr_model *m, asr_stream *s, const float *feats, int64_t frames,
-                                 const float *enc, int64_t stride, int64_t enc_len, int64_t off,
-                                 int64_t cnt, int64_t ws, int64_t we, int64_t *got, infd_error *err)
+/* The onnx-asr decoder-joint at batch 1 << slot (m->lock held): slot 0 is
+ * the model's own plan; the others are built on first use from its
+ * weights, with the argmaxes appended as the batch-1 plan has them. The
+ * buffers are sized from the plan's inputs and outputs. */
+static infd_status dj_batch_get(asr_model *m, int slot, dj_batch **out, infd_error *err)
 {
+    dj_batch *b = &m->dj_batches[slot];
+    *out = b;
+    if (b->plan)
+        return INFD_STATUS_OK;
+    int64_t batch = (int64_t)1 << slot, L = m->n_layers, H = m->hidden;
     infd_status st = INFD_STATUS_OK;
-    *got = 0;
-    if (m->nan_guard)
-        st = guard_window(m, feats, frames, enc, stride, enc_len, s->n_chunks, err);
-    if (st == INFD_STATUS_OK)
-        st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, cnt), err);
+    if (slot == 0) {
+        b->plan = m->dj;
+        b->ctx = m->dj_ctx;
+        b->borrowed = true;
+    } else {
+        infd_input_shape shapes[5] = {
+            { .name = "encoder_outputs", .shape = { .rank = 3, .dims = { batch, m->d_enc, 1 } } },
+            { .name = "targets", .shape = { .rank = 2, .dims = { batch, 1 } } },
+            { .name = "target_length", .shape = { .rank = 1, .dims = { batch } } },
+            { .name = "input_states_1", .shape = { .rank = 3, .dims = { L, batch, H } } },
+            { .name = "input_states_2", .shape = { .rank = 3, .dims = { L, batch, H } } },
+        };
+        infd_tensor_info t;
+        infd_argmax_output a = { .n_segments = 2,
+                                 .starts = { 0, m->vocab + 1 },
+                                 .ends = { m->vocab + 1, m->width } };
+        /* threads pay off from a few rows on (the joint's matmul) */
+        infd_plan_options o = plan_options(m, batch >= 4 ? m->opts.n_threads : 1, shapes, 5);
+        if (m->joint_argmax) {
+            st = infd_plan_output(m->dj, 0, &t);
+            a.output = t.name;
+            o.argmax = &a;
+            o.n_argmax = 1;
+        }
+        if (st == INFD_STATUS_OK)
+            st = infd_plan_create_from_weights(m->dj_w, &o, &b->plan, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_context_create(b->plan, &b->ctx, err);
+    }
+    /* the buffers, and how many values each must hold */
+    void **bufs[9] = { (void **)&b->enc,     (void **)&b->targets,  (void **)&b->tlen,
+                       (void **)&b->s_in[0], (void **)&b->s_in[1],  &b->out,
+                       (void **)&b->lens,    (void **)&b->s_out[0], (void **)&b->s_out[1] };
+    const int64_t want[9] = { batch * m->d_enc,
+                              batch,
+                              batch,
+                              L * batch * H,
+                              L * batch * H,
+                              batch * (m->joint_argmax ? 2 : m->width),
+                              batch,
+                              L * batch * H,
+                              L * batch * H };
+    for (int i = 0; i < 9 && st == INFD_STATUS_OK; i++) {
+        infd_tensor_info t;
+        st = i < 5 ? infd_plan_input(b->plan, i, &t) : infd_plan_output(b->plan, i - 5, &t);
+        int64_t numel = 1;
+        for (int d = 0; st == INFD_STATUS_OK && d < t.shape.rank; d++)
+            numel *= t.shape.dims[d];
+        if (st != INFD_STATUS_OK || numel != want[i]) {
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: the decoder-joint at batch %lld: %s %d has %lld values; "
+                                "expected %lld",
+                                m->dir, (long long)batch, i < 5 ? "input" : "output",
+                                i < 5 ? i : i - 5, (long long)numel, (long long)want[i]);
+            break;
+        }
+        /* page-locked for a GPU plan: its copies then skip the staging */
+        size_t nb = t.nbytes > 0 ? t.nbytes : 1;
+        infd_error ignored = { 0 };
+        void *p = m->opts.device == INFD_DEVICE_CUDA
+                      ? infd_engine_host_alloc(INFD_DEVICE_CUDA, nb, &ignored)
+                      : NULL;
+        if (p) {
+            memset(p, 0, nb);
+            b->pinned |= 1u << i;
+        } else {
+            p = calloc(1, nb);
+        }
+        b->mem[i] = *bufs[i] = p;
+        if (!*bufs[i])
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        else
+            st = infd_tensor_init_view(i < 5 ? &b->in[i] : &b->outs[i - 5], t.dtype, &t.shape,
+                                       *bufs[i], t.nbytes, err);
+    }
+    for (int64_t r = 0; st == INFD_STATUS_OK && r < batch; r++)
+        b->tlen[r] = 1;
+    if (st != INFD_STATUS_OK) {
+        dj_batch_fini(b);
+        return st;
+    }
+    b->batch = batch;
+    return INFD_STATUS_OK;
+}
+
+/* One stream's chunk in decode_rows: the window's features (for the NaN
+ * guard and the tap), its encoder frames (`stride` a row, enc_len valid),
+ * the frames [off, off + cnt) to decode, the window [ws, we) in samples,
+ * and the decoding under way. */
+typedef struct dec_row {
+    asr_stream *s;
+    const float *feats;
+    int64_t frames;
+    const float *enc;
+    int64_t stride, enc_len, off, cnt, ws, we;
+    asr_tdt_run run; /* run.n: the tokens the chunk emitted */
+} dec_row;
+
+/* One decoder-joint run for rows idx[0, n) (n <= DJ_MAX_BATCH): each row's
+ * encoder frame, last token and predictor state gathered into the batch,
+ * then each row's argmaxes taken by its TDT decoder; a row that emitted a
+ * token commits the state the run reached (m->lock held). */
+static infd_status joint_step(asr_model *m, dec_row *rows, const int *idx, int n, infd_error *err)
+{
+    int slot = 0;
+    while ((1 << slot) < n)
+        slot++;
+    dj_batch *b = NULL;
+    infd_status st = dj_batch_get(m, slot, &b, err);
     if (st != INFD_STATUS_OK)
         return st;
-    bind(m, s);
-    m->enc_out = enc + off;
-    m->enc_stride = stride;
-    asr_tdt_nets nets = { m, joint, predict };
-    st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, cnt, s->tokens + s->n_tokens,
-                        s->cap_tokens - s->n_tokens, got, err);
-    s->n_tokens += *got;
-    m->cur = NULL;
-    if (st == INFD_STATUS_OK)
-        asr_tap_decode(s->tap, s->n_chunks, ws, we, m->n_mels, frames, feats,
-                       s->tokens + s->n_tokens - *got, *got);
+    int64_t B = b->batch, D = m->d_enc, H = m->hidden;
+    size_t hb = sizeof(float) * (size_t)H;
+    for (int i = 0; i < n; i++) {
+        const dec_row *w = &rows[idx[i]];
+        const asr_stream *s = w->s;
+        const float *e = w->enc + w->off + w->run.t;
+        float *dst = b->enc + (size_t)(i * D);
+        for (int64_t d = 0; d < D; d++)
+            dst[d] = e[d * w->stride];
+        b->targets[i] = s->last_token;
+        for (int k = 0; k < 2; k++)
+            for (int64_t l = 0; l < m->n_layers; l++)
+                memcpy(b->s_in[k] + (l * B + i) * H, s->state[k] + l * H, hb);
+    }
+    st = infd_plan_run(b->plan, b->ctx, b->in, 5, b->outs, 4, err);
+    m->n_joint_steps++;
+    for (int i = 0; i < n && st == INFD_STATUS_OK; i++) {
+        dec_row *w = &rows[idx[i]];
+        asr_stream *s = w->s;
+        int k = 0, di = 0;
+        bool emitted = false;
+        st = joint_result(m, s, w->run.t, (const float *)b->out + i * m->width,
+                          (const int64_t *)b->out + 2 * i, &k, &di, err);
+        if (st == INFD_STATUS_OK)
+            st = asr_tdt_step(&m->tdt, &s->tdt, &w->run, k, di, &emitted, err);
+        if (st != INFD_STATUS_OK || !emitted)
+            continue;
+        s->last_token = k;
+        for (int c = 0; c < 2; c++)
+            for (int64_t l = 0; l < m->n_layers; l++)
+                memcpy(s->state[c] + l * H, b->s_out[c] + (l * B + i) * H, hb);
+    }
+    return st;
+}
+
+/* The onnx-asr layout's rows in lockstep (NeMo's batched label looping):
+ * every step runs the decoder-joint once for all the rows whose chunks
+ * are not done (m->lock held). */
+static infd_status lockstep(asr_model *m, dec_row *rows, int k, infd_error *err)
+{
+    for (;;) {
+        int idx[ASR_MAX_WINDOWS], n = 0;
+        for (int r = 0; r < k; r++)
+            if (asr_tdt_next(&rows[r].run) >= 0)
+                idx[n++] = r;
+        if (n == 0)
+            return INFD_STATUS_OK;
+        for (int g = 0; g < n; g += DJ_MAX_BATCH) {
+            infd_status st =
+                joint_step(m, rows, idx + g, n - g < DJ_MAX_BATCH ? n - g : DJ_MAX_BATCH, err);
+            if (st != INFD_STATUS_OK)
+                return st;
+        }
+    }
+}
+
+/* Decodes rows[0, k) (k <= ASR_MAX_WINDOWS), each with its stream's state
+ * (m->lock held): the NaN guard over each window, then the onnx-asr
+ * layout's rows together (lockstep), the sherpa-onnx layout's one by one
+ * (its predictor and joiner run apart, a row at a time), then each chunk's
+ * tokens appended to its stream and recorded by the tap. */
+static infd_status decode_rows(asr_model *m, dec_row *rows, int k, infd_error *err)
+{
+    infd_status st = INFD_STATUS_OK;
+    size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
+    for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+        dec_row *w = &rows[r];
+        asr_stream *s = w->s;
+        if (m->nan_guard)
+            st = guard_window(m, w->feats, w->frames, w->enc, w->stride, w->enc_len, s->n_chunks,
+                              err);
+        if (st == INFD_STATUS_OK)
+            st = reserve_tokens(s, asr_tdt_max_tokens(&m->tdt, w->cnt), err);
+        if (st != INFD_STATUS_OK)
+            break;
+        asr_tdt_token *out = s->tokens + s->n_tokens;
+        int64_t cap = s->cap_tokens - s->n_tokens;
+        if (m->layout == LAYOUT_SHERPA) {
+            bind(m, s);
+            m->enc_out = w->enc + w->off;
+            m->enc_stride = w->stride;
+            asr_tdt_nets nets = { m, joint, predict };
+            int64_t got = 0;
+            st = asr_tdt_decode(&m->tdt, &nets, &s->tdt, w->cnt, out, cap, &got, err);
+            m->cur = NULL;
+            w->run = (asr_tdt_run){ .n = got };
+            continue;
+        }
+        if (!s->tdt.primed) { /* start of sequence: zero state, the blank as last token */
+            memset(s->state[0], 0, sb);
+            memset(s->state[1], 0, sb);
+            s->last_token = m->vocab;
+            asr_tdt_primed(&s->tdt);
+        }
+        asr_tdt_begin(&s->tdt, w->cnt, out, cap, &w->run);
+    }
+    if (st == INFD_STATUS_OK && m->layout != LAYOUT_SHERPA) {
+        st = lockstep(m, rows, k, err);
+        for (int r = 0; r < k && st == INFD_STATUS_OK; r++)
+            asr_tdt_end(&rows[r].s->tdt, &rows[r].run);
+    }
+    for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+        dec_row *w = &rows[r];
+        asr_stream *s = w->s;
+        s->n_tokens += w->run.n;
+        asr_tap_decode(s->tap, s->n_chunks, w->ws, w->we, m->n_mels, w->frames, w->feats,
+                       s->tokens + s->n_tokens - w->run.n, w->run.n);
+    }
     return st;
 }
 
@@ -2046,32 +2271,42 @@ static void cached_features(asr_model *m, const ca_job *j, float *feats)
                                m->window, feats, m->window);
 }
 
-/* Decodes the chunk's enc_len encoder frames (enc, stride m->ca_frames) for
- * job j and records it (m->lock held). */
-static infd_status decode_cached_frames(asr_model *m, const ca_job *j, const float *feats,
-                                        const float *enc, int64_t enc_len, infd_error *err)
+/* The decoding of job j's chunk: its enc_len encoder frames (enc, stride
+ * m->ca_frames), all of them new. */
+static infd_status cached_row(const asr_model *m, const ca_job *j, const float *feats,
+                              const float *enc, int64_t enc_len, dec_row *w, infd_error *err)
 {
-    asr_stream *s = j->s;
     if (enc_len < 0 || enc_len > m->ca_frames)
         return infd_error_set(err, INFD_STATUS_INTERNAL,
                               "%s: the encoder gave encoded_lengths %lld of %lld frames", m->dir,
                               (long long)enc_len, (long long)m->ca_frames);
     int64_t ws = asr_features_first_sample(m->feat, j->t0) + 1;
     int64_t we = asr_features_end_sample(m->feat, j->t0 + m->window - 1);
-    int64_t got = 0;
-    infd_status st = decode_window(m, s, feats, m->window, enc, m->ca_frames, enc_len, 0, enc_len,
-                                   ws > 0 ? ws : 0, we < j->total ? we : j->total, &got, err);
-    if (st != INFD_STATUS_OK)
-        return st;
+    *w = (dec_row){ .s = j->s,
+                    .feats = feats,
+                    .frames = m->window,
+                    .enc = enc,
+                    .stride = m->ca_frames,
+                    .enc_len = enc_len,
+                    .off = 0,
+                    .cnt = enc_len,
+                    .ws = ws > 0 ? ws : 0,
+                    .we = we < j->total ? we : j->total };
+    return INFD_STATUS_OK;
+}
+
+/* After job j's chunk is decoded (row w): its debug line. */
+static void cached_decoded(const asr_model *m, const ca_job *j, const dec_row *w)
+{
+    asr_stream *s = j->s;
     if (m->debug)
         fprintf(stderr,
                 "infd asr: chunk %lld: feature frames [%lld, %lld), %lld valid; %lld encoder "
                 "frames, %lld tokens, cache %lld frames deep, %lld joint runs in all\n",
                 (long long)s->n_chunks, (long long)j->t0, (long long)(j->t0 + m->window),
-                (long long)j->length, (long long)enc_len, (long long)got,
+                (long long)j->length, (long long)w->enc_len, (long long)w->run.n,
                 (long long)s->clen[!s->cur], (long long)s->n_joint_runs);
     s->n_chunks++;
-    return INFD_STATUS_OK;
 }
 
 /* After job j: the caches just written become the current ones, the next
@@ -2112,9 +2347,14 @@ static infd_status decode_cached(asr_stream *s, infd_error *err)
                            view(INFD_DTYPE_FP32, &m->cc_shape, s->cc[nxt]),
                            view(INFD_DTYPE_FP32, &m->ct_shape, s->ct[nxt]),
                            view(INFD_DTYPE_INT64, &one, &s->clen[nxt]) };
+    dec_row w;
     infd_status st = infd_plan_run(m->ca_plan, m->ca_ctx, in, 5, out, 5, err);
     if (st == INFD_STATUS_OK)
-        st = decode_cached_frames(m, &j, m->ca_feats, m->ca_enc, enc_len, err);
+        st = cached_row(m, &j, m->ca_feats, m->ca_enc, enc_len, &w, err);
+    if (st == INFD_STATUS_OK)
+        st = decode_rows(m, &w, 1, err);
+    if (st == INFD_STATUS_OK)
+        cached_decoded(m, &j, &w);
     pthread_mutex_unlock(&m->lock);
     if (st == INFD_STATUS_OK)
         advance_cached(&j);
@@ -2212,16 +2452,21 @@ static infd_status decode_cached_batch(asr_model *m, ca_job *jobs, int k, infd_e
     if (m->debug)
         fprintf(stderr, "infd asr: %d cache-aware windows in one encoder run of batch %lld\n", k,
                 (long long)batch);
+    dec_row rows[ASR_MAX_BATCH];
     for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
         asr_stream *s = jobs[r].s;
         int nxt = !s->cur;
         memcpy(s->cc[nxt], b->cc_out + m->cc_n * (size_t)r, m->cc_n * sizeof(float));
         memcpy(s->ct[nxt], b->ct_out + m->ct_n * (size_t)r, m->ct_n * sizeof(float));
         s->clen[nxt] = clen_out[r];
-        st = decode_cached_frames(m, &jobs[r], b->feats + frow * (size_t)r,
-                                  b->enc + erow * (size_t)r, enc_lens[r], err);
-        if (st == INFD_STATUS_OK)
-            advance_cached(&jobs[r]);
+        st = cached_row(m, &jobs[r], b->feats + frow * (size_t)r, b->enc + erow * (size_t)r,
+                        enc_lens[r], &rows[r], err);
+    }
+    if (st == INFD_STATUS_OK)
+        st = decode_rows(m, rows, k, err);
+    for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+        cached_decoded(m, &jobs[r], &rows[r]);
+        advance_cached(&jobs[r]);
     }
     return st;
 }
@@ -2257,34 +2502,41 @@ static infd_status decode_cached_all(asr_model *m, asr_stream *const *streams, i
     }
 }
 
-/* Decodes job j's frames from row j->row of bucket b (m->lock held). */
-static infd_status decode_job(asr_model *m, const chunk_job *j, const enc_bucket *b,
-                              infd_error *err)
+/* The decoding of job j's chunk from row j->row of bucket b. */
+static void job_row(const asr_model *m, const chunk_job *j, const enc_bucket *b, dec_row *w)
 {
-    asr_stream *s = j->s;
     int64_t unit = frame_samples(m), enc_len = b->enc_lens[j->row];
     int64_t off = (j->cs - j->ws) / unit;
-    int64_t cnt = j->last ? enc_len - off : s->chunk / unit;
+    int64_t cnt = j->last ? enc_len - off : j->s->chunk / unit;
     if (cnt > enc_len - off)
         cnt = enc_len - off;
     if (cnt < 0)
         cnt = 0;
-    const float *feats = b->feats + (size_t)(j->row * m->n_mels * b->frames);
-    const float *enc = b->enc + (size_t)(j->row * m->d_enc * b->out_frames);
-    int64_t got = 0;
-    infd_status st = decode_window(m, s, feats, b->frames, enc, b->out_frames, enc_len, off, cnt,
-                                   j->ws, j->we, &got, err);
-    if (st != INFD_STATUS_OK)
-        return st;
+    *w = (dec_row){ .s = j->s,
+                    .feats = b->feats + (size_t)(j->row * m->n_mels * b->frames),
+                    .frames = b->frames,
+                    .enc = b->enc + (size_t)(j->row * m->d_enc * b->out_frames),
+                    .stride = b->out_frames,
+                    .enc_len = enc_len,
+                    .off = off,
+                    .cnt = cnt,
+                    .ws = j->ws,
+                    .we = j->we };
+}
+
+/* After job j's chunk is decoded (row w of bucket b): its debug line. */
+static void job_decoded(const asr_model *m, const chunk_job *j, const enc_bucket *b,
+                        const dec_row *w)
+{
+    asr_stream *s = j->s;
     if (m->debug)
         fprintf(stderr,
                 "infd asr: chunk %lld: window [%lld, %lld) samples, row %d of %lld, encoder "
                 "frames %lld to %lld of the window, %lld tokens, %lld joint runs in all\n",
                 (long long)s->n_chunks, (long long)j->ws, (long long)j->we, j->row,
-                (long long)b->batch, (long long)off, (long long)(off + cnt), (long long)got,
-                (long long)s->n_joint_runs);
+                (long long)b->batch, (long long)w->off, (long long)(w->off + w->cnt),
+                (long long)w->run.n, (long long)s->n_joint_runs);
     s->n_chunks++;
-    return INFD_STATUS_OK;
 }
 
 /* After job j: the next chunk, and the samples before its window dropped. */
@@ -2309,7 +2561,7 @@ infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, 
     uint64_t call = ++m->calls;
     uint64_t t_start = now_ns();
     m->t_features = m->t_encoder = m->t_decode = 0;
-    m->n_windows = m->n_enc_runs = m->n_joints = 0;
+    m->n_windows = m->n_enc_runs = m->n_joints = m->n_joint_steps = 0;
     for (;;) {
         /* up to ASR_MAX_WINDOWS ready chunks whose windows pad to one length */
         chunk_job jobs[ASR_MAX_WINDOWS];
@@ -2336,22 +2588,30 @@ infd_status asr_streams_decode(asr_model *m, asr_stream *const *streams, int n, 
         enc_bucket *b = NULL;
         st = encode_batch(m, jobs, k, &b, err);
         uint64_t t0 = now_ns();
+        dec_row rows[ASR_MAX_WINDOWS];
+        int64_t runs = 0;
         for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
-            int64_t runs = jobs[r].s->n_joint_runs;
-            st = decode_job(m, &jobs[r], b, err);
-            m->n_joints += jobs[r].s->n_joint_runs - runs;
-            if (st == INFD_STATUS_OK)
-                advance(&jobs[r]);
+            job_row(m, &jobs[r], b, &rows[r]);
+            runs -= jobs[r].s->n_joint_runs;
         }
+        if (st == INFD_STATUS_OK)
+            st = decode_rows(m, rows, k, err);
+        for (int r = 0; r < k && st == INFD_STATUS_OK; r++) {
+            runs += jobs[r].s->n_joint_runs;
+            job_decoded(m, &jobs[r], b, &rows[r]);
+            advance(&jobs[r]);
+        }
+        m->n_joints += runs;
         m->t_decode += now_ns() - t0;
     }
     if (m->debug && m->n_windows > 0)
         fprintf(stderr,
                 "infd asr: %d streams: %lld windows in %lld encoder runs; %.2f ms in all: "
-                "features %.2f, encoder %.2f, decoding %.2f (%lld joint runs)\n",
+                "features %.2f, encoder %.2f, decoding %.2f (%lld joint runs in %lld steps)\n",
                 n, (long long)m->n_windows, (long long)m->n_enc_runs,
                 (double)(now_ns() - t_start) / 1e6, (double)m->t_features / 1e6,
-                (double)m->t_encoder / 1e6, (double)m->t_decode / 1e6, (long long)m->n_joints);
+                (double)m->t_encoder / 1e6, (double)m->t_decode / 1e6, (long long)m->n_joints,
+                (long long)m->n_joint_steps);
     pthread_mutex_unlock(&m->lock);
     return st;
 }

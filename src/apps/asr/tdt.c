@@ -32,80 +32,85 @@ void asr_tdt_state_reset(asr_tdt_state *s)
     s->last_frame = -1;
 }
 
-/* One joint step at frame t: the token and its duration in frames, a
- * blank's 0 made 1. */
-static infd_status step(const asr_tdt_config *c, const asr_tdt_nets *nets, int64_t t, int *k,
-                        int *d, infd_error *err)
+void asr_tdt_primed(asr_tdt_state *s)
 {
-    int di = -1;
-    *k = -1;
-    *d = 0;
-    infd_status st = nets->joint(nets->user, t, k, &di, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    if (*k < 0 || *k > c->vocab || di < 0 || di >= c->n_durations)
+    s->primed = true;
+    s->last_frame = -1;
+}
+
+void asr_tdt_begin(const asr_tdt_state *s, int64_t T, asr_tdt_token *out, int64_t cap,
+                   asr_tdt_run *r)
+{
+    *r = (asr_tdt_run){ .T = T, .t = s->time_jump, .out = out, .cap = cap, .n = 0 };
+}
+
+infd_status asr_tdt_step(const asr_tdt_config *c, asr_tdt_state *s, asr_tdt_run *r, int k, int di,
+                         bool *emitted, infd_error *err)
+{
+    *emitted = false;
+    if (k < 0 || k > c->vocab || di < 0 || di >= c->n_durations)
         return infd_error_set(err, INFD_STATUS_INTERNAL,
                               "TDT decoder: the joint gave token %d (of 0..%d) and duration "
                               "index %d (of 0..%d) at frame %lld",
-                              *k, c->vocab, di, c->n_durations - 1, (long long)t);
-    *d = c->durations[di];
-    if (*k == c->vocab && *d == 0)
-        *d = 1;
+                              k, c->vocab, di, c->n_durations - 1, (long long)r->t);
+    int d = c->durations[di];
+    if (k == c->vocab) { /* blank: on to the next frame (never stalling) */
+        r->t += d > 0 ? d : 1;
+        return INFD_STATUS_OK;
+    }
+    if (r->n >= r->cap)
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
+                              "TDT decoder: more than %lld tokens in a chunk of %lld frames",
+                              (long long)r->cap, (long long)r->T);
+    int64_t frame = s->frames_done + r->t;
+    r->out[r->n++] = (asr_tdt_token){ .id = k, .frame = frame, .duration = d };
+    if (frame == s->last_frame) {
+        s->on_last_frame++;
+    } else {
+        s->last_frame = frame;
+        s->on_last_frame = 1;
+    }
+    *emitted = true;
+    r->t += d;
+    /* Still on the frame (d = 0) with max_symbols tokens from it: a blank. */
+    if (d == 0 && s->on_last_frame >= c->max_symbols)
+        r->t += 1;
     return INFD_STATUS_OK;
+}
+
+void asr_tdt_end(asr_tdt_state *s, const asr_tdt_run *r)
+{
+    s->time_jump = r->t - r->T > 0 ? r->t - r->T : 0;
+    s->frames_done += r->T;
 }
 
 infd_status asr_tdt_decode(const asr_tdt_config *c, const asr_tdt_nets *nets, asr_tdt_state *s,
                            int64_t T, asr_tdt_token *out, int64_t cap, int64_t *n_out,
                            infd_error *err)
 {
-    const int blank = c->vocab;
     infd_status st = INFD_STATUS_OK;
     *n_out = 0;
     if (!s->primed) {
-        st = nets->predict(nets->user, blank, err);
+        st = nets->predict(nets->user, c->vocab, err);
         if (st != INFD_STATUS_OK)
             return st;
-        s->primed = true;
-        s->last_frame = -1;
+        asr_tdt_primed(s);
     }
-    int64_t t = s->time_jump;
-    while (t < T) {
-        int64_t t_lab = t;
-        int k = 0, d = 0;
-        st = step(c, nets, t, &k, &d, err);
+    asr_tdt_run r;
+    asr_tdt_begin(s, T, out, cap, &r);
+    for (int64_t t = asr_tdt_next(&r); t >= 0; t = asr_tdt_next(&r)) {
+        int k = -1, di = -1;
+        bool emitted = false;
+        st = nets->joint(nets->user, t, &k, &di, err);
+        if (st == INFD_STATUS_OK)
+            st = asr_tdt_step(c, s, &r, k, di, &emitted, err);
+        if (st == INFD_STATUS_OK && emitted)
+            st = nets->predict(nets->user, k, err);
+        *n_out = r.n;
         if (st != INFD_STATUS_OK)
             return st;
-        t += d;
-        while (k == blank && t < T) { /* look for the next non-blank */
-            t_lab = t;
-            st = step(c, nets, t, &k, &d, err);
-            if (st != INFD_STATUS_OK)
-                return st;
-            t += d;
-        }
-        if (k == blank)
-            break; /* t >= T: the chunk is done */
-        if (*n_out >= cap)
-            return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
-                                  "TDT decoder: more than %lld tokens in a chunk of %lld frames",
-                                  (long long)cap, (long long)T);
-        int64_t frame = s->frames_done + t_lab;
-        out[*n_out] = (asr_tdt_token){ .id = k, .frame = frame, .duration = d };
-        (*n_out)++;
-        if (frame == s->last_frame) {
-            s->on_last_frame++;
-        } else {
-            s->last_frame = frame;
-            s->on_last_frame = 1;
-        }
-        st = nets->predict(nets->user, k, err);
-        if (st != INFD_STATUS_OK)
-            return st;
-        /* Still on the frame (d = 0) with max_symbols tokens from it: a blank. */
-        if (t == t_lab && s->on_last_frame >= c->max_symbols)
-            t += 1;
     }
-    s->time_jump = t - T > 0 ? t - T : 0;
-    s->frames_done += T;
+    asr_tdt_end(s, &r);
+    *n_out = r.n;
     return INFD_STATUS_OK;
 }

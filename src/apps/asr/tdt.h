@@ -90,4 +90,46 @@ infd_status asr_tdt_decode(const asr_tdt_config *c, const asr_tdt_nets *nets, as
                            int64_t T, asr_tdt_token *out, int64_t cap, int64_t *n_out,
                            infd_error *err);
 
+/*
+ * The same decoding a joint step at a time, for decoding many streams in
+ * lockstep with one batched joint run per step (NeMo's batched label
+ * looping): asr_tdt_decode is
+ *
+ *     if (!s->primed) { predict(blank); asr_tdt_primed(s); }
+ *     asr_tdt_begin(s, T, out, cap, &r);
+ *     while ((t = asr_tdt_next(&r)) >= 0) {
+ *         joint(t, &token, &duration);
+ *         asr_tdt_step(c, s, &r, token, duration, &emitted, err);
+ *         if (emitted) predict(token);
+ *     }
+ *     asr_tdt_end(s, &r);   // r.n tokens in out
+ */
+typedef struct asr_tdt_run {
+    int64_t T, t; /* the chunk's frames; the frame the joint runs on next */
+    asr_tdt_token *out;
+    int64_t cap, n;
+} asr_tdt_run;
+
+/* The predictor has been primed with the start-of-sequence blank. */
+void asr_tdt_primed(asr_tdt_state *s);
+
+void asr_tdt_begin(const asr_tdt_state *s, int64_t T, asr_tdt_token *out, int64_t cap,
+                   asr_tdt_run *r);
+
+/* The frame of the chunk the joint runs on next, or -1 when it is done. */
+static inline int64_t asr_tdt_next(const asr_tdt_run *r)
+{
+    return r->t < r->T ? r->t : -1;
+}
+
+/* Takes the joint's argmaxes at asr_tdt_next(r). *emitted: a token was
+ * appended to r->out, and the predictor must advance with it before the
+ * next joint run. Errors as asr_tdt_decode's; s and r are then unusable
+ * for this chunk. */
+infd_status asr_tdt_step(const asr_tdt_config *c, asr_tdt_state *s, asr_tdt_run *r, int token,
+                         int duration, bool *emitted, infd_error *err);
+
+/* Ends the chunk: the overshoot of its last duration is carried. */
+void asr_tdt_end(asr_tdt_state *s, const asr_tdt_run *r);
+
 #endif /* INFD_APPS_ASR_TDT_H */
