@@ -55,28 +55,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 from test_asr_features import speechlike  # noqa: E402
+from test_asr_stream import Config, Error, Result  # noqa: E402 - asr.h's structs, as the tests bind them
 
 RATE = 16000
 DURATIONS = [0, 1, 2, 3, 4]
 
 
 # --- infd, through the C ABI ------------------------------------------------
-
-class Config(ctypes.Structure):  # include/infd/asr.h, infd_asr_config
-    _fields_ = [("model_dir", ctypes.c_char_p), ("device", ctypes.c_char_p),
-                ("num_threads", ctypes.c_int), ("chunk_ms", ctypes.c_int),
-                ("left_ms", ctypes.c_int), ("right_ms", ctypes.c_int),
-                ("rule1", ctypes.c_float), ("rule2", ctypes.c_float), ("rule3", ctypes.c_float),
-                ("contract", ctypes.c_char_p), ("precision", ctypes.c_char_p)]
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
-
-
-class Result(ctypes.Structure):  # the leading fields of infd_asr_result
-    _fields_ = [("text", ctypes.c_char_p), ("count", ctypes.c_int32)]
-
 
 def load_lib(path):
     lib = ctypes.CDLL(path)
