@@ -165,8 +165,10 @@ INFD_API infd_status infd_asr_decode(infd_asr_recognizer *r, infd_asr_stream *s,
  * windows of equal padded length (every window of a cache-aware model, the
  * caches with them) go through the encoder together, up to 64 buffered
  * windows (16 cache-aware chunks) in one engine call, their features
- * computed on a thread per core; then each stream's frames are decoded
- * with its own decoder state. The first error stops the call. */
+ * computed on a thread per core; then their frames are decoded together,
+ * each stream with its own decoder state (the onnx-asr layout's
+ * decoder-joint run once per step for all the streams still decoding).
+ * The first error stops the call. */
 INFD_API infd_status infd_asr_decode_multiple(infd_asr_recognizer *r, infd_asr_stream **s,
                                               int32_t n, infd_error *err);
 
