@@ -74,19 +74,21 @@ static void ca_batch_fini(ca_batch *b)
  * argmaxes (or logits) and next states in. */
 #define DJ_MAX_BATCH 64
 #define DJ_SLOTS     7 /* batches of 1, 2, 4, ..., 64 */
+/* dj_batch.buf: the decoder-joint's 5 inputs, then its 4 outputs */
+enum { DJ_ENC, DJ_TARGETS, DJ_TLEN, DJ_S_IN, DJ_OUT = 5, DJ_LENS, DJ_S_OUT, DJ_BUFS = 9 };
+
 typedef struct dj_batch {
     int64_t batch;
     bool borrowed; /* batch 1: the model's own plan (m->dj) */
     infd_plan *plan;
     infd_context *ctx;
-    float *enc;                /* [batch, D, 1] */
-    int32_t *targets, *tlen;   /* [batch] */
-    float *s_in[2], *s_out[2]; /* [L, batch, H] */
-    void *out;                 /* argmaxes INT64 [batch, 2] or logits FP32 [batch, W] */
-    int64_t *lens;             /* prednet_lengths (INT32 or INT64) */
+    /* encoder_outputs [batch, D, 1], targets and target_length INT32
+     * [batch], the states in [L, batch, H] (two); the argmaxes INT64
+     * [batch, 2] or the logits FP32 [batch, W], prednet_lengths, the
+     * states out (two) */
+    void *buf[DJ_BUFS];
+    unsigned pinned; /* bit i: buf[i] is page-locked (a GPU plan's) */
     infd_tensor in[5], outs[4];
-    void *mem[9];    /* the buffers above, as allocated */
-    unsigned pinned; /* bit i: mem[i] is page-locked (a GPU plan's) */
 } dj_batch;
 
 static void dj_batch_fini(dj_batch *b)
@@ -95,11 +97,11 @@ static void dj_batch_fini(dj_batch *b)
         infd_context_destroy(b->ctx);
         infd_plan_destroy(b->plan);
     }
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < DJ_BUFS; i++) {
         if (b->pinned & (1u << i))
-            infd_engine_host_free(INFD_DEVICE_CUDA, b->mem[i]);
+            infd_engine_host_free(INFD_DEVICE_CUDA, b->buf[i]);
         else
-            free(b->mem[i]);
+            free(b->buf[i]);
     }
     memset(b, 0, sizeof(*b));
 }
@@ -159,19 +161,19 @@ struct asr_model {
     dj_batch dj_batches[DJ_SLOTS];
     int64_t n_joint_steps;           /* INFD_ASR_DEBUG: batched joint runs of one call */
     int64_t n_layers, hidden, width; /* states [L, 1, H]; logits width V + 1 + 5 */
-    float *dj_enc;                   /* [D] */
+    /* sherpa-onnx: the predictor (decoder.onnx) and the joiner, run apart,
+     * and their buffers (decode_buffers) */
+    float *dj_enc; /* [D] */
     int32_t dj_target, dj_target_len;
-    float *pending[2]; /* h, c from the last joint run (the committed ones are the stream's) */
+    float *pending[2]; /* h, c from the last predictor run (the committed ones are the stream's) */
     float *logits;
     int64_t dj_lengths; /* prednet_lengths output (unused; INT32 or INT64 as exported) */
-    /* sherpa-onnx: the predictor (decoder.onnx) and the joiner, run apart */
     infd_plan *pred;
     infd_context *pred_ctx;
     infd_plan *joiner;
     infd_context *joiner_ctx;
     /* Views of the buffers above, made once (decode_buffers): the
-     * decoder-joint's (onnx-asr), the joiner's and the predictor's
-     * (sherpa-onnx) inputs and outputs. Those of the committed state and
+     * joiner's and the predictor's inputs and outputs. Those of the committed state and
      * the predictor's output point into the stream being decoded (bind). */
     infd_tensor jn_in[2], jn_out[1], pr_in[4], pr_out[4];
     /* the chunk being decoded: its stream and encoder frames */
@@ -418,12 +420,27 @@ static infd_status check_logits(asr_model *m, const infd_plan *p, const char *pa
     return INFD_STATUS_OK;
 }
 
+/* Options `o` with the joint's output `output` reduced to its two
+ * argmaxes (the token over [0, V], the duration index), described in *a. */
+static infd_plan_options argmax_options(const asr_model *m, const char *output,
+                                        const infd_plan_options *o, infd_argmax_output *a)
+{
+    *a = (infd_argmax_output){ .output = output,
+                               .n_segments = 2,
+                               .starts = { 0, m->vocab + 1 },
+                               .ends = { m->vocab + 1, m->width } };
+    infd_plan_options oa = *o;
+    oa.argmax = a;
+    oa.n_argmax = 1;
+    return oa;
+}
+
 /* On a GPU the joint hands back its two argmaxes, the token over [0, V]
  * and the duration index, instead of its V + 1 + D logits (engine.h,
  * infd_plan_options.argmax): the joint `*p`, checked, is built again from
- * `path` with `o` so, and only 16 bytes cross to the host per step. Not
+ * its weights `w` with `o` so, and only 16 bytes cross to the host per step. Not
  * with the NaN guard, which reads the logits. */
-static infd_status joint_argmax_plan(asr_model *m, infd_plan **p, const char *path,
+static infd_status joint_argmax_plan(asr_model *m, infd_weights *w, infd_plan **p, const char *path,
                                      const infd_plan_options *o, infd_error *err)
 {
     if (m->opts.device != INFD_DEVICE_CUDA || m->nan_guard)
@@ -432,15 +449,10 @@ static infd_status joint_argmax_plan(asr_model *m, infd_plan **p, const char *pa
     infd_status st = infd_plan_output(*p, 0, &t);
     if (st != INFD_STATUS_OK)
         return infd_error_set(err, st, "%s: no output", path);
-    infd_argmax_output a = { .output = t.name,
-                             .n_segments = 2,
-                             .starts = { 0, m->vocab + 1 },
-                             .ends = { m->vocab + 1, m->width } };
-    infd_plan_options oa = *o;
-    oa.argmax = &a;
-    oa.n_argmax = 1;
+    infd_argmax_output a;
+    infd_plan_options oa = argmax_options(m, t.name, o, &a);
     infd_plan *q = NULL;
-    st = infd_plan_create(path, &oa, &q, err);
+    st = infd_plan_create_from_weights(w, &oa, &q, err);
     if (st != INFD_STATUS_OK)
         return st;
     infd_plan_destroy(*p);
@@ -469,8 +481,8 @@ static infd_status state_dims(asr_model *m, infd_weights *w, int i, const char *
     return st;
 }
 
-/* Buffers of the decoding: states, pending states, logits, an encoder
- * frame, the predictor's output. */
+/* Buffers of the sherpa-onnx layout's decoding (joint and predict): the
+ * predictor's next states, the joiner's logits, an encoder frame. */
 static infd_status decode_buffers(asr_model *m, infd_error *err)
 {
     size_t sb = sizeof(float) * (size_t)(m->n_layers * m->hidden);
@@ -485,8 +497,7 @@ static infd_status decode_buffers(asr_model *m, infd_error *err)
     /* prednet_lengths (unused) as the export typed it: INT32 or INT64 */
     infd_dtype len_dt = INFD_DTYPE_INT64;
     infd_tensor_info li;
-    const infd_plan *lp = m->dj ? m->dj : m->pred;
-    if (infd_plan_output(lp, 1, &li) == INFD_STATUS_OK && li.dtype == INFD_DTYPE_INT32)
+    if (infd_plan_output(m->pred, 1, &li) == INFD_STATUS_OK && li.dtype == INFD_DTYPE_INT32)
         len_dt = INFD_DTYPE_INT32;
     const infd_shape enc = { .rank = 3, .dims = { 1, m->d_enc, 1 } };
     const infd_shape g = { .rank = 3, .dims = { 1, m->hidden, 1 } };
@@ -607,13 +618,11 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
     if (st == INFD_STATUS_OK) {
         asr_contract_record(&m->contract.nets[m->contract.n_nets++], "decoder_joint",
                             "decoder_joint-model.onnx", m->dj);
-        st = joint_argmax_plan(m, &m->dj, path, &o, err);
+        st = joint_argmax_plan(m, w, &m->dj, path, &o, err);
     }
     if (st == INFD_STATUS_OK) {
         st = infd_context_create(m->dj, &m->dj_ctx, err);
     }
-    if (st == INFD_STATUS_OK)
-        st = decode_buffers(m, err);
     free(path);
     return st;
 }
@@ -624,7 +633,7 @@ static infd_status load_decoder(asr_model *m, infd_error *err)
 static infd_status load_sherpa(asr_model *m, infd_error *err)
 {
     char *dpath = path_join(m->dir, "decoder.onnx"), *jpath = path_join(m->dir, "joiner.onnx");
-    infd_weights *w = NULL;
+    infd_weights *w = NULL, *jw = NULL;
     infd_graph_input s1, s2;
     infd_tensor_info t;
     infd_status st = dpath && jpath
@@ -685,7 +694,9 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
         };
         o.shapes = shapes;
         o.n_shapes = 2;
-        st = infd_plan_create(jpath, &o, &m->joiner, err);
+        st = infd_weights_create(jpath, &jw, err);
+        if (st == INFD_STATUS_OK)
+            st = infd_plan_create_from_weights(jw, &o, &m->joiner, err);
     }
     if (st == INFD_STATUS_OK)
         st = check_io(m->joiner, false, 0, jpath, "encoder_outputs", INFD_DTYPE_FP32, 3,
@@ -704,10 +715,11 @@ static infd_status load_sherpa(asr_model *m, infd_error *err)
         };
         o.shapes = shapes;
         o.n_shapes = 2;
-        st = joint_argmax_plan(m, &m->joiner, jpath, &o, err);
+        st = joint_argmax_plan(m, jw, &m->joiner, jpath, &o, err);
         o.shapes = NULL;
         o.n_shapes = 0;
     }
+    infd_weights_destroy(jw);
     if (st == INFD_STATUS_OK)
         st = infd_context_create(m->joiner, &m->joiner_ctx, err);
     if (st == INFD_STATUS_OK)
@@ -2037,16 +2049,12 @@ static infd_status dj_batch_get(asr_model *m, int slot, dj_batch **out, infd_err
             { .name = "input_states_2", .shape = { .rank = 3, .dims = { L, batch, H } } },
         };
         infd_tensor_info t;
-        infd_argmax_output a = { .n_segments = 2,
-                                 .starts = { 0, m->vocab + 1 },
-                                 .ends = { m->vocab + 1, m->width } };
+        infd_argmax_output a;
         /* threads pay off from a few rows on (the joint's matmul) */
         infd_plan_options o = plan_options(m, batch >= 4 ? m->opts.n_threads : 1, shapes, 5);
         if (m->joint_argmax) {
             st = infd_plan_output(m->dj, 0, &t);
-            a.output = t.name;
-            o.argmax = &a;
-            o.n_argmax = 1;
+            o = argmax_options(m, t.name, &o, &a);
         }
         if (st == INFD_STATUS_OK)
             st = infd_plan_create_from_weights(m->dj_w, &o, &b->plan, err);
@@ -2054,24 +2062,21 @@ static infd_status dj_batch_get(asr_model *m, int slot, dj_batch **out, infd_err
             st = infd_context_create(b->plan, &b->ctx, err);
     }
     /* the buffers, and how many values each must hold */
-    void **bufs[9] = { (void **)&b->enc,     (void **)&b->targets,  (void **)&b->tlen,
-                       (void **)&b->s_in[0], (void **)&b->s_in[1],  &b->out,
-                       (void **)&b->lens,    (void **)&b->s_out[0], (void **)&b->s_out[1] };
-    const int64_t want[9] = { batch * m->d_enc,
-                              batch,
-                              batch,
-                              L * batch * H,
-                              L * batch * H,
-                              batch * (m->joint_argmax ? 2 : m->width),
-                              batch,
-                              L * batch * H,
-                              L * batch * H };
-    for (int i = 0; i < 9 && st == INFD_STATUS_OK; i++) {
+    const int64_t state = L * batch * H, want[DJ_BUFS] = { batch * m->d_enc,
+                                                           batch,
+                                                           batch,
+                                                           state,
+                                                           state,
+                                                           batch * (m->joint_argmax ? 2 : m->width),
+                                                           batch,
+                                                           state,
+                                                           state };
+    for (int i = 0; i < DJ_BUFS && st == INFD_STATUS_OK; i++) {
         infd_tensor_info t;
+        int64_t numel = -1;
         st = i < 5 ? infd_plan_input(b->plan, i, &t) : infd_plan_output(b->plan, i - 5, &t);
-        int64_t numel = 1;
-        for (int d = 0; st == INFD_STATUS_OK && d < t.shape.rank; d++)
-            numel *= t.shape.dims[d];
+        if (st == INFD_STATUS_OK)
+            infd_shape_numel(&t.shape, &numel, NULL);
         if (st != INFD_STATUS_OK || numel != want[i]) {
             st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                 "%s: the decoder-joint at batch %lld: %s %d has %lld values; "
@@ -2092,15 +2097,15 @@ static infd_status dj_batch_get(asr_model *m, int slot, dj_batch **out, infd_err
         } else {
             p = calloc(1, nb);
         }
-        b->mem[i] = *bufs[i] = p;
-        if (!*bufs[i])
+        b->buf[i] = p;
+        if (!p)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         else
-            st = infd_tensor_init_view(i < 5 ? &b->in[i] : &b->outs[i - 5], t.dtype, &t.shape,
-                                       *bufs[i], t.nbytes, err);
+            st = infd_tensor_init_view(i < 5 ? &b->in[i] : &b->outs[i - 5], t.dtype, &t.shape, p,
+                                       t.nbytes, err);
     }
     for (int64_t r = 0; st == INFD_STATUS_OK && r < batch; r++)
-        b->tlen[r] = 1;
+        ((int32_t *)b->buf[DJ_TLEN])[r] = 1;
     if (st != INFD_STATUS_OK) {
         dj_batch_fini(b);
         return st;
@@ -2137,17 +2142,18 @@ static infd_status joint_step(asr_model *m, dec_row *rows, const int *idx, int n
         return st;
     int64_t B = b->batch, D = m->d_enc, H = m->hidden;
     size_t hb = sizeof(float) * (size_t)H;
+    float *enc = b->buf[DJ_ENC];
+    int32_t *targets = b->buf[DJ_TARGETS];
     for (int i = 0; i < n; i++) {
         const dec_row *w = &rows[idx[i]];
         const asr_stream *s = w->s;
         const float *e = w->enc + w->off + w->run.t;
-        float *dst = b->enc + (size_t)(i * D);
         for (int64_t d = 0; d < D; d++)
-            dst[d] = e[d * w->stride];
-        b->targets[i] = s->last_token;
+            enc[i * D + d] = e[d * w->stride];
+        targets[i] = s->last_token;
         for (int k = 0; k < 2; k++)
             for (int64_t l = 0; l < m->n_layers; l++)
-                memcpy(b->s_in[k] + (l * B + i) * H, s->state[k] + l * H, hb);
+                memcpy((float *)b->buf[DJ_S_IN + k] + (l * B + i) * H, s->state[k] + l * H, hb);
     }
     st = infd_plan_run(b->plan, b->ctx, b->in, 5, b->outs, 4, err);
     m->n_joint_steps++;
@@ -2156,8 +2162,8 @@ static infd_status joint_step(asr_model *m, dec_row *rows, const int *idx, int n
         asr_stream *s = w->s;
         int k = 0, di = 0;
         bool emitted = false;
-        st = joint_result(m, s, w->run.t, (const float *)b->out + i * m->width,
-                          (const int64_t *)b->out + 2 * i, &k, &di, err);
+        st = joint_result(m, s, w->run.t, (const float *)b->buf[DJ_OUT] + i * m->width,
+                          (const int64_t *)b->buf[DJ_OUT] + 2 * i, &k, &di, err);
         if (st == INFD_STATUS_OK)
             st = asr_tdt_step(&m->tdt, &s->tdt, &w->run, k, di, &emitted, err);
         if (st != INFD_STATUS_OK || !emitted)
@@ -2165,7 +2171,8 @@ static infd_status joint_step(asr_model *m, dec_row *rows, const int *idx, int n
         s->last_token = k;
         for (int c = 0; c < 2; c++)
             for (int64_t l = 0; l < m->n_layers; l++)
-                memcpy(s->state[c] + l * H, b->s_out[c] + (l * B + i) * H, hb);
+                memcpy(s->state[c] + l * H, (const float *)b->buf[DJ_S_OUT + c] + (l * B + i) * H,
+                       hb);
     }
     return st;
 }

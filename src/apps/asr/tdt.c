@@ -106,9 +106,10 @@ infd_status asr_tdt_decode(const asr_tdt_config *c, const asr_tdt_nets *nets, as
             st = asr_tdt_step(c, s, &r, k, di, &emitted, err);
         if (st == INFD_STATUS_OK && emitted)
             st = nets->predict(nets->user, k, err);
-        *n_out = r.n;
-        if (st != INFD_STATUS_OK)
+        if (st != INFD_STATUS_OK) {
+            *n_out = r.n; /* the tokens emitted before the error */
             return st;
+        }
     }
     asr_tdt_end(s, &r);
     *n_out = r.n;
