@@ -288,16 +288,10 @@ class Decoder:
     def capture(self, check):
         import torch
 
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.inference_mode(), torch.cuda.stream(s):
-            for _ in range(2):
-                self.step()
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(self.graph):
-            for _ in range(check):
-                self.step()
+        from cuda_vs_torch import captured
+
+        with torch.inference_mode():
+            self.graph = captured(lambda: [self.step() for _ in range(check)])
 
     def run(self, check):
         """Decodes until every utterance is done; the token counts."""
@@ -306,7 +300,7 @@ class Decoder:
         with torch.inference_mode():
             while bool((self.t < self.lens).any()):
                 if self.graph is not None:
-                    self.graph.replay()
+                    self.graph()
                 else:
                     for _ in range(check):
                         self.step()
@@ -317,6 +311,7 @@ def torch_rows(a, batches, audio_all):
     import torch
 
     import export_parakeet
+    from cuda_vs_torch import captured
 
     enc, dec = export_parakeet.modules()
     enc = enc.half().cuda()
@@ -333,20 +328,8 @@ def torch_rows(a, batches, audio_all):
         decoder = Decoder(dec, b, out.shape[2], V)
 
         def graphed():
-            g = torch.cuda.CUDAGraph()
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.inference_mode(), torch.cuda.stream(s):
-                for _ in range(2):
-                    enc(feats, n)
-            torch.cuda.current_stream().wait_stream(s)
-            with torch.inference_mode(), torch.cuda.graph(g):
-                static = enc(feats, n)
-
-            def replay():
-                g.replay()
-                return static
-            return replay
+            with torch.inference_mode():
+                return captured(lambda: enc(feats, n))
 
         # eager decoding with the eager encoder; then the decoder's step
         # captured, after it the compiled encoder, last the encoder captured

@@ -55,6 +55,29 @@ def time_ms(fn, iters):
     return e0.elapsed_time(e1) / iters
 
 
+def captured(fn, warmup=2):
+    """fn() captured once in a torch.cuda.CUDAGraph (after `warmup` runs on
+    a side stream, as capture needs): a callable that replays it and
+    returns what fn returned at capture (its outputs, rewritten in place by
+    every replay). Call it inside torch.inference_mode() where fn needs it."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static = fn()
+
+    def replay():
+        g.replay()
+        return static
+    return replay
+
+
 def eager_and_graph_ms(run, x, iters, warmup):
     """(eager ms, CUDA graph ms) per run(x): eagerly, then captured once in
     a torch.cuda.CUDAGraph and replayed."""
