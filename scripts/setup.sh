@@ -51,6 +51,14 @@ packages=(
     python3-torch python3-torchvision python3-onnx
     nodejs npm
     wrk  # bench/serve_http.py: the bare-HTTP baseline of the serving benchmarks
+    # Live video (src/apps/video): SRT, FFmpeg's libraries (libx264 comes
+    # with libavcodec). libsrt is the GnuTLS build, the one Debian's
+    # libavformat links: with the OpenSSL build as well, one process holds
+    # two copies of libsrt's C++ globals and crashes at exit. The tests send and view with GStreamer, FFmpeg and
+    # srt-live-transmit, as the srt-face-server seed's users do.
+    libsrt-gnutls-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+    ffmpeg srt-tools gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+    gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
 )
 
 missing=()
@@ -69,11 +77,11 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
     missing=("${filtered[@]}")
 fi
 
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    sudo=sudo
+fi
 if ((${#missing[@]})); then
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then
-        sudo=sudo
-    fi
     echo "setup: installing Debian packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
@@ -82,8 +90,29 @@ else
     echo "setup: Debian packages present"
 fi
 
+# The real face photo of the video tests: NASA's astronaut portrait, public
+# domain, from Debian's python3-skimage. Only the one file is kept; the
+# package is downloaded (not installed) into a temporary folder.
+fetch_astronaut() {
+    local png="$INFD_CACHE/media/astronaut.png"
+    [ -s "$png" ] && return 0
+    local tmp
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && apt-get download -q python3-skimage >/dev/null 2>&1); then
+        $sudo apt-get update -qq
+        (cd "$tmp" && apt-get download -q python3-skimage)
+    fi
+    mkdir -p "$INFD_CACHE/media"
+    dpkg-deb --fsys-tarfile "$tmp"/python3-skimage_*.deb |
+        tar -x --wildcards -O '*/skimage/data/astronaut.png' > "$png.tmp"
+    mv "$png.tmp" "$png"
+    rm -rf "$tmp"
+    echo "setup: astronaut.png from python3-skimage into $INFD_CACHE/media"
+}
+
 if ((with_models)); then
     mkdir -p "$INFD_CACHE"
+    fetch_astronaut
     bash "$repo/scripts/fetch_npm.sh"
     /usr/bin/python3 "$repo/scripts/gen_models.py" --out "$INFD_CACHE/models"
     /usr/bin/python3 "$repo/scripts/gen_asr_models.py" --out "$INFD_CACHE/models/asr"

@@ -22,6 +22,7 @@ int infd_cli_perf(int argc, char **argv);
 int infd_cli_serve(int argc, char **argv);
 int infd_cli_build(int argc, char **argv);
 int infd_cli_asr(int argc, char **argv);
+int infd_cli_video(int argc, char **argv);
 
 /* Options shared by run and bench, filled by infd_cli_parse_common. */
 #define INFD_CLI_MAX_SHAPES 16

@@ -58,6 +58,11 @@ static const command commands[] = {
       "asr MODEL_DIR FILE... [--stream [--chunk-ms N]] [--device cpu|cuda] [--json] | "
       "asr --features FILE",
       "transcribe speech with a Parakeet-TDT model, offline or streaming", infd_cli_asr, NULL },
+    { "video",
+      "video [--listen srt://:9000] [--model blazeface|DIR] [--device cpu|cuda] [--passphrase P] "
+      "[--latency-ms N]",
+      "live face detection: H.264 over SRT in, boxes drawn, H.264 over SRT out", infd_cli_video,
+      NULL },
     { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
       "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
 };

@@ -48,6 +48,8 @@
 
 struct infd_metrics {
     infd_server *server; /* borrowed */
+    infd_metrics_extra_fn extra;
+    void *extra_user;
     struct event_base *base;
     struct evhttp *http;
     struct event *stop_ev; /* activated by infd_metrics_stop: breaks the loop */
@@ -60,6 +62,8 @@ void infd_metrics_options_init(infd_metrics_options *o)
 {
     o->host = "0.0.0.0";
     o->port = 8002;
+    o->extra = NULL;
+    o->extra_user = NULL;
 }
 
 int infd_metrics_port(const infd_metrics *m)
@@ -169,9 +173,24 @@ static void handle_request(struct evhttp_request *req, void *arg)
         reply_text(req, HTTP_INTERNAL, "Internal Server Error", msg);
         return;
     }
+    char *more = NULL;
+    size_t n_more = 0;
+    if (m->extra && m->extra(m->extra_user, &more, &n_more, &err) != INFD_STATUS_OK) {
+        infd_free(text);
+        char msg[INFD_ERROR_MSG_BYTES + 2];
+        snprintf(msg, sizeof(msg), "%s\n", err.msg);
+        reply_text(req, HTTP_INTERNAL, "Internal Server Error", msg);
+        return;
+    }
     body = evbuffer_new();
     if (!body || evbuffer_add_reference(body, text, n, free_rendered, NULL) != 0) {
         infd_free(text);
+        infd_free(more);
+        reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+        goto out;
+    }
+    if (more && evbuffer_add_reference(body, more, n_more, free_rendered, NULL) != 0) {
+        infd_free(more);
         reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
         goto out;
     }
@@ -251,6 +270,8 @@ infd_status infd_metrics_start(infd_server *s, const infd_metrics_options *o, in
         goto out;
     }
     m->server = s;
+    m->extra = o->extra;
+    m->extra_user = o->extra_user;
     m->base = event_base_new();
     m->http = m->base ? evhttp_new(m->base) : NULL;
     m->stop_ev = m->http ? event_new(m->base, -1, 0, on_stop, m) : NULL;

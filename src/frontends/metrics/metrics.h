@@ -21,9 +21,17 @@
 
 #include "infd/infd.h"
 
+/* More metric families, rendered at each scrape after the server's (an
+ * app's, such as the video app's stage histograms): `*out` is a
+ * NUL-terminated string of `*n` bytes the frontend frees with infd_free.
+ * Called on the frontend's thread. */
+typedef infd_status (*infd_metrics_extra_fn)(void *user, char **out, size_t *n, infd_error *err);
+
 typedef struct infd_metrics_options {
-    const char *host; /* address to listen on; "0.0.0.0" */
-    int port;         /* 8002; 0 picks a free port (see infd_metrics_port) */
+    const char *host;            /* address to listen on; "0.0.0.0" */
+    int port;                    /* 8002; 0 picks a free port (see infd_metrics_port) */
+    infd_metrics_extra_fn extra; /* NULL: none */
+    void *extra_user;
 } infd_metrics_options;
 
 /* Defaults as documented on each field. */
