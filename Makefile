@@ -41,6 +41,9 @@ test: setup
 	@$(MAKE) --no-print-directory e2e PRESET=release
 	@echo "== unit tests under ASan+UBSan"
 	@$(MAKE) --no-print-directory unit PRESET=asan
+	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
+	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
+	    -k test_50_connect_disconnect_cycles_leave_nothing
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
@@ -82,10 +85,12 @@ e2e: build
 # file reader and loader; seeds are `infd build` of the ONNX seeds), and
 # with the speech app's inputs: fuzz_wav (sound files) and fuzz_asr_json
 # (config.json and model contracts), and with BYTES tensors in pieces:
-# fuzz_bytes (the runtime's element reader); FUZZ_SECONDS each; corpora
+# fuzz_bytes (the runtime's element reader), and with the video app's:
+# fuzz_video (SRT stream IDs, BlazeFace output decoding and drawing);
+# FUZZ_SECONDS each; corpora
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json fuzz_bytes
+	fuzz_asr_json fuzz_bytes fuzz_video
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -103,6 +108,7 @@ fuzz:
 	    [ $$t = fuzz_wav ] && seeds=build/fuzz/seeds-wav; \
 	    [ $$t = fuzz_asr_json ] && seeds=tests/fuzz/seeds-asr-json; \
 	    [ $$t = fuzz_bytes ] && seeds=tests/fuzz/seeds-bytes; \
+	    [ $$t = fuzz_video ] && seeds=tests/fuzz/seeds-video; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

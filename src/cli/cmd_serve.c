@@ -3,7 +3,9 @@
  *
  * The server (runtime) loads the repository; the frontends (HTTP/KServe v2,
  * gRPC/KServe v2, Prometheus metrics, raw sockets) are started on top of the
- * public API, with the speech app's model kind registered (backend "asr").
+ * public API, with the speech app's model kind registered (backend "asr"),
+ * and with --video-listen the live video app (src/apps/video), whose
+ * detector is one of the served models.
  * The main thread then waits for SIGINT or SIGTERM with the
  * signals blocked in every thread (sigwait), so no frontend or worker is
  * interrupted by them; on a signal it drains (no new requests; queued and
@@ -23,6 +25,7 @@
 #include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
+#include "apps/video/video.h"
 #include "infd/asr.h"
 #include "infd/infd.h"
 
@@ -30,34 +33,41 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: infd serve [--model-repository DIR] [options]\n"
-            "  --model-repository DIR      Triton-layout repository (default: models)\n"
-            "  --model-control-mode MODE   none | poll | explicit (default none)\n"
-            "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
-            "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
-            "  --exit-on-error             fail to start when a model fails to load\n"
-            "  --host ADDR                 address for HTTP, gRPC, metrics and raw TCP (default\n"
-            "                              0.0.0.0, 127.0.0.1 for raw TCP)\n"
-            "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
-            "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
-            "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
-            "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
-            "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
-            "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
-            "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
-            "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
-            "'off': none)\n"
-            "  --raw-tcp-port MODEL=PORT[:framed]\n"
-            "                              raw protocol on a TCP port too (repeatable)\n"
-            "  --raw-stats-every N         log raw latency stats every N requests (default "
-            "1000)\n"
-            "  --threads N                 engine threads per model instance (default: (cores "
-            "- 1) / instances, at least 1)\n"
-            "  --pinned-memory-pool-byte-size N\n"
-            "                              page-locked memory that GPU models' request bodies\n"
-            "                              are received into (default 1 GiB; 0: none)\n"
-            "  --log-level LEVEL           error | warn | info | debug (default info)\n");
+    fprintf(
+        out,
+        "usage: infd serve [--model-repository DIR] [options]\n"
+        "  --model-repository DIR      Triton-layout repository (default: models)\n"
+        "  --model-control-mode MODE   none | poll | explicit (default none)\n"
+        "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
+        "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
+        "  --exit-on-error             fail to start when a model fails to load\n"
+        "  --host ADDR                 address for HTTP, gRPC, metrics and raw TCP (default\n"
+        "                              0.0.0.0, 127.0.0.1 for raw TCP)\n"
+        "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
+        "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
+        "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
+        "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
+        "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
+        "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
+        "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
+        "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
+        "'off': none)\n"
+        "  --raw-tcp-port MODEL=PORT[:framed]\n"
+        "                              raw protocol on a TCP port too (repeatable)\n"
+        "  --raw-stats-every N         log raw latency stats every N requests (default "
+        "1000)\n"
+        "  --threads N                 engine threads per model instance (default: (cores "
+        "- 1) / instances, at least 1)\n"
+        "  --pinned-memory-pool-byte-size N\n"
+        "                              page-locked memory that GPU models' request bodies\n"
+        "                              are received into (default 1 GiB; 0: none)\n"
+        "  --video-listen URL          live face detection over SRT (srt://[HOST]:PORT; default\n"
+        "                              off): the detector is the served model --video-model\n"
+        "  --video-model NAME          the face detector (default blazeface)\n"
+        "  --video-latency-ms N        SRT latency (default 120)\n"
+        "  --video-passphrase P        SRT AES passphrase, 10 to 79 characters\n"
+        "  --video-detections FILE|-   one JSON line per frame: faces, timings\n"
+        "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
 /* "infd serve: WHAT: MESSAGE", without repeating WHAT when the message
@@ -79,6 +89,11 @@ static int parse_int(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+static infd_status video_metrics(void *user, char **out, size_t *n, infd_error *err)
+{
+    return infd_video_metrics_render(user, out, n, err);
 }
 
 int infd_cli_serve(int argc, char **argv)
@@ -104,6 +119,9 @@ int infd_cli_serve(int argc, char **argv)
     int n_load = 0, n_tcp = 0;
     bool raw_off = false;
     const char *host = NULL;
+    infd_video_options vo;
+    infd_video_options_init(&vo);
+    vo.listen = NULL;
     infd_error err;
     infd_error_clear(&err);
 
@@ -176,6 +194,17 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--threads") == 0) {
             bad = parse_int(v, 1, 1024, &n);
             so.n_threads = (int)n;
+        } else if (strcmp(a, "--video-listen") == 0) {
+            vo.listen = v;
+        } else if (strcmp(a, "--video-model") == 0) {
+            vo.model = v;
+        } else if (strcmp(a, "--video-latency-ms") == 0) {
+            bad = parse_int(v, 0, 10000, &n);
+            vo.latency_ms = (int)n;
+        } else if (strcmp(a, "--video-passphrase") == 0) {
+            vo.passphrase = v;
+        } else if (strcmp(a, "--video-detections") == 0) {
+            vo.detections = v;
         } else if (strcmp(a, "--log-level") == 0) {
             infd_log_level level;
             bad = infd_log_level_parse(v, &level, &err) != INFD_STATUS_OK;
@@ -218,6 +247,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_grpc *grpc = NULL;
     infd_metrics *metrics = NULL;
     infd_raw *raw = NULL;
+    infd_video *video = NULL;
     infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
              so.model_repository);
     /* Speech models (backend "asr") are served by the speech app's kind. */
@@ -227,6 +257,12 @@ int infd_cli_serve(int argc, char **argv)
     }
     if (infd_server_create(&so, &server, &err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd serve: %s\n", err.msg);
+        goto out;
+    }
+    /* The video app warms its detector up and listens before the other
+     * frontends start, so a ready server has its video listener open. */
+    if (vo.listen && infd_video_start(server, &vo, &video, &err) != INFD_STATUS_OK) {
+        report("video", err.msg);
         goto out;
     }
     if (go.port >= 0) {
@@ -244,6 +280,10 @@ int infd_cli_serve(int argc, char **argv)
         infd_log(INFD_LOG_LEVEL_INFO, "HTTP listening on %s:%d", ho.host, infd_http_port(http));
     }
     if (mo.port >= 0) {
+        if (video) {
+            mo.extra = video_metrics;
+            mo.extra_user = video;
+        }
         if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
             report("metrics", err.msg);
             goto out;
@@ -264,8 +304,14 @@ int infd_cli_serve(int argc, char **argv)
              sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = INFD_EXIT_OK;
 out:
-    /* Drain first: responses of in-flight requests are still written by
-     * the frontends, which stop afterwards. */
+    /* The video streams end first (their frames still get boxes), then the
+     * drain: responses of in-flight requests are still written by the
+     * frontends, which stop afterwards. */
+    if (video) {
+        infd_metrics_stop(metrics); /* it renders the app's families */
+        metrics = NULL;
+        infd_video_stop(video);
+    }
     infd_server_drain(server);
     infd_raw_stop(raw);
     infd_http_stop(http);
