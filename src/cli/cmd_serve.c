@@ -198,6 +198,9 @@ int infd_cli_serve(int argc, char **argv)
             vo.listen = v;
         } else if (strcmp(a, "--video-model") == 0) {
             vo.model = v;
+        } else if (strcmp(a, "--video-device") == 0) {
+            bad = strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0;
+            vo.device = v;
         } else if (strcmp(a, "--video-latency-ms") == 0) {
             bad = parse_int(v, 0, 10000, &n);
             vo.latency_ms = (int)n;

@@ -33,7 +33,8 @@ static void usage(FILE *out)
             "  --model NAME|DIR         the face detector: a model of --model-repository\n"
             "                           (default blazeface) or a model folder (DIR/1/model.onnx)\n"
             "  --model-repository DIR   where NAME is looked up (default models)\n"
-            "  --device cpu|cuda        where the detector runs (default cpu)\n"
+            "  --device cpu|cuda        cuda: the detector on the GPU, NVDEC decoding, letterbox\n"
+            "                           and drawing in CUDA (default cpu)\n"
             "  --passphrase P           SRT AES passphrase, 10 to 79 characters\n"
             "  --latency-ms N           SRT latency (default 120)\n"
             "  --detections FILE|-      one JSON line per frame: faces, timings\n"
@@ -228,6 +229,7 @@ int infd_cli_video(int argc, char **argv)
     const char *slash = strrchr(dir, '/');
     const char *name = slash && slash[1] ? slash + 1 : dir;
     vo.model = name;
+    vo.device = device;
 
     sigset_t stop;
     sigemptyset(&stop);

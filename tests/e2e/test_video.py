@@ -414,9 +414,26 @@ def test_ffmpeg_sender_and_viewer_frames_in_equal_frames_out(video, ball, tmp_pa
 # The astronaut: a real face, boxed
 # ---------------------------------------------------------------------------
 
-def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path):
-    ref_box, ref_kp = reference_face(infd_bin, repo_root, astronaut, tmp_path)
-    v = video()
+def cuda_state(infd_bin):
+    """(usable, reason) from `infd --version`'s cuda backend line."""
+    r = subprocess.run([str(infd_bin), "--version"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"^cuda backend: (.*)$", r.stdout, re.M)
+    line = m.group(1) if m else "unknown"
+    return bool(re.match(r"built; \d+ GPU", line)), line
+
+
+@pytest.fixture(scope="module")
+def gpu(infd_bin):
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    return line
+
+
+def check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path):
+    """Sends the astronaut video through `v` and checks every frame a
+    viewer receives: the green box where the reference puts the face, red
+    dots on the eyes, and the detections JSON saying the same."""
     out = tmp_path / "out.ts"
     viewer = recorder(v.url, out, tmp_path, extra="&streamid=#!::r=live,m=request")
     wait_for(lambda: "viewer connected" in v.text(), 10, "the viewer to connect")
@@ -444,6 +461,25 @@ def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path
             assert abs(x - ref_kp[eye][0]) <= 8 and abs(y - ref_kp[eye][1]) <= 8, (i, eye)
             assert red_near(frame, x, y) >= 10, f"frame {i}: no red dot on eye {eye}"
         assert face["score"] > 0.75
+
+
+def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path):
+    ref_box, ref_kp = reference_face(infd_bin, repo_root, astronaut, tmp_path)
+    v = video()
+    check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path)
+    assert "decoded on the CPU" in v.text()
+
+
+def test_astronaut_on_the_gpu(gpu, video, astronaut, infd_bin, repo_root, tmp_path):
+    """--device cuda: NVDEC decoding, the CUDA letterbox and drawing, the
+    detector on the GPU; the same box on every frame."""
+    ref_box, ref_kp = reference_face(infd_bin, repo_root, astronaut, tmp_path)
+    v = video("--device", "cuda")
+    check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path)
+    text = v.text()
+    assert "decoded on the GPU (NVDEC)" in text, text[-3000:]
+    # The H100 and H200 have no NVENC: the fallback is said once.
+    assert re.search(r"video: encoder: (NVENC|this GPU has no usable NVENC)", text)
 
 
 # ---------------------------------------------------------------------------

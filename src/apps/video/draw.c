@@ -36,11 +36,19 @@ int video_draw_radius(int w, int h)
 {
     int longer = w > h ? w : h;
     int r = longer / 160;
-    return r < 3 ? 3 : r;
+    return r < 3 ? 3 : r > 64 ? 64 : r; /* VIDEO_DRAW_MAX_RECTS: 64 row pairs a dot */
 }
 
+/* Where shapes go: straight into a picture, or into a rectangle list. */
+typedef struct canvas {
+    int w, h;
+    video_yuv *img;    /* or NULL */
+    video_rect *rects; /* when img is NULL */
+    int n_rects, max_rects;
+} canvas;
+
 /* Fills [x0, x1) x [y0, y1), rounded out to even bounds and clipped. */
-static void fill(video_yuv *img, int x0, int y0, int x1, int y1, yuv_colour c)
+static void fill(canvas *cv, int x0, int y0, int x1, int y1, yuv_colour c)
 {
     x0 &= ~1;
     y0 &= ~1;
@@ -50,12 +58,20 @@ static void fill(video_yuv *img, int x0, int y0, int x1, int y1, yuv_colour c)
         x0 = 0;
     if (y0 < 0)
         y0 = 0;
-    if (x1 > img->w)
-        x1 = img->w;
-    if (y1 > img->h)
-        y1 = img->h;
+    if (x1 > cv->w)
+        x1 = cv->w;
+    if (y1 > cv->h)
+        y1 = cv->h;
     if (x0 >= x1 || y0 >= y1)
         return;
+    if (!cv->img) {
+        if (cv->n_rects < cv->max_rects)
+            cv->rects[cv->n_rects] = (video_rect){ (int16_t)x0, (int16_t)y0, (int16_t)x1,
+                                                   (int16_t)y1, c.y, c.u, c.v, 0 };
+        cv->n_rects++;
+        return;
+    }
+    video_yuv *img = cv->img;
     for (int y = y0; y < y1; y++) {
         uint8_t *row = img->y + (size_t)y * img->stride_y;
         for (int x = x0; x < x1; x++)
@@ -85,7 +101,7 @@ static int to_int(float f, int *out)
     return 1;
 }
 
-static void box(video_yuv *img, const video_face *f, int t, yuv_colour c)
+static void box(canvas *img, const video_face *f, int t, yuv_colour c)
 {
     int x0, y0, x1, y1;
     if (!to_int(f->x0, &x0) || !to_int(f->y0, &y0) || !to_int(f->x1, &x1) || !to_int(f->y1, &y1))
@@ -97,7 +113,7 @@ static void box(video_yuv *img, const video_face *f, int t, yuv_colour c)
 }
 
 /* A filled disc of radius r, one row pair at a time. */
-static void dot(video_yuv *img, float fx, float fy, int r, yuv_colour c)
+static void dot(canvas *img, float fx, float fy, int r, yuv_colour c)
 {
     int cx, cy;
     if (!to_int(fx, &cx) || !to_int(fy, &cy))
@@ -111,13 +127,26 @@ static void dot(video_yuv *img, float fx, float fy, int r, yuv_colour c)
     }
 }
 
-void video_draw_faces(video_yuv *img, const video_face *faces, int n)
+static void draw(canvas *cv, const video_face *faces, int n)
 {
     yuv_colour green = rgb_to_yuv(VIDEO_BOX_RGB), red = rgb_to_yuv(VIDEO_LANDMARK_RGB);
-    int t = video_draw_thickness(img->w, img->h), r = video_draw_radius(img->w, img->h);
+    int t = video_draw_thickness(cv->w, cv->h), r = video_draw_radius(cv->w, cv->h);
     for (int i = 0; i < n; i++) {
-        box(img, &faces[i], t, green);
+        box(cv, &faces[i], t, green);
         for (int k = 0; k < VIDEO_KEYPOINTS; k++)
-            dot(img, faces[i].kp[k][0], faces[i].kp[k][1], r, red);
+            dot(cv, faces[i].kp[k][0], faces[i].kp[k][1], r, red);
     }
+}
+
+void video_draw_faces(video_yuv *img, const video_face *faces, int n)
+{
+    canvas cv = { .w = img->w, .h = img->h, .img = img };
+    draw(&cv, faces, n);
+}
+
+int video_draw_rects(int w, int h, const video_face *faces, int n, video_rect *rects, int max)
+{
+    canvas cv = { .w = w, .h = h, .rects = rects, .max_rects = max };
+    draw(&cv, faces, n);
+    return cv.n_rects < max ? cv.n_rects : max;
 }

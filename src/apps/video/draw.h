@@ -32,6 +32,18 @@ int video_draw_radius(int w, int h);
 /* Draws `n` faces. */
 void video_draw_faces(video_yuv *img, const video_face *faces, int n);
 
+/* The same drawing as rectangles, for a GPU to fill: [x0, x1) x [y0, y1)
+ * in luma pixels, even and clipped to the frame, with the colour's YUV.
+ * video_draw_rects writes at most `max` and returns how many there are
+ * (VIDEO_DRAW_MAX_RECTS hold any VIDEO_MAX_FACES faces). */
+typedef struct video_rect {
+    int16_t x0, y0, x1, y1;
+    uint8_t y, u, v, pad;
+} video_rect;
+
+#define VIDEO_DRAW_MAX_RECTS (VIDEO_MAX_FACES * (4 + VIDEO_KEYPOINTS * 64))
+int video_draw_rects(int w, int h, const video_face *faces, int n, video_rect *rects, int max);
+
 /* The colours, as the decoded picture shows them in RGB (for tests). */
 #define VIDEO_BOX_RGB      0x00ff00u
 #define VIDEO_LANDMARK_RGB 0xff0000u

@@ -20,6 +20,8 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/hwcontext.h>
+#include <libavutil/pixdesc.h>
 #include <srt/srt.h>
 
 #include "core/alloc.h"
@@ -52,6 +54,8 @@ struct video_ingest {
     AVCodecContext *dec;
     AVPacket *pkt;
     int video_index;
+    bool nvdec;       /* asked for */
+    AVBufferRef *hw;  /* the CUDA device, once opened */
     uint64_t errors;
     int error_run; /* demuxer errors since the last packet */
 };
@@ -166,13 +170,30 @@ infd_status video_streamid_parse(const char *sid, size_t n, const char *default_
 /* Reading a publisher                                                       */
 /* ------------------------------------------------------------------------- */
 
-infd_status video_ingest_create(const char *stream, video_ingest **out, infd_error *err)
+infd_status video_ingest_create(const char *stream, bool nvdec, video_ingest **out,
+                                infd_error *err)
 {
     *out = NULL;
     video_ingest *in = infd_calloc(1, sizeof(*in));
     if (!in)
         goto oom;
     snprintf(in->stream, sizeof(in->stream), "%s", stream);
+    if (nvdec) {
+        /* The primary context: the one the CUDA runtime (gpu.cu, the
+         * engine) uses, so its kernels can read the decoder's frames. */
+        AVDictionary *o = NULL;
+        av_dict_set(&o, "primary_ctx", "1", 0);
+        int rc = av_hwdevice_ctx_create(&in->hw, AV_HWDEVICE_TYPE_CUDA, NULL, o, 0);
+        av_dict_free(&o);
+        if (rc < 0) {
+            char text[AV_ERROR_MAX_STRING_SIZE];
+            av_strerror(rc, text, sizeof(text));
+            infd_log(INFD_LOG_LEVEL_WARN,
+                     "video: stream %s: no CUDA device for NVDEC (%s): decoding on the CPU",
+                     stream, text);
+        }
+        in->nvdec = in->hw != NULL;
+    }
     in->sock = SRT_INVALID_SOCK;
     in->eid = -1;
     in->pkt = av_packet_alloc();
@@ -194,6 +215,7 @@ void video_ingest_destroy(video_ingest *in)
         return;
     video_ingest_close(in);
     av_packet_free(&in->pkt);
+    av_buffer_unref(&in->hw);
     infd_free(in);
 }
 
@@ -235,6 +257,22 @@ static int read_cb(void *opaque, uint8_t *buf, int size)
     memcpy(buf, in->msg + in->msg_off, (size_t)take);
     in->msg_off += take;
     return take;
+}
+
+/* The decoder offers its formats: CUDA frames when NVDEC can take the
+ * stream, else the software format it would decode to. */
+static enum AVPixelFormat pick_cuda(AVCodecContext *ctx, const enum AVPixelFormat *fmts)
+{
+    (void)ctx;
+    enum AVPixelFormat sw = AV_PIX_FMT_NONE;
+    for (const enum AVPixelFormat *f = fmts; *f != AV_PIX_FMT_NONE; f++) {
+        if (*f == AV_PIX_FMT_CUDA)
+            return *f;
+        const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(*f);
+        if (d && !(d->flags & AV_PIX_FMT_FLAG_HWACCEL))
+            sw = *f;
+    }
+    return sw != AV_PIX_FMT_NONE ? sw : fmts[0];
 }
 
 static int interrupt_cb(void *opaque)
@@ -314,6 +352,10 @@ infd_status video_ingest_open(video_ingest *in, int sock, video_ingest_stop_fn s
     if (!in->dec)
         goto oom;
     avcodec_parameters_to_context(in->dec, in->fmt->streams[in->video_index]->codecpar);
+    if (in->nvdec) {
+        in->dec->hw_device_ctx = av_buffer_ref(in->hw);
+        in->dec->get_format = pick_cuda;
+    }
     /* One thread and low delay: frame threading would hold frames back. */
     in->dec->thread_count = 1;
     in->dec->flags |= AV_CODEC_FLAG_LOW_DELAY;

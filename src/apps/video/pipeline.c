@@ -36,6 +36,7 @@
 #include <srt/srt.h>
 
 #include "apps/video/draw.h"
+#include "apps/video/gpu.h"
 #include "apps/video/ingest.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -75,6 +76,15 @@ struct video_stream {
     float *input;
     void *scratch;
     video_face faces[VIDEO_MAX_FACES];
+
+    /* The GPU path (frames in device memory): its buffers, the host frame
+     * the encoder reads, and the rectangles to draw. */
+    video_gpu *gpu;
+    video_nv12 gpu_host;
+    float *gpu_input;
+    video_rect *rects;
+    AVFrame *host_frame;
+    int gpu_w, gpu_h;
 
     AVCodecContext *enc;
     AVPacket *enc_pkt;
@@ -120,31 +130,44 @@ static void close_encoder(video_stream *s)
     avcodec_free_context(&s->enc);
 }
 
-/* Opens libx264 for w x h (and the muxer, the first time). */
-static infd_status open_encoder(video_stream *s, int w, int h, double fps, infd_error *err)
+/* Opens the encoder (libx264, or NVENC) for w x h frames of `pix_fmt`,
+ * and the muxer the first time. */
+static infd_status open_encoder(video_stream *s, int w, int h, double fps,
+                                enum AVPixelFormat pix_fmt, infd_error *err)
 {
     close_encoder(s);
-    const AVCodec *codec = avcodec_find_encoder_by_name("libx264");
+    bool nvenc = strcmp(s->sh->encoder, "h264_nvenc") == 0;
+    const AVCodec *codec = avcodec_find_encoder_by_name(s->sh->encoder);
     if (!codec)
-        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "FFmpeg here has no libx264 encoder");
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "FFmpeg here has no %s encoder",
+                              s->sh->encoder);
     s->enc = avcodec_alloc_context3(codec);
     if (!s->enc)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for the encoder");
     AVCodecContext *e = s->enc;
     e->width = w;
     e->height = h;
-    e->pix_fmt = AV_PIX_FMT_YUV420P;
+    e->pix_fmt = pix_fmt;
     e->time_base = (AVRational){ 1, 90000 };
     e->framerate = av_d2q(fps, 1000);
     e->gop_size = (int)lround(fps);
     e->max_b_frames = 0;
     e->bit_rate = (int64_t)s->sh->bitrate_kbps * 1000;
     e->flags |= AV_CODEC_FLAG_LOW_DELAY;
-    av_opt_set(e->priv_data, "preset", s->sh->x264_preset, 0);
-    av_opt_set(e->priv_data, "tune", "zerolatency", 0);
+    if (nvenc) {
+        /* NVENC's low-latency settings: fastest preset, ultra-low-latency
+         * tuning, no lookahead or reordering. */
+        av_opt_set(e->priv_data, "preset", "p1", 0);
+        av_opt_set(e->priv_data, "tune", "ull", 0);
+        av_opt_set(e->priv_data, "zerolatency", "1", 0);
+        av_opt_set(e->priv_data, "delay", "0", 0);
+    } else {
+        av_opt_set(e->priv_data, "preset", s->sh->x264_preset, 0);
+        av_opt_set(e->priv_data, "tune", "zerolatency", 0);
+    }
     int rc = avcodec_open2(e, codec, NULL);
     if (rc < 0)
-        return video_av_error(err, rc, "libx264");
+        return video_av_error(err, rc, s->sh->encoder);
 
     if (!s->mux) {
         rc = avformat_alloc_output_context2(&s->mux, NULL, "mpegts", NULL);
@@ -226,7 +249,8 @@ static infd_status resize(video_stream *s, int w, int h, infd_error *err)
 }
 
 /* Runs the detector on s->input; the faces found in s->faces. */
-static int detect(video_stream *s, uint64_t frame_no, uint64_t *infer_ns, uint64_t *post_ns)
+static int detect(video_stream *s, const float *input, uint64_t frame_no, uint64_t *infer_ns,
+                  uint64_t *post_ns)
 {
     uint64_t t0 = infd_clock_ns(), t1 = 0;
     video_shared *sh = s->sh;
@@ -237,7 +261,7 @@ static int detect(video_stream *s, uint64_t frame_no, uint64_t *infer_ns, uint64
     int S = sh->input_size;
     int64_t shape[4] = { 1, S, S, 3 };
     if (infd_request_create(sh->model, &req, &err) != INFD_STATUS_OK ||
-        infd_request_add_input(req, sh->input_name, INFD_DTYPE_FP32, shape, 4, s->input,
+        infd_request_add_input(req, sh->input_name, INFD_DTYPE_FP32, shape, 4, input,
                                (size_t)S * S * 3 * sizeof(float), &err) != INFD_STATUS_OK ||
         infd_infer(req, &err) != INFD_STATUS_OK)
         goto out;
@@ -300,8 +324,7 @@ static void report_json(video_stream *s, uint64_t frame_no, int64_t pts, int n, 
     put_json(s, &len,
              "{\"stream\":\"%s\",\"frame\":%" PRIu64 ",\"pts\":%" PRId64 ",\"time_ms\":%" PRIu64
              ",\"width\":%d,\"height\":%d,\"faces\":[",
-             s->name, frame_no, pts, infd_clock_realtime_ns() / 1000000, s->work->width,
-             s->work->height);
+             s->name, frame_no, pts, infd_clock_realtime_ns() / 1000000, s->width, s->height);
     for (int i = 0; i < n; i++) {
         const video_face *f = &s->faces[i];
         put_json(s, &len, "%s{\"score\":%.4f,\"box\":[%.1f,%.1f,%.1f,%.1f],\"landmarks\":[",
@@ -374,6 +397,117 @@ static int64_t output_pts(video_stream *s, const AVFrame *f, int64_t in_rate)
     return pts;
 }
 
+/* The page-locked host frame belongs to gpu.c; the encoder only
+ * references it (libx264 copies the picture in before send returns). */
+static void keep_buffer(void *opaque, uint8_t *data)
+{
+    (void)opaque;
+    (void)data;
+}
+
+/* Sizes the GPU path's buffers for w x h: device frame, page-locked host
+ * frame (wrapped as the encoder's NV12 input) and input. */
+static infd_status gpu_resize(video_stream *s, int w, int h, infd_error *err)
+{
+    s->lb = video_letterbox_make(w, h, s->sh->input_size);
+    if (video_gpu_resize(s->gpu, w, h, &s->lb, &s->gpu_host, &s->gpu_input, err) !=
+        INFD_STATUS_OK)
+        return err->code;
+    av_frame_unref(s->host_frame);
+    AVFrame *hf = s->host_frame;
+    hf->format = AV_PIX_FMT_NV12;
+    hf->width = w;
+    hf->height = h;
+    hf->data[0] = s->gpu_host.y;
+    hf->data[1] = s->gpu_host.uv;
+    hf->linesize[0] = s->gpu_host.pitch_y;
+    hf->linesize[1] = s->gpu_host.pitch_uv;
+    /* Reference-counted, so the encoder takes a reference instead of
+     * copying the frame into a new buffer each time. */
+    size_t bytes = (size_t)(s->gpu_host.uv - s->gpu_host.y) +
+                   (size_t)s->gpu_host.pitch_uv * (size_t)((h + 1) / 2);
+    hf->buf[0] = av_buffer_create(s->gpu_host.y, bytes, keep_buffer, NULL, 0);
+    if (!hf->buf[0])
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for a frame");
+    s->gpu_w = w;
+    s->gpu_h = h;
+    return INFD_STATUS_OK;
+}
+
+/* The frame's own copy, detector input and faces, drawn, on the CPU or on
+ * the GPU; the frame the encoder takes, or NULL when the frame is lost. */
+static AVFrame *detect_and_draw(video_stream *s, AVFrame *f, uint64_t frame_no, uint64_t *ns,
+                                int *n_faces)
+{
+    uint64_t t = infd_clock_ns();
+    *n_faces = 0;
+    if (f->format == AV_PIX_FMT_CUDA) {
+        infd_error err;
+        infd_error_clear(&err);
+        video_nv12 src = { f->data[0], f->data[1], f->linesize[0], f->linesize[1], f->width,
+                           f->height };
+        if (video_gpu_preprocess(s->gpu, &src, &s->lb, s->gpu_input, &err) != INFD_STATUS_OK) {
+            infd_log(INFD_LOG_LEVEL_ERROR, "video: stream %s: frame %" PRIu64 ": %s", s->name,
+                     frame_no, err.msg);
+            return NULL;
+        }
+        uint64_t t1 = infd_clock_ns();
+        ns[VIDEO_STAGE_PREPROCESS] = t1 - t;
+        int n = detect(s, s->gpu_input, frame_no, &ns[VIDEO_STAGE_INFER],
+                       &ns[VIDEO_STAGE_POSTPROCESS]);
+        *n_faces = n < 0 ? 0 : n;
+        uint64_t t2 = infd_clock_ns();
+        int n_rects = video_draw_rects(f->width, f->height, s->faces, *n_faces, s->rects,
+                                       VIDEO_DRAW_MAX_RECTS);
+        /* The drawing, and the finished frame's one download. */
+        if (video_gpu_draw(s->gpu, &src, s->rects, n_rects, &err) != INFD_STATUS_OK) {
+            infd_log(INFD_LOG_LEVEL_ERROR, "video: stream %s: frame %" PRIu64 ": %s", s->name,
+                     frame_no, err.msg);
+            return NULL;
+        }
+        ns[VIDEO_STAGE_DRAW] = infd_clock_ns() - t2;
+        return s->host_frame;
+    }
+
+    /* The stream's own copy of the picture, 4:2:0. */
+    av_frame_make_writable(s->work);
+    if (f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) {
+        av_frame_copy(s->work, f);
+    } else {
+        s->to_yuv =
+            sws_getCachedContext(s->to_yuv, f->width, f->height, f->format, f->width, f->height,
+                                 AV_PIX_FMT_YUV420P, SWS_BILINEAR, NULL, NULL, NULL);
+        if (!s->to_yuv)
+            return NULL;
+        sws_scale(s->to_yuv, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
+                  s->work->data, s->work->linesize);
+    }
+    s->work->color_range = f->color_range;
+
+    /* Preprocess: RGB at the letterbox size, then the input tensor. */
+    s->to_rgb = sws_getCachedContext(s->to_rgb, f->width, f->height, s->work->format, s->lb.w,
+                                     s->lb.h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
+    if (!s->to_rgb)
+        return NULL;
+    uint8_t *dst[4] = { s->rgb, NULL, NULL, NULL };
+    int dst_stride[4] = { s->rgb_stride, 0, 0, 0 };
+    sws_scale(s->to_rgb, (const uint8_t *const *)s->work->data, s->work->linesize, 0, f->height,
+              dst, dst_stride);
+    video_letterbox_fill(&s->lb, s->rgb, s->rgb_stride, s->input);
+    uint64_t t1 = infd_clock_ns();
+    ns[VIDEO_STAGE_PREPROCESS] = t1 - t; /* the copy included */
+
+    int n = detect(s, s->input, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
+    *n_faces = n < 0 ? 0 : n;
+    uint64_t t2 = infd_clock_ns();
+    video_yuv img = { s->work->data[0],     s->work->data[1],     s->work->data[2],
+                      s->work->linesize[0], s->work->linesize[1], s->work->linesize[2],
+                      s->work->width,       s->work->height };
+    video_draw_faces(&img, s->faces, *n_faces);
+    ns[VIDEO_STAGE_DRAW] = infd_clock_ns() - t2;
+    return s->work;
+}
+
 static void process(video_stream *s, const video_ingest_timing *it)
 {
     video_shared *sh = s->sh;
@@ -391,22 +525,30 @@ static void process(video_stream *s, const video_ingest_timing *it)
 
     if (f->width <= 0 || f->height <= 0 || f->width > 8192 || f->height > 8192)
         return;
-    uint64_t t = infd_clock_ns();
-    double fps = video_ingest_fps(s->in);
-    if (f->width != s->work->width || f->height != s->work->height || !s->enc) {
+    bool on_gpu = f->format == AV_PIX_FMT_CUDA;
+    enum AVPixelFormat enc_fmt = on_gpu ? AV_PIX_FMT_NV12 : AV_PIX_FMT_YUV420P;
+    int have_w = on_gpu ? s->gpu_w : s->work->width, have_h = on_gpu ? s->gpu_h : s->work->height;
+    if (f->width != have_w || f->height != have_h || !s->enc || s->enc->pix_fmt != enc_fmt) {
+        double fps = video_ingest_fps(s->in);
         s->frame_dur = (int64_t)lround(90000.0 / fps);
-        if (resize(s, f->width, f->height, &err) != INFD_STATUS_OK ||
-            open_encoder(s, f->width, f->height, fps, &err) != INFD_STATUS_OK) {
+        infd_status st = on_gpu ? gpu_resize(s, f->width, f->height, &err)
+                                : resize(s, f->width, f->height, &err);
+        if (st == INFD_STATUS_OK)
+            st = open_encoder(s, f->width, f->height, fps, enc_fmt, &err);
+        if (st != INFD_STATUS_OK) {
             infd_log(INFD_LOG_LEVEL_ERROR, "video: stream %s: frame %" PRIu64 " (%dx%d): %s",
                      s->name, frame_no, f->width, f->height, err.msg);
             close_encoder(s);
             av_frame_unref(s->work);
+            s->gpu_w = s->gpu_h = 0;
             return;
         }
         infd_log(INFD_LOG_LEVEL_INFO,
-                 "video: stream %s: %dx%d at %.2f fps, libx264 preset %s, %d kbit/s, detector "
-                 "input %dx%d (letterbox %dx%d)",
-                 s->name, f->width, f->height, fps, sh->x264_preset, sh->bitrate_kbps,
+                 "video: stream %s: %dx%d at %.2f fps, decoded on the %s, %s%s%s, %d kbit/s, "
+                 "detector input %dx%d (letterbox %dx%d)",
+                 s->name, f->width, f->height, fps, on_gpu ? "GPU (NVDEC)" : "CPU", sh->encoder,
+                 strcmp(sh->encoder, "libx264") == 0 ? " preset " : "",
+                 strcmp(sh->encoder, "libx264") == 0 ? sh->x264_preset : "", sh->bitrate_kbps,
                  sh->input_size, sh->input_size, s->lb.w, s->lb.h);
         pthread_mutex_lock(&s->lock);
         s->width = f->width;
@@ -415,69 +557,34 @@ static void process(video_stream *s, const video_ingest_timing *it)
         pthread_mutex_unlock(&s->lock);
     }
 
-    /* The stream's own copy of the picture, 4:2:0. */
-    av_frame_make_writable(s->work);
-    if (f->format == AV_PIX_FMT_YUV420P || f->format == AV_PIX_FMT_YUVJ420P) {
-        av_frame_copy(s->work, f);
-    } else {
-        s->to_yuv =
-            sws_getCachedContext(s->to_yuv, f->width, f->height, f->format, f->width, f->height,
-                                 AV_PIX_FMT_YUV420P, SWS_BILINEAR, NULL, NULL, NULL);
-        if (!s->to_yuv)
-            return;
-        sws_scale(s->to_yuv, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
-                  s->work->data, s->work->linesize);
-    }
-    s->work->color_range = f->color_range;
-
-    /* Preprocess: RGB at the letterbox size, then the input tensor. */
-    s->to_rgb = sws_getCachedContext(s->to_rgb, f->width, f->height, s->work->format, s->lb.w,
-                                     s->lb.h, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
-    if (!s->to_rgb)
+    int n = 0;
+    AVFrame *out = detect_and_draw(s, f, frame_no, ns, &n);
+    if (!out)
         return;
-    uint8_t *dst[4] = { s->rgb, NULL, NULL, NULL };
-    int dst_stride[4] = { s->rgb_stride, 0, 0, 0 };
-    sws_scale(s->to_rgb, (const uint8_t *const *)s->work->data, s->work->linesize, 0, f->height,
-              dst, dst_stride);
-    video_letterbox_fill(&s->lb, s->rgb, s->rgb_stride, s->input);
-    uint64_t t1 = infd_clock_ns();
-    ns[VIDEO_STAGE_PREPROCESS] = t1 - t; /* the copy included */
-
-    int n = detect(s, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
-    uint64_t t2 = infd_clock_ns();
-    if (n < 0)
-        n = 0;
-
-    video_yuv img = { s->work->data[0],     s->work->data[1],     s->work->data[2],
-                      s->work->linesize[0], s->work->linesize[1], s->work->linesize[2],
-                      s->work->width,       s->work->height };
-    video_draw_faces(&img, s->faces, n);
-    uint64_t t3 = infd_clock_ns();
-    ns[VIDEO_STAGE_DRAW] = t3 - t2;
 
     int64_t pts = output_pts(s, f, video_ingest_pts_rate(s->in));
-    s->work->pts = pts;
+    out->pts = pts;
     pthread_mutex_lock(&s->lock);
     bool key = s->force_key;
     s->force_key = false;
     pthread_mutex_unlock(&s->lock);
-    s->work->pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
+    out->pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
     s->send_ns = 0;
     uint64_t t_out = 0, encode_ns = 0;
     uint64_t t4 = infd_clock_ns();
-    int rc = avcodec_send_frame(s->enc, s->work);
+    int rc = avcodec_send_frame(s->enc, out);
     encode_ns += infd_clock_ns() - t4;
     if (rc < 0) {
         char text[AV_ERROR_MAX_STRING_SIZE];
         av_strerror(rc, text, sizeof(text));
-        infd_log(INFD_LOG_LEVEL_WARN, "video: stream %s: frame %" PRIu64 ": libx264: %s", s->name,
-                 frame_no, text);
+        infd_log(INFD_LOG_LEVEL_WARN, "video: stream %s: frame %" PRIu64 ": %s: %s", s->name,
+                 frame_no, sh->encoder, text);
     }
     drain_encoder(s, &t_out, &encode_ns);
     ns[VIDEO_STAGE_ENCODE] = encode_ns;
     ns[VIDEO_STAGE_SEND] = s->send_ns;
-    /* Encoder output: when libx264 gave the frame's packet (the send that
-     * follows is not processing). */
+    /* Encoder output: when the encoder gave the frame's packet (the send
+     * that follows is not processing). */
     ns[VIDEO_STAGE_PROCESS] = (t_out ? t_out : infd_clock_ns()) - it->decode_in;
 
     pthread_mutex_lock(&s->lock);
@@ -595,7 +702,19 @@ infd_status video_stream_create(video_shared *sh, const char *name, video_stream
     s->window = infd_histogram_create();
     if (!s->input || !s->scratch || !s->decoded || !s->work || !s->enc_pkt || !s->window)
         goto oom;
-    if (video_ingest_create(name, &s->in, err) != INFD_STATUS_OK)
+    if (sh->cuda) {
+        s->rects = infd_calloc(VIDEO_DRAW_MAX_RECTS, sizeof(video_rect));
+        s->host_frame = av_frame_alloc();
+        if (!s->rects || !s->host_frame)
+            goto oom;
+        infd_error gerr;
+        infd_error_clear(&gerr);
+        if (video_gpu_create(&s->gpu, &gerr) != INFD_STATUS_OK)
+            infd_log(INFD_LOG_LEVEL_WARN, "video: stream %s: %s: frames on the CPU", name,
+                     gerr.msg);
+    }
+    /* NVDEC only where the CUDA stages can take its frames. */
+    if (video_ingest_create(name, s->gpu != NULL, &s->in, err) != INFD_STATUS_OK)
         goto fail;
     s->window_start_ns = infd_clock_ns();
     if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
@@ -628,6 +747,9 @@ void video_stream_destroy(video_stream *s)
         srt_close(s->viewers[i]);
     video_ingest_destroy(s->in);
     close_encoder(s);
+    video_gpu_destroy(s->gpu);
+    infd_free(s->rects);
+    av_frame_free(&s->host_frame);
     if (s->mux) {
         if (s->mux->pb) {
             av_freep(&s->mux->pb->buffer);

@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <libavcodec/avcodec.h>
 #include <libavutil/log.h>
 #include <srt/access_control.h>
 #include <srt/srt.h>
@@ -78,6 +80,7 @@ void infd_video_options_init(infd_video_options *o)
     memset(o, 0, sizeof(*o));
     o->listen = "srt://:9000";
     o->model = "blazeface";
+    o->device = "cpu";
     o->latency_ms = 120;
     o->max_connections = 64;
     o->min_score = 0.5f;
@@ -395,6 +398,42 @@ static void publisher_closed(void *user)
 /* Start and stop                                                            */
 /* ------------------------------------------------------------------------- */
 
+/* On the GPU path: NVENC when the GPU has an encoder, found by opening a
+ * small session (the H100 and H200 have none: "OpenEncodeSessionEx
+ * failed: unsupported device"), else libx264 on the CPU. Said in the log. */
+static void choose_encoder(infd_video *v)
+{
+    const AVCodec *codec = avcodec_find_encoder_by_name("h264_nvenc");
+    const char *why = "FFmpeg here has no h264_nvenc";
+    char text[AV_ERROR_MAX_STRING_SIZE] = "";
+    if (codec) {
+        AVCodecContext *c = avcodec_alloc_context3(codec);
+        int rc = AVERROR(ENOMEM);
+        if (c) {
+            c->width = 256;
+            c->height = 256;
+            c->pix_fmt = AV_PIX_FMT_NV12;
+            c->time_base = (AVRational){ 1, 90000 };
+            c->framerate = (AVRational){ 30, 1 };
+            av_log_set_level(AV_LOG_QUIET); /* the failure is said below, once */
+            rc = avcodec_open2(c, codec, NULL);
+            av_log_set_level(AV_LOG_INFO);
+        }
+        avcodec_free_context(&c);
+        if (rc >= 0) {
+            v->sh.encoder = "h264_nvenc";
+            infd_log(INFD_LOG_LEVEL_INFO, "video: encoder: NVENC (h264_nvenc)");
+            return;
+        }
+        av_strerror(rc, text, sizeof(text));
+        why = text;
+    }
+    infd_log(INFD_LOG_LEVEL_INFO,
+             "video: encoder: this GPU has no usable NVENC (%s): encoding with libx264 on the "
+             "CPU",
+             why);
+}
+
 static infd_status open_listener(infd_video *v, infd_error *err)
 {
     v->listener = srt_create_socket();
@@ -483,6 +522,15 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
     v->sh.detect.min_score = o->min_score;
     v->sh.detect.iou_threshold = o->iou_threshold;
     v->sh.x264_preset = o->x264_preset;
+    v->sh.encoder = "libx264";
+    if (o->device && strcmp(o->device, "cuda") == 0) {
+        v->sh.cuda = true;
+        choose_encoder(v);
+    } else if (o->device && strcmp(o->device, "cpu") != 0) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "video device '%s': cpu or cuda",
+                            o->device);
+        goto fail;
+    }
     v->sh.bitrate_kbps = o->bitrate_kbps;
     v->sh.stats_every = o->stats_every;
     v->sh.on_publisher_closed = publisher_closed;
@@ -518,9 +566,9 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
     v->started = true;
     infd_log(INFD_LOG_LEVEL_INFO,
              "video: state ready: SRT listening on srt://%s:%d (latency %d ms%s), detector %s "
-             "%dx%d",
+             "%dx%d, frames on the %s",
              v->host, v->port, o->latency_ms, v->passphrase[0] ? ", AES passphrase" : "",
-             v->model_name, v->sh.input_size, v->sh.input_size);
+             v->model_name, v->sh.input_size, v->sh.input_size, v->sh.cuda ? "GPU" : "CPU");
     *out = v;
     return INFD_STATUS_OK;
 fail:

@@ -22,6 +22,11 @@
 typedef struct infd_video_options {
     const char *listen;         /* "srt://[HOST]:PORT" (HOST default 0.0.0.0); port 0 picks one */
     const char *model;          /* the served detector; "blazeface" */
+    /* "cpu": decode, letterbox and draw on the CPU; "cuda": NVDEC decode and
+     * CUDA letterbox and drawing, frames in device memory until the one
+     * download for the encoder (NVENC where the GPU has one, else libx264,
+     * said in the log). The detector's device is its model config's. */
+    const char *device;
     int latency_ms;             /* SRT receive/peer latency; 120 (libsrt's default) */
     const char *passphrase;     /* AES passphrase of 10..79 bytes, or NULL: none */
     int max_connections;        /* publishers + viewers at once; 64 */

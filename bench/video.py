@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""Per-frame processing time of `infd video` against its floor, a GStreamer
+pipeline that only decodes and re-encodes the same stream.
+
+    python3 bench/video.py [--infd build/release/infd] [--device cpu|cuda]
+                           [--sizes 640x640,1280x720] [--seconds 10]
+                           [--streams 1] [--no-floor] [--json FILE]
+
+For each size a test stream is made with FFmpeg: the astronaut photo
+(.cache/media/astronaut.png) moving over FFmpeg's testsrc2 pattern at
+30 fps, H.264 as the seed's senders make it (libx264 ultrafast,
+zerolatency, no B-frames, a key frame a second). It is sent in real time
+(ffmpeg -re) over SRT on loopback, and what comes back is recorded with
+srt-live-transmit.
+
+- infd: `infd video`'s detections JSON gives every frame's stage times;
+  "process" is DeepStream's measure, from the packet going into the decoder
+  to the encoder giving the frame's packet (decode, letterbox, BlazeFace,
+  NMS, drawing, encode).
+- floor: `srtsrc ! tsdemux ! h264parse ! avdec_h264 ! x264enc
+  tune=zerolatency ! mpegtsmux ! srtsink`, with x264enc set as infd's
+  encoder is (ultrafast, 4000 kbit/s, key frame every 30). GStreamer's
+  latency tracer (flags=element) times each element per buffer; the floor's
+  per-frame processing is avdec_h264's time plus x264enc's.
+
+With --streams N, N publishers send at once (stream IDs s0..sN-1), each
+with its own viewer; every stream must get out every frame it sent.
+Frames in and out are counted for each run. Prints a table and, with
+--json, writes the numbers.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_stream(png, w, h, seconds, out):
+    """The astronaut (a third of the frame high) moving over testsrc2."""
+    fh = h // 3
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+         f"testsrc2=size={w}x{h}:rate=30", "-loop", "1", "-i", str(png), "-filter_complex",
+         f"[1:v]scale={fh}:{fh}[face];[0:v][face]overlay="
+         f"x='mod(t*90,{w - fh})':y='{(h - fh) // 2}+{h // 8}*sin(t)',format=yuv420p",
+         "-t", str(seconds), "-r", "30", "-c:v", "libx264", "-preset", "ultrafast", "-tune",
+         "zerolatency", "-g", "30", "-bf", "0", "-b:v", "4000k", "-f", "mpegts", str(out)],
+        check=True)
+
+
+def count_frames(ts):
+    if not ts.exists() or ts.stat().st_size == 0:
+        return 0
+    r = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+                        "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(ts)],
+                       capture_output=True, text=True)
+    m = re.search(r"\d+", r.stdout)
+    return int(m.group()) if m else 0
+
+
+def start(cmd, log, env=None):
+    return subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+
+
+def stop(p, sig=signal.SIGINT):
+    if p.poll() is None:
+        os.killpg(p.pid, sig)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def with_query(url, q):
+    return f"{url}&{q}" if "?" in url else f"{url}?{q}"
+
+
+def recorder(url, out, log):
+    """srt-live-transmit keeps what the server sends, byte for byte."""
+    return start(["sh", "-c", 'exec srt-live-transmit -q "$0" file://con > "$1"',
+                  with_query(url, "latency=20"), str(out)], log)
+
+
+def send(url, ts, log):
+    """FFmpeg sends a TS file in real time, unchanged (ffmpeg's SRT latency
+    is in microseconds)."""
+    return start(["ffmpeg", "-nostdin", "-v", "error", "-re", "-i", str(ts), "-c", "copy",
+                  "-f", "mpegts", with_query(url, "latency=20000&pkt_size=1316")], log)
+
+
+def stats(values_ms):
+    a = np.array(values_ms, dtype=np.float64)
+    if len(a) == 0:
+        return {}
+    return {"n": int(len(a)), "p50": float(np.percentile(a, 50)),
+            "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)),
+            "max": float(a.max()), "mean": float(a.mean())}
+
+
+def run_infd(args, ts, tmp, streams):
+    port = free_udp_port()
+    url = f"srt://127.0.0.1:{port}"
+    dets = tmp / "detections.jsonl"
+    log = tmp / "infd.log"
+    cmd = [args.infd, "video", "--listen", url, "--model-repository", str(REPO / "models"),
+           "--latency-ms", "20", "--detections", str(dets), "--stats-every", "0",
+           "--device", args.device]
+    srv = start(cmd, log)
+    deadline = time.time() + 120
+    while "state ready" not in log.read_text(errors="replace"):
+        if srv.poll() is not None or time.time() > deadline:
+            sys.exit(f"infd video did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    recs, outs, sends = [], [], []
+    for i in range(streams):
+        out = tmp / f"out{i}.ts"
+        outs.append(out)
+        recs.append(recorder(f"{url}?streamid=#!::r=s{i},m=request", out, tmp / f"rec{i}.log"))
+    time.sleep(1.0)
+    for i in range(streams):
+        sends.append(send(f"{url}?streamid=#!::r=s{i},m=publish", ts, tmp / f"send{i}.log"))
+    for p in sends:
+        p.wait(timeout=args.seconds + 60)
+    time.sleep(1.5)
+    for p in recs:
+        stop(p)
+    stop(srv, signal.SIGTERM)
+    text = log.read_text(errors="replace")
+    frames = [json.loads(x) for x in dets.read_text().splitlines() if x]
+    per_stream = {}
+    for f in frames:
+        per_stream.setdefault(f["stream"], []).append(f)
+    # The first second of each stream warms the encoder and caches up.
+    body = [f for fs in per_stream.values() for f in fs[30:]]
+    stages = {k: stats([f["latency_us"][k] / 1000 for f in body])
+              for k in frames[0]["latency_us"]} if frames else {}
+    got = {f"s{i}": count_frames(outs[i]) for i in range(streams)}
+    sent = {k: len(v) for k, v in per_stream.items()}
+    return {"stages_ms": stages, "frames_in": sent, "frames_out": got,
+            "gpu": "decoded on the GPU (NVDEC)" in text,
+            "encoder": (re.search(r"video: encoder: [^\n]*", text) or [""])[0]}
+
+
+def run_floor(ts, tmp):
+    pin, pout = free_udp_port(), free_udp_port()
+    log = tmp / "gst.log"
+    env = dict(os.environ, GST_TRACERS="latency(flags=element)", GST_DEBUG="GST_TRACER:7",
+               GST_DEBUG_NO_COLOR="1")
+    gst = start(["gst-launch-1.0", "srtsrc", f"uri=srt://127.0.0.1:{pin}?mode=listener",
+                 "latency=20", "!", "tsdemux", "!", "h264parse", "!", "avdec_h264", "!",
+                 "x264enc", "tune=zerolatency", "speed-preset=ultrafast", "bitrate=4000",
+                 "key-int-max=30", "!", "mpegtsmux", "!", "srtsink",
+                 f"uri=srt://127.0.0.1:{pout}?mode=listener", "latency=20"], log, env=env)
+    time.sleep(1.0)
+    out = tmp / "floor.ts"
+    rec = recorder(f"srt://127.0.0.1:{pout}", out, tmp / "floor_rec.log")
+    time.sleep(0.5)
+    s = send(f"srt://127.0.0.1:{pin}", ts, tmp / "floor_send.log")
+    s.wait(timeout=600)
+    time.sleep(1.5)
+    stop(rec)
+    stop(gst)
+    times = {"avdec_h264": [], "x264enc": []}
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"element-latency, .*element=\(string\)(avdec_h264|x264enc)\S*, .*"
+                      r"time=\(guint64\)(\d+)", line)
+        if m:
+            times[m.group(1)].append(int(m.group(2)) / 1e6)
+    n = min(len(times["avdec_h264"]), len(times["x264enc"]))
+    per_frame = [times["avdec_h264"][i] + times["x264enc"][i] for i in range(30, n)]
+    return {"process_ms": stats(per_frame), "decode_ms": stats(times["avdec_h264"][30:]),
+            "encode_ms": stats(times["x264enc"][30:]), "frames_out": count_frames(out),
+            "frames_traced": n}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--infd", default=str(REPO / "build/release/infd"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--sizes", default="640x640,1280x720")
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--no-floor", action="store_true")
+    ap.add_argument("--astronaut", default=str(REPO / ".cache/media/astronaut.png"))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    for tool in ("ffmpeg", "ffprobe", "srt-live-transmit") + (() if args.no_floor
+                                                              else ("gst-launch-1.0",)):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found (scripts/setup.sh installs it)")
+    results = {"device": args.device, "streams": args.streams, "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="infd-video-bench-") as d:
+        tmp = pathlib.Path(d)
+        for size in args.sizes.split(","):
+            w, h = map(int, size.split("x"))
+            ts = tmp / f"in_{size}.ts"
+            make_stream(args.astronaut, w, h, args.seconds, ts)
+            row = {"infd": run_infd(args, ts, tmp, args.streams)}
+            if not args.no_floor:
+                row["floor"] = run_floor(ts, tmp)
+            results["sizes"][size] = row
+            st = row["infd"]["stages_ms"]
+            print(f"{size} {args.device} x{args.streams}: infd process p50 "
+                  f"{st['process']['p50']:.2f} p99 {st['process']['p99']:.2f} max "
+                  f"{st['process']['max']:.2f} ms; frames in {row['infd']['frames_in']} out "
+                  f"{row['infd']['frames_out']}")
+            print("   infd stage means (ms): " + ", ".join(
+                f"{k} {v['mean']:.3f}" for k, v in st.items() if k != "process"))
+            print(f"   {row['infd']['encoder']}")
+            if "floor" in row:
+                fl = row["floor"]
+                print(f"   floor (GStreamer decode + x264enc) p50 {fl['process_ms']['p50']:.2f} "
+                      f"p99 {fl['process_ms']['p99']:.2f} max {fl['process_ms']['max']:.2f} ms "
+                      f"(decode p50 {fl['decode_ms']['p50']:.2f}, encode p50 "
+                      f"{fl['encode_ms']['p50']:.2f}); frames out {fl['frames_out']}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

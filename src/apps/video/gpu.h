@@ -1,0 +1,65 @@
+/*
+ * gpu.h - the video app's CUDA stages, for frames NVDEC decoded into
+ * device memory (FFmpeg's CUDA hwaccel, NV12): the letterbox into the
+ * detector's input, and the drawing, on the frame where it lies. Only two
+ * copies cross to the host: the detector's input (S x S x 3 floats, since
+ * infd_request_add_input takes host memory) and the finished frame for
+ * the encoder, into page-locked buffers.
+ *
+ * Work runs on one CUDA stream per stream object, a blocking one, so it is
+ * ordered after the decoder's copies on the legacy default stream. FFmpeg's
+ * CUDA device must use the primary context (the runtime API's), which
+ * ingest.c asks for.
+ *
+ * Built without CUDA, video_gpu_create fails with UNIMPLEMENTED and the
+ * app decodes on the CPU.
+ */
+#ifndef INFD_APPS_VIDEO_GPU_H
+#define INFD_APPS_VIDEO_GPU_H
+
+#include <stdint.h>
+
+#include "apps/video/detect.h"
+#include "apps/video/draw.h"
+#include "infd/infd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct video_gpu video_gpu;
+
+/* An NV12 picture: luma w x h, interleaved chroma (w+1)/2 pairs x (h+1)/2. */
+typedef struct video_nv12 {
+    uint8_t *y, *uv;
+    int pitch_y, pitch_uv;
+    int w, h;
+} video_nv12;
+
+infd_status video_gpu_create(video_gpu **out, infd_error *err);
+void video_gpu_destroy(video_gpu *g);
+
+/* Sizes the buffers for w x h frames and an S x S input (lb->size); gives
+ * the page-locked host frame the encoder reads (NV12) in *host and the
+ * page-locked input video_gpu_preprocess fills in *host_input. */
+infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_letterbox *lb,
+                             video_nv12 *host, float **host_input, infd_error *err);
+
+/* The detector's input from device frame `src`: each input pixel the mean
+ * of its footprint, BT.601 limited range to RGB, x / 127.5 - 1, -1 in the
+ * border; copied into `input` (S x S x 3 floats on the host, best the
+ * page-locked *host_input). Waits for the copy. */
+infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src, const video_letterbox *lb,
+                                 float *input, infd_error *err);
+
+/* Copies device frame `src` to the stream's own device frame, fills the
+ * rectangles there, and downloads the result to the host frame of
+ * video_gpu_resize. Waits for the download. */
+infd_status video_gpu_draw(video_gpu *g, const video_nv12 *src, const video_rect *rects, int n,
+                           infd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFD_APPS_VIDEO_GPU_H */
