@@ -23,6 +23,10 @@ srt-live-transmit.
   latency tracer (flags=element) times each element per buffer; the floor's
   per-frame processing is avdec_h264's time plus x264enc's.
 
+With --soak SECONDS, one stream runs that long instead (the input looped),
+and infd's RSS is sampled every 10 s: frames expected, in and out, and the
+memory over time.
+
 With --streams N, N publishers send at once (stream IDs s0..sN-1), each
 with its own viewer; every stream must get out every frame it sent.
 Frames in and out are counted for each run. Prints a table and, with
@@ -40,9 +44,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
+
+import srt_client
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -53,22 +60,26 @@ def free_udp_port():
         return s.getsockname()[1]
 
 
-def make_stream(png, w, h, seconds, out):
-    """The astronaut (a third of the frame high) moving over testsrc2."""
-    fh = h // 3
+def make_stream(png, w, h, seconds, out, kbps=4000):
+    """The astronaut (four fifths of the frame high, so the face is about a
+    seventh of it) moving over testsrc2."""
+    fh = h * 4 // 5
     subprocess.run(
         ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
          f"testsrc2=size={w}x{h}:rate=30", "-loop", "1", "-i", str(png), "-filter_complex",
          f"[1:v]scale={fh}:{fh}[face];[0:v][face]overlay="
-         f"x='mod(t*90,{w - fh})':y='{(h - fh) // 2}+{h // 8}*sin(t)',format=yuv420p",
+         f"x='{(w - fh) // 2}+{(w - fh) // 2}*sin(t)':y='{(h - fh) // 2}+{(h - fh) // 2}*cos(t)',"
+         "format=yuv420p",
          "-t", str(seconds), "-r", "30", "-c:v", "libx264", "-preset", "ultrafast", "-tune",
-         "zerolatency", "-g", "30", "-bf", "0", "-b:v", "4000k", "-f", "mpegts", str(out)],
+         "zerolatency", "-g", "30", "-bf", "0", "-b:v", f"{kbps}k", "-f", "mpegts", str(out)],
         check=True)
 
 
 def count_frames(ts):
     if not ts.exists() or ts.stat().st_size == 0:
         return 0
+    if not shutil.which("ffprobe"):
+        return srt_client.count_ts_frames(str(ts))
     r = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
                         "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(ts)],
                        capture_output=True, text=True)
@@ -132,20 +143,42 @@ def run_infd(args, ts, tmp, streams):
             sys.exit(f"infd video did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)
     recs, outs, sends = [], [], []
+    lib = args.client == "libsrt"
     for i in range(streams):
         out = tmp / f"out{i}.ts"
         outs.append(out)
-        recs.append(recorder(f"{url}?streamid=#!::r=s{i},m=request", out, tmp / f"rec{i}.log"))
+        if lib:
+            recs.append(srt_client.Receiver(port, str(out), f"#!::r=s{i},m=request"))
+        else:
+            recs.append(recorder(f"{url}?streamid=#!::r=s{i},m=request", out,
+                                 tmp / f"rec{i}.log"))
     time.sleep(1.0)
     for i in range(streams):
-        sends.append(send(f"{url}?streamid=#!::r=s{i},m=publish", ts, tmp / f"send{i}.log"))
+        if lib:
+            t = threading.Thread(target=srt_client.send_ts,
+                                 args=(port, str(ts), f"#!::r=s{i},m=publish"))
+            t.start()
+            sends.append(t)
+        else:
+            sends.append(send(f"{url}?streamid=#!::r=s{i},m=publish", ts, tmp / f"send{i}.log"))
     for p in sends:
-        p.wait(timeout=args.seconds + 60)
+        if lib:
+            p.join(timeout=args.seconds + 60)
+        else:
+            p.wait(timeout=args.seconds + 60)
     time.sleep(1.5)
     for p in recs:
-        stop(p)
+        if lib:
+            p.stop()
+        else:
+            stop(p)
     stop(srv, signal.SIGTERM)
     text = log.read_text(errors="replace")
+    if args.save:
+        save = pathlib.Path(args.save) / f"{ts.stem}_{args.device}_x{streams}"
+        save.mkdir(parents=True, exist_ok=True)
+        for f in [dets, log, *outs]:
+            shutil.copy(f, save / f.name)
     frames = [json.loads(x) for x in dets.read_text().splitlines() if x]
     per_stream = {}
     for f in frames:
@@ -193,6 +226,49 @@ def run_floor(ts, tmp):
             "frames_traced": n}
 
 
+def rss_kb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def run_soak(args, ts, tmp):
+    """One stream for --soak seconds: the input looped by FFmpeg (timestamps
+    kept continuous), infd's RSS sampled every 10 s, frames counted."""
+    port = free_udp_port()
+    url = f"srt://127.0.0.1:{port}"
+    dets = tmp / "soak.jsonl"
+    log = tmp / "soak.log"
+    srv = start([args.infd, "video", "--listen", url, "--model-repository", str(REPO / "models"),
+                 "--latency-ms", "20", "--detections", str(dets), "--stats-every", "1800",
+                 "--device", args.device], log)
+    while "state ready" not in log.read_text(errors="replace"):
+        if srv.poll() is not None:
+            sys.exit(f"infd video did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    out = tmp / "soak_out.ts"
+    rec = recorder(url, out, tmp / "soak_rec.log")
+    time.sleep(1.0)
+    sender = start(["ffmpeg", "-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i",
+                    str(ts), "-t", str(args.soak), "-c", "copy", "-f", "mpegts",
+                    with_query(url, "latency=20000&pkt_size=1316")], tmp / "soak_send.log")
+    rss = []
+    t0 = time.time()
+    while sender.poll() is None:
+        rss.append((round(time.time() - t0), rss_kb(srv.pid)))
+        time.sleep(10)
+    time.sleep(1.5)
+    stop(rec)
+    stop(srv, signal.SIGTERM)
+    frames = sum(1 for x in dets.read_text().splitlines() if x)
+    lat = [json.loads(x)["latency_us"]["process"] / 1000 for x in dets.read_text().splitlines()
+           if x][30:]
+    return {"seconds": args.soak, "frames_expected": args.soak * 30, "frames_in": frames,
+            "frames_out": count_frames(out), "rss_kb": rss, "process_ms": stats(lat),
+            "exit": srv.returncode}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--infd", default=str(REPO / "build/release/infd"))
@@ -202,10 +278,24 @@ def main():
     ap.add_argument("--streams", type=int, default=1)
     ap.add_argument("--no-floor", action="store_true")
     ap.add_argument("--astronaut", default=str(REPO / ".cache/media/astronaut.png"))
+    ap.add_argument("--client", choices=("tools", "libsrt"),
+                    help="who sends and views: FFmpeg and srt-live-transmit (tools, the "
+                         "default where they exist) or bench/srt_client.py over libsrt")
+    ap.add_argument("--inputs", help="a folder with the test streams made already "
+                                     "(in_WxH.ts, e.g. by --keep-inputs on another machine)")
+    ap.add_argument("--soak", type=int, help="instead: one stream for this many seconds "
+                                             "(the first size), RSS and frames counted")
+    ap.add_argument("--save", help="copy each run's output streams and detections here")
+    ap.add_argument("--input-kbps", type=int, default=4000, help="the test streams' bit rate")
+    ap.add_argument("--keep-inputs", help="copy the test streams made here to this folder")
     ap.add_argument("--json")
     args = ap.parse_args()
-    for tool in ("ffmpeg", "ffprobe", "srt-live-transmit") + (() if args.no_floor
-                                                              else ("gst-launch-1.0",)):
+    if not args.client:
+        args.client = "tools" if shutil.which("ffmpeg") else "libsrt"
+    tools = ("srt-live-transmit", "ffmpeg") if args.client == "tools" else ()
+    tools += () if args.inputs else ("ffmpeg",)
+    tools += () if args.no_floor else ("gst-launch-1.0",)
+    for tool in tools:
         if not shutil.which(tool):
             sys.exit(f"{tool} not found (scripts/setup.sh installs it)")
     results = {"device": args.device, "streams": args.streams, "sizes": {}}
@@ -214,7 +304,25 @@ def main():
         for size in args.sizes.split(","):
             w, h = map(int, size.split("x"))
             ts = tmp / f"in_{size}.ts"
-            make_stream(args.astronaut, w, h, args.seconds, ts)
+            if args.inputs:
+                shutil.copy(pathlib.Path(args.inputs) / ts.name, ts)
+            else:
+                make_stream(args.astronaut, w, h, args.seconds, ts, args.input_kbps)
+            if args.keep_inputs:
+                os.makedirs(args.keep_inputs, exist_ok=True)
+                shutil.copy(ts, pathlib.Path(args.keep_inputs) / ts.name)
+            if args.soak:
+                r = run_soak(args, ts, tmp)
+                results["soak"] = r
+                rss = [kb for _, kb in r["rss_kb"]]
+                print(f"soak {size} {args.device} {r['seconds']} s: frames expected "
+                      f"{r['frames_expected']}, in {r['frames_in']}, out {r['frames_out']}; "
+                      f"RSS first {rss[0] if rss else 0} kB, after 1 min "
+                      f"{rss[min(6, len(rss) - 1)] if rss else 0} kB, last "
+                      f"{rss[-1] if rss else 0} kB, max {max(rss) if rss else 0} kB; process "
+                      f"p50 {r['process_ms']['p50']:.2f} p99 {r['process_ms']['p99']:.2f} ms; "
+                      f"exit {r['exit']}")
+                break
             row = {"infd": run_infd(args, ts, tmp, args.streams)}
             if not args.no_floor:
                 row["floor"] = run_floor(ts, tmp)

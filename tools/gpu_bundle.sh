@@ -9,7 +9,9 @@
 # and the binaries are in .gpu/bin.
 #
 # Usage: tools/gpu_bundle.sh [BINARY ...]   (default: infd and the CUDA and
-#        weights unit tests)
+#        weights unit tests). A BINARY is relative to build/release, or an
+#        absolute path (a Debian tool the machine lacks: /usr/bin/ffmpeg,
+#        /usr/bin/srt-live-transmit), sent with its libraries the same way.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$repo/build/release
@@ -21,10 +23,11 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$repo/.gpu"
 for b in "${bins[@]}"; do
-    [ -x "$build/$b" ] || { echo "gpu_bundle: $build/$b missing (build the release preset)" >&2; exit 1; }
-    cp "$build/$b" "$stage/bin/"
+    case "$b" in /*) path=$b ;; *) path=$build/$b ;; esac
+    [ -x "$path" ] || { echo "gpu_bundle: $path missing (build the release preset)" >&2; exit 1; }
+    cp "$path" "$stage/bin/"
     strip "$stage/bin/$(basename "$b")"
-    ldd "$build/$b" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
+    ldd "$path" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
         case "$(basename "$lib")" in
         libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) ;;
         libcuda.so.* | libcudnn* | libcublas*) ;;

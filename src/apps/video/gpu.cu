@@ -12,15 +12,75 @@
  */
 #include "apps/video/gpu.h"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+
+extern "C" {
+#include <libavutil/hwcontext.h>
+#include <libavutil/hwcontext_cuda.h>
+}
 
 extern "C" {
 #include "core/alloc.h"
 }
 
+/* The driver API's context calls, from the libcuda.so.1 the CUDA runtime
+ * has loaded: infd links no driver library (a machine without a GPU still
+ * runs it). */
+typedef CUresult (*ctx_push_fn)(CUcontext);
+typedef CUresult (*ctx_pop_fn)(CUcontext *);
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+
+static void *driver_symbol(const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *sym = lib ? dlsym(lib, name) : NULL;
+    if (lib)
+        dlclose(lib); /* still loaded: the runtime holds it */
+    return sym;
+}
+
+extern "C" infd_status video_gpu_device(void **hw_device, infd_error *err)
+{
+    *hw_device = NULL;
+    /* The runtime's primary context, current after cudaFree(0). FFmpeg
+     * takes it as a context it does not own, whatever its flags, so the
+     * decoder, these kernels and the engine share one context. */
+    cudaError_t e = cudaSetDevice(0);
+    if (e == cudaSuccess)
+        e = cudaFree(0);
+    if (e != cudaSuccess)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "video gpu: no CUDA device (%s)",
+                              cudaGetErrorString(e));
+    ctx_get_fn get = (ctx_get_fn)driver_symbol("cuCtxGetCurrent");
+    CUcontext ctx = NULL;
+    if (!get || get(&ctx) != CUDA_SUCCESS || !ctx)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                              "video gpu: the CUDA runtime's context is not reachable");
+    AVBufferRef *ref = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA);
+    if (!ref)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "video gpu: out of memory");
+    AVHWDeviceContext *dev = (AVHWDeviceContext *)ref->data;
+    ((AVCUDADeviceContext *)dev->hwctx)->cuda_ctx = ctx;
+    int rc = av_hwdevice_ctx_init(ref);
+    if (rc < 0) {
+        av_buffer_unref(&ref);
+        char text[AV_ERROR_MAX_STRING_SIZE];
+        av_strerror(rc, text, sizeof(text));
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "video gpu: FFmpeg's CUDA device: %s",
+                              text);
+    }
+    *hw_device = ref;
+    return INFD_STATUS_OK;
+}
+
 struct video_gpu {
+    CUcontext ctx; /* FFmpeg's device's (the primary one, see video_gpu_device) */
+    ctx_push_fn push;
+    ctx_pop_fn pop;
     cudaStream_t stream;
     int w, h, size;
     uint8_t *frame; /* the stream's own NV12 frame, device */
@@ -38,26 +98,49 @@ static infd_status cuda_fail(infd_error *err, cudaError_t e, const char *what)
                           "video gpu: %s: %s", what, cudaGetErrorString(e));
 }
 
-extern "C" infd_status video_gpu_create(video_gpu **out, infd_error *err)
+/* Makes FFmpeg's context current for the scope of a call. */
+struct in_ctx {
+    const video_gpu *g;
+    explicit in_ctx(const video_gpu *gpu) : g(gpu) { g->push(g->ctx); }
+    ~in_ctx()
+    {
+        CUcontext prev;
+        g->pop(&prev);
+    }
+};
+
+extern "C" infd_status video_gpu_create(const void *hw_device, video_gpu **out, infd_error *err)
 {
     *out = NULL;
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0)
-        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "video gpu: no CUDA device (%s)",
-                              e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (!hw_device)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "video gpu: no NVDEC device");
+    const AVHWDeviceContext *dev = (const AVHWDeviceContext *)((const AVBufferRef *)hw_device)->data;
+    const AVCUDADeviceContext *cu = (const AVCUDADeviceContext *)dev->hwctx;
+    ctx_push_fn push = (ctx_push_fn)driver_symbol("cuCtxPushCurrent_v2");
+    ctx_pop_fn pop = (ctx_pop_fn)driver_symbol("cuCtxPopCurrent_v2");
+    if (!push || !pop)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                              "video gpu: libcuda.so.1's context calls not found");
     video_gpu *g = (video_gpu *)infd_calloc(1, sizeof(*g));
     if (!g)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "video gpu: out of memory");
-    /* Blocking: ordered after FFmpeg's copies on the legacy default stream. */
-    if ((e = cudaStreamCreate(&g->stream)) != cudaSuccess) {
-        infd_free(g);
-        return cuda_fail(err, e, "stream");
+    g->ctx = cu->cuda_ctx;
+    g->push = push;
+    g->pop = pop;
+    cudaError_t e;
+    {
+        in_ctx scope(g);
+        /* Blocking: ordered after FFmpeg's copies on the context's default
+         * stream. */
+        if ((e = cudaStreamCreate(&g->stream)) != cudaSuccess) {
+            infd_free(g);
+            return cuda_fail(err, e, "stream");
+        }
+        if ((e = cudaMallocHost((void **)&g->host_rects,
+                                VIDEO_DRAW_MAX_RECTS * sizeof(video_rect))) == cudaSuccess)
+            e = cudaMalloc((void **)&g->rects, VIDEO_DRAW_MAX_RECTS * sizeof(video_rect));
     }
-    if ((e = cudaMallocHost((void **)&g->host_rects, VIDEO_DRAW_MAX_RECTS * sizeof(video_rect))) !=
-            cudaSuccess ||
-        (e = cudaMalloc((void **)&g->rects, VIDEO_DRAW_MAX_RECTS * sizeof(video_rect))) !=
-            cudaSuccess) {
+    if (e != cudaSuccess) {
         video_gpu_destroy(g);
         return cuda_fail(err, e, "rectangles");
     }
@@ -79,6 +162,7 @@ extern "C" void video_gpu_destroy(video_gpu *g)
 {
     if (!g)
         return;
+    in_ctx scope(g);
     if (g->stream)
         cudaStreamSynchronize(g->stream);
     free_frames(g);
@@ -92,6 +176,7 @@ extern "C" void video_gpu_destroy(video_gpu *g)
 extern "C" infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_letterbox *lb,
                                         video_nv12 *host, float **host_input, infd_error *err)
 {
+    in_ctx scope(g);
     cudaStreamSynchronize(g->stream);
     free_frames(g);
     g->w = w;
@@ -158,6 +243,7 @@ extern "C" infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src,
                                             const video_letterbox *lb, float *input,
                                             infd_error *err)
 {
+    in_ctx scope(g);
     int S = lb->size;
     dim3 block(16, 16), grid((S + 15) / 16, (S + 15) / 16);
     letterbox_kernel<<<grid, block, 0, g->stream>>>(src->y, src->pitch_y, src->uv, src->pitch_uv,
@@ -197,6 +283,7 @@ __global__ static void draw_kernel(uint8_t *__restrict__ y, uint8_t *__restrict_
 extern "C" infd_status video_gpu_draw(video_gpu *g, const video_nv12 *src, const video_rect *rects,
                                       int n, infd_error *err)
 {
+    in_ctx scope(g);
     size_t plane = (size_t)g->pitch * g->h, chroma_rows = (size_t)(g->h + 1) / 2;
     uint8_t *y = g->frame, *uv = g->frame + plane;
     cudaError_t e = cudaMemcpy2DAsync(y, g->pitch, src->y, src->pitch_y, g->w, g->h,

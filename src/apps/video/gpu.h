@@ -6,10 +6,11 @@
  * infd_request_add_input takes host memory) and the finished frame for
  * the encoder, into page-locked buffers.
  *
- * Work runs on one CUDA stream per stream object, a blocking one, so it is
- * ordered after the decoder's copies on the legacy default stream. FFmpeg's
- * CUDA device must use the primary context (the runtime API's), which
- * ingest.c asks for.
+ * The decoder's frames live in the FFmpeg device's CUDA context (the
+ * primary one, video_gpu_device); every call makes it current (and
+ * restores the caller's). Work runs on one CUDA stream per object, a
+ * blocking one, so it is ordered after the decoder's copies on the
+ * context's default stream.
  *
  * Built without CUDA, video_gpu_create fails with UNIMPLEMENTED and the
  * app decodes on the CPU.
@@ -29,6 +30,17 @@ extern "C" {
 
 typedef struct video_gpu video_gpu;
 
+/* An FFmpeg CUDA device (an AVBufferRef of an AVHWDeviceContext; unref it
+ * with av_buffer_unref) for NVDEC, in the CUDA runtime's primary context:
+ * FFmpeg's own device would make a context of its own (the primary one it
+ * refuses when the engine has made it current with other flags), and its
+ * blocking-sync flag costs each wait a thread wake-up. UNAVAILABLE without
+ * a usable GPU. */
+infd_status video_gpu_device(void **hw_device, infd_error *err);
+
+/* For the frames of FFmpeg CUDA device `hw_device` (from
+ * video_gpu_device). UNAVAILABLE when CUDA cannot be used. */
+
 /* An NV12 picture: luma w x h, interleaved chroma (w+1)/2 pairs x (h+1)/2. */
 typedef struct video_nv12 {
     uint8_t *y, *uv;
@@ -36,7 +48,7 @@ typedef struct video_nv12 {
     int w, h;
 } video_nv12;
 
-infd_status video_gpu_create(video_gpu **out, infd_error *err);
+infd_status video_gpu_create(const void *hw_device, video_gpu **out, infd_error *err);
 void video_gpu_destroy(video_gpu *g);
 
 /* Sizes the buffers for w x h frames and an S x S input (lb->size); gives

@@ -4,8 +4,15 @@
  */
 #include "apps/video/gpu.h"
 
-infd_status video_gpu_create(video_gpu **out, infd_error *err)
+infd_status video_gpu_device(void **hw_device, infd_error *err)
 {
+    *hw_device = NULL;
+    return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "this infd was built without CUDA");
+}
+
+infd_status video_gpu_create(const void *hw_device, video_gpu **out, infd_error *err)
+{
+    (void)hw_device;
     *out = NULL;
     return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "this infd was built without CUDA");
 }

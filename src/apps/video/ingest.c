@@ -170,7 +170,7 @@ infd_status video_streamid_parse(const char *sid, size_t n, const char *default_
 /* Reading a publisher                                                       */
 /* ------------------------------------------------------------------------- */
 
-infd_status video_ingest_create(const char *stream, bool nvdec, video_ingest **out,
+infd_status video_ingest_create(const char *stream, const void *hw_device, video_ingest **out,
                                 infd_error *err)
 {
     *out = NULL;
@@ -178,24 +178,11 @@ infd_status video_ingest_create(const char *stream, bool nvdec, video_ingest **o
     if (!in)
         goto oom;
     snprintf(in->stream, sizeof(in->stream), "%s", stream);
-    if (nvdec) {
-        /* The primary context: the one the CUDA runtime (gpu.cu, the
-         * engine) uses, so its kernels can read the decoder's frames. */
-        AVDictionary *o = NULL;
-        av_dict_set(&o, "primary_ctx", "1", 0);
-        int rc = av_hwdevice_ctx_create(&in->hw, AV_HWDEVICE_TYPE_CUDA, NULL, o, 0);
-        av_dict_free(&o);
-        if (rc < 0) {
-            char text[AV_ERROR_MAX_STRING_SIZE];
-            av_strerror(rc, text, sizeof(text));
-            infd_log(INFD_LOG_LEVEL_WARN,
-                     "video: stream %s: no CUDA device for NVDEC (%s): decoding on the CPU",
-                     stream, text);
-        }
-        in->nvdec = in->hw != NULL;
-    }
     in->sock = SRT_INVALID_SOCK;
     in->eid = -1;
+    if (hw_device && !(in->hw = av_buffer_ref((AVBufferRef *)hw_device)))
+        goto oom;
+    in->nvdec = in->hw != NULL;
     in->pkt = av_packet_alloc();
     if (!in->pkt)
         goto oom;
@@ -356,7 +343,9 @@ infd_status video_ingest_open(video_ingest *in, int sock, video_ingest_stop_fn s
         in->dec->hw_device_ctx = av_buffer_ref(in->hw);
         in->dec->get_format = pick_cuda;
     }
-    /* One thread and low delay: frame threading would hold frames back. */
+    /* One thread and low delay: frame threading would hold frames back.
+     * (Slice threads did not speed up x264 zerolatency key frames, the
+     * slowest frames, on 2 cores: measured, bench/RESULTS.md.) */
     in->dec->thread_count = 1;
     in->dec->flags |= AV_CODEC_FLAG_LOW_DELAY;
     in->dec->pkt_timebase = in->fmt->streams[in->video_index]->time_base;

@@ -69,11 +69,11 @@ typedef struct video_ingest video_ingest;
  * publisher takes the stream over). Polled at least every 100 ms. */
 typedef bool (*video_ingest_stop_fn)(void *user);
 
-/* OUT_OF_MEMORY is the only error. With `nvdec`, H.264 is decoded by the
- * GPU through FFmpeg's CUDA hwaccel (primary context): frames come out as
- * AV_PIX_FMT_CUDA, NV12 in device memory. When no CUDA device can be
- * opened the reader says why once and decodes on the CPU. */
-infd_status video_ingest_create(const char *stream, bool nvdec, video_ingest **out,
+/* OUT_OF_MEMORY is the only error. With `hw_device` (an FFmpeg CUDA device,
+ * an AVBufferRef: gpu.h's video_gpu_device; referenced, not taken), H.264
+ * is decoded by the GPU through FFmpeg's CUDA hwaccel: frames come out as
+ * AV_PIX_FMT_CUDA, NV12 in device memory. NULL: on the CPU. */
+infd_status video_ingest_create(const char *stream, const void *hw_device, video_ingest **out,
                                 infd_error *err);
 void video_ingest_destroy(video_ingest *in);
 

@@ -703,18 +703,25 @@ infd_status video_stream_create(video_shared *sh, const char *name, video_stream
     if (!s->input || !s->scratch || !s->decoded || !s->work || !s->enc_pkt || !s->window)
         goto oom;
     if (sh->cuda) {
+        /* NVDEC and the CUDA stages together, or neither. */
+        infd_error gerr;
+        infd_error_clear(&gerr);
+        void *hw = NULL;
         s->rects = infd_calloc(VIDEO_DRAW_MAX_RECTS, sizeof(video_rect));
         s->host_frame = av_frame_alloc();
         if (!s->rects || !s->host_frame)
             goto oom;
-        infd_error gerr;
-        infd_error_clear(&gerr);
-        if (video_gpu_create(&s->gpu, &gerr) != INFD_STATUS_OK)
+        if (video_gpu_device(&hw, &gerr) != INFD_STATUS_OK ||
+            video_gpu_create(hw, &s->gpu, &gerr) != INFD_STATUS_OK)
             infd_log(INFD_LOG_LEVEL_WARN, "video: stream %s: %s: frames on the CPU", name,
                      gerr.msg);
+        if (s->gpu && video_ingest_create(name, hw, &s->in, err) != INFD_STATUS_OK) {
+            av_buffer_unref((AVBufferRef **)&hw);
+            goto fail;
+        }
+        av_buffer_unref((AVBufferRef **)&hw);
     }
-    /* NVDEC only where the CUDA stages can take its frames. */
-    if (video_ingest_create(name, s->gpu != NULL, &s->in, err) != INFD_STATUS_OK)
+    if (!s->in && video_ingest_create(name, NULL, &s->in, err) != INFD_STATUS_OK)
         goto fail;
     s->window_start_ns = infd_clock_ns();
     if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
