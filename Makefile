@@ -12,6 +12,8 @@ BUILD_DIR = build/$(PRESET)
 INFD = $(BUILD_DIR)/infd
 # Extra options for `make serve`, e.g. SERVE_ARGS="--http-port 9000".
 SERVE_ARGS ?=
+# The live video app's SRT listener (docs/VIDEO.md); empty: off.
+VIDEO_LISTEN ?= srt://:9000
 
 # Seconds of fuzzing: `make fuzz` runs the full 5 minutes, `make test` a short
 # run with a fixed seed, so CI's result does not depend on luck.
@@ -30,7 +32,7 @@ build:
 	cmake --build --preset $(PRESET)
 
 serve: setup build
-	@$(INFD) serve --model-repository models $(SERVE_ARGS)
+	@$(INFD) serve --model-repository models $(if $(VIDEO_LISTEN),--video-listen $(VIDEO_LISTEN)) $(SERVE_ARGS)
 
 test: setup
 	@echo "== format check"

@@ -29,6 +29,7 @@ import pytest
 
 import serving
 from serving import free_port
+from test_cuda import cuda_state
 
 READY_TIMEOUT_S = 30.0
 W = H = 640
@@ -414,14 +415,6 @@ def test_ffmpeg_sender_and_viewer_frames_in_equal_frames_out(video, ball, tmp_pa
 # The astronaut: a real face, boxed
 # ---------------------------------------------------------------------------
 
-def cuda_state(infd_bin):
-    """(usable, reason) from `infd --version`'s cuda backend line."""
-    r = subprocess.run([str(infd_bin), "--version"], capture_output=True, text=True, timeout=60)
-    m = re.search(r"^cuda backend: (.*)$", r.stdout, re.M)
-    line = m.group(1) if m else "unknown"
-    return bool(re.match(r"built; \d+ GPU", line)), line
-
-
 @pytest.fixture(scope="module")
 def gpu(infd_bin):
     usable, line = cuda_state(infd_bin)
@@ -461,6 +454,17 @@ def check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path):
             assert abs(x - ref_kp[eye][0]) <= 8 and abs(y - ref_kp[eye][1]) <= 8, (i, eye)
             assert red_near(frame, x, y) >= 10, f"frame {i}: no red dot on eye {eye}"
         assert face["score"] > 0.75
+
+
+def test_device_cuda_without_a_gpu_says_so(infd_bin, repo_root):
+    usable, line = cuda_state(infd_bin)
+    if usable:
+        pytest.skip("a GPU is usable here: test_astronaut_on_the_gpu covers --device cuda")
+    r = subprocess.run([str(infd_bin), "video", "--model-repository", str(repo_root / "models"),
+                        "--device", "cuda", "--listen", "srt://127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "KIND_GPU, but no usable CUDA device" in r.stderr, r.stderr
 
 
 def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path):

@@ -99,7 +99,7 @@ struct video_stream {
     uint64_t window_sum[VIDEO_N_STAGES];
     infd_histogram *window; /* this stream's process times since the last log */
     uint64_t window_start_ns;
-    char json[8192];
+    char json[32768]; /* a frame's detections line: VIDEO_MAX_FACES faces fit */
 };
 
 /* ------------------------------------------------------------------------- */
