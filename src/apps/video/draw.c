@@ -66,8 +66,9 @@ static void fill(canvas *cv, int x0, int y0, int x1, int y1, yuv_colour c)
         return;
     if (!cv->img) {
         if (cv->n_rects < cv->max_rects)
-            cv->rects[cv->n_rects] = (video_rect){ (int16_t)x0, (int16_t)y0, (int16_t)x1,
-                                                   (int16_t)y1, c.y, c.u, c.v, 0 };
+            cv->rects[cv->n_rects] = (video_rect){
+                (int16_t)x0, (int16_t)y0, (int16_t)x1, (int16_t)y1, c.y, c.u, c.v, 0
+            };
         cv->n_rects++;
         return;
     }

@@ -83,25 +83,28 @@ struct video_gpu {
     ctx_pop_fn pop;
     cudaStream_t stream;
     int w, h, size;
-    uint8_t *frame; /* the stream's own NV12 frame, device */
-    int pitch;      /* of both planes */
-    float *input;   /* device S x S x 3 */
-    uint8_t *host;  /* page-locked NV12 for the encoder */
+    uint8_t *frame;    /* the stream's own NV12 frame, device */
+    int pitch;         /* of both planes */
+    float *input;      /* device S x S x 3 */
+    uint8_t *host;     /* page-locked NV12 for the encoder */
     float *host_input; /* page-locked S x S x 3, the request's input */
     video_rect *rects, *host_rects;
 };
 
 static infd_status cuda_fail(infd_error *err, cudaError_t e, const char *what)
 {
-    return infd_error_set(err, e == cudaErrorMemoryAllocation ? INFD_STATUS_OUT_OF_MEMORY
-                                                              : INFD_STATUS_INTERNAL,
-                          "video gpu: %s: %s", what, cudaGetErrorString(e));
+    return infd_error_set(
+        err, e == cudaErrorMemoryAllocation ? INFD_STATUS_OUT_OF_MEMORY : INFD_STATUS_INTERNAL,
+        "video gpu: %s: %s", what, cudaGetErrorString(e));
 }
 
 /* Makes FFmpeg's context current for the scope of a call. */
 struct in_ctx {
     const video_gpu *g;
-    explicit in_ctx(const video_gpu *gpu) : g(gpu) { g->push(g->ctx); }
+    explicit in_ctx(const video_gpu *gpu) : g(gpu)
+    {
+        g->push(g->ctx);
+    }
     ~in_ctx()
     {
         CUcontext prev;
@@ -114,7 +117,8 @@ extern "C" infd_status video_gpu_create(const void *hw_device, video_gpu **out, 
     *out = NULL;
     if (!hw_device)
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "video gpu: no NVDEC device");
-    const AVHWDeviceContext *dev = (const AVHWDeviceContext *)((const AVBufferRef *)hw_device)->data;
+    const AVHWDeviceContext *dev =
+        (const AVHWDeviceContext *)((const AVBufferRef *)hw_device)->data;
     const AVCUDADeviceContext *cu = (const AVCUDADeviceContext *)dev->hwctx;
     ctx_push_fn push = (ctx_push_fn)driver_symbol("cuCtxPushCurrent_v2");
     ctx_pop_fn pop = (ctx_pop_fn)driver_symbol("cuCtxPopCurrent_v2");
@@ -247,8 +251,8 @@ extern "C" infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src,
     int S = lb->size;
     dim3 block(16, 16), grid((S + 15) / 16, (S + 15) / 16);
     letterbox_kernel<<<grid, block, 0, g->stream>>>(src->y, src->pitch_y, src->uv, src->pitch_uv,
-                                                    src->w, src->h, S, lb->ox, lb->oy, lb->w,
-                                                    lb->h, g->input);
+                                                    src->w, src->h, S, lb->ox, lb->oy, lb->w, lb->h,
+                                                    g->input);
     cudaError_t e = cudaMemcpyAsync(input, g->input, (size_t)S * S * 3 * sizeof(float),
                                     cudaMemcpyDeviceToHost, g->stream);
     if (e == cudaSuccess)

@@ -54,8 +54,8 @@ struct video_ingest {
     AVCodecContext *dec;
     AVPacket *pkt;
     int video_index;
-    bool nvdec;       /* asked for */
-    AVBufferRef *hw;  /* the CUDA device, once opened */
+    bool nvdec;      /* asked for */
+    AVBufferRef *hw; /* the CUDA device, once opened */
     uint64_t errors;
     int error_run; /* demuxer errors since the last packet */
 };

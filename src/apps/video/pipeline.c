@@ -410,8 +410,7 @@ static void keep_buffer(void *opaque, uint8_t *data)
 static infd_status gpu_resize(video_stream *s, int w, int h, infd_error *err)
 {
     s->lb = video_letterbox_make(w, h, s->sh->input_size);
-    if (video_gpu_resize(s->gpu, w, h, &s->lb, &s->gpu_host, &s->gpu_input, err) !=
-        INFD_STATUS_OK)
+    if (video_gpu_resize(s->gpu, w, h, &s->lb, &s->gpu_host, &s->gpu_input, err) != INFD_STATUS_OK)
         return err->code;
     av_frame_unref(s->host_frame);
     AVFrame *hf = s->host_frame;
@@ -444,8 +443,8 @@ static AVFrame *detect_and_draw(video_stream *s, AVFrame *f, uint64_t frame_no, 
     if (f->format == AV_PIX_FMT_CUDA) {
         infd_error err;
         infd_error_clear(&err);
-        video_nv12 src = { f->data[0], f->data[1], f->linesize[0], f->linesize[1], f->width,
-                           f->height };
+        video_nv12 src = { f->data[0],     f->data[1], f->linesize[0],
+                           f->linesize[1], f->width,   f->height };
         if (video_gpu_preprocess(s->gpu, &src, &s->lb, s->gpu_input, &err) != INFD_STATUS_OK) {
             infd_log(INFD_LOG_LEVEL_ERROR, "video: stream %s: frame %" PRIu64 ": %s", s->name,
                      frame_no, err.msg);
@@ -453,8 +452,8 @@ static AVFrame *detect_and_draw(video_stream *s, AVFrame *f, uint64_t frame_no, 
         }
         uint64_t t1 = infd_clock_ns();
         ns[VIDEO_STAGE_PREPROCESS] = t1 - t;
-        int n = detect(s, s->gpu_input, frame_no, &ns[VIDEO_STAGE_INFER],
-                       &ns[VIDEO_STAGE_POSTPROCESS]);
+        int n =
+            detect(s, s->gpu_input, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
         *n_faces = n < 0 ? 0 : n;
         uint64_t t2 = infd_clock_ns();
         int n_rects = video_draw_rects(f->width, f->height, s->faces, *n_faces, s->rects,

@@ -67,8 +67,8 @@ typedef struct video_shared {
     int bitrate_kbps;
     bool cuda;           /* NVDEC decode and CUDA letterbox/drawing (gpu.h) */
     const char *encoder; /* "libx264", or "h264_nvenc" where the GPU has NVENC */
-    int stats_every;  /* log a stream's stage times every N frames; 0: never */
-    FILE *detections; /* JSON lines, or NULL */
+    int stats_every;     /* log a stream's stage times every N frames; 0: never */
+    FILE *detections;    /* JSON lines, or NULL */
     pthread_mutex_t detections_lock;
     atomic_bool stopping;
     /* Per-stage times of every frame of every stream, microseconds. */

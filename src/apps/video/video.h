@@ -20,8 +20,8 @@
 #include "infd/infd.h"
 
 typedef struct infd_video_options {
-    const char *listen;         /* "srt://[HOST]:PORT" (HOST default 0.0.0.0); port 0 picks one */
-    const char *model;          /* the served detector; "blazeface" */
+    const char *listen; /* "srt://[HOST]:PORT" (HOST default 0.0.0.0); port 0 picks one */
+    const char *model;  /* the served detector; "blazeface" */
     /* "cpu": decode, letterbox and draw on the CPU; "cuda": NVDEC decode and
      * CUDA letterbox and drawing, frames in device memory until the one
      * download for the encoder (NVENC where the GPU has one, else libx264,
