@@ -24,6 +24,14 @@ int infd_cli_build(int argc, char **argv);
 int infd_cli_asr(int argc, char **argv);
 int infd_cli_video(int argc, char **argv);
 
+/* The video app's HTTP routes (an infd_http_extension with prefix "video",
+ * `user` the infd_video): GET /v2/video/streams (the streams as JSON) and
+ * /v2/video/streams/{name}/detections (Server-Sent Events of the stream's
+ * detections). In cmd_video.c; `infd serve --video-listen` uses it too. */
+struct infd_http_sink;
+infd_status infd_cli_video_route(void *user, const char *path, struct infd_http_sink *sink,
+                                 char **json, size_t *n, infd_error *err);
+
 /* Options shared by run and bench, filled by infd_cli_parse_common. */
 #define INFD_CLI_MAX_SHAPES 16
 typedef struct infd_cli_common {

@@ -251,6 +251,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_metrics *metrics = NULL;
     infd_raw *raw = NULL;
     infd_video *video = NULL;
+    infd_http_extension video_ext = { "video", infd_cli_video_route, NULL };
     infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
              so.model_repository);
     /* Speech models (backend "asr") are served by the speech app's kind. */
@@ -276,6 +277,11 @@ int infd_cli_serve(int argc, char **argv)
         infd_log(INFD_LOG_LEVEL_INFO, "gRPC listening on %s:%d", go.host, infd_grpc_port(grpc));
     }
     if (ho.port >= 0) {
+        if (video) {
+            video_ext.user = video;
+            ho.extensions = &video_ext;
+            ho.n_extensions = 1;
+        }
         if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
             report("http", err.msg);
             goto out;

@@ -8,7 +8,10 @@
  * (src/apps/video) is then started on that server, with the Prometheus
  * metrics frontend carrying the app's families next to the model's. The
  * main thread waits for SIGINT or SIGTERM, then stops the app (streams are
- * finished and closed), the metrics and the server, and exits 0.
+ * finished and closed), the metrics and the server, and exits 0. With
+ * --http-port the HTTP frontend serves the detector over KServe v2 and the
+ * app's routes: the streams, and each stream's detections as Server-Sent
+ * Events.
  */
 #include <errno.h>
 #include <limits.h>
@@ -22,6 +25,7 @@
 #include "apps/video/video.h"
 #include "cli/cli.h"
 #include "core/log.h"
+#include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
 #include "infd/infd.h"
 
@@ -39,6 +43,8 @@ static void usage(FILE *out)
             "  --latency-ms N           SRT latency (default 120)\n"
             "  --detections FILE|-      one JSON line per frame: faces, timings\n"
             "  --metrics-port N         Prometheus /metrics (default -1: off; 0: any free port)\n"
+            "  --http-port N            KServe v2 HTTP for the detector, and the detections as\n"
+            "                           Server-Sent Events (/v2/video/...; default -1: off)\n"
             "  --host ADDR              address of the metrics port (default 0.0.0.0)\n"
             "  --min-score F            face score threshold (default 0.5)\n"
             "  --x264-preset P          libx264 preset (default ultrafast)\n"
@@ -118,6 +124,38 @@ static void remove_repository(const char *tmp, const char *name)
     rmdir(tmp);
 }
 
+static bool sink_send(void *sink, const char *line, size_t n)
+{
+    return infd_http_sink_send(sink, line, n);
+}
+
+static void sink_release(void *sink)
+{
+    infd_http_sink_release(sink);
+}
+
+infd_status infd_cli_video_route(void *user, const char *path, infd_http_sink *sink, char **json,
+                                 size_t *n, infd_error *err)
+{
+    infd_video *v = user;
+    static const char prefix[] = "streams/", suffix[] = "/detections";
+    size_t len = strlen(path), pre = sizeof(prefix) - 1, suf = sizeof(suffix) - 1;
+    if (strcmp(path, "streams") == 0)
+        return infd_video_streams_json(v, json, n, err);
+    if (len > pre + suf && strncmp(path, prefix, pre) == 0 &&
+        strcmp(path + len - suf, suffix) == 0) {
+        char name[256];
+        snprintf(name, sizeof(name), "%.*s", (int)(len - pre - suf), path + pre);
+        infd_video_subscriber sub = { sink_send, sink_release, sink };
+        *json = NULL;
+        return infd_video_subscribe(v, name, &sub, err);
+    }
+    return infd_error_set(err, INFD_STATUS_NOT_FOUND,
+                          "no video route '%.200s': /v2/video/streams or "
+                          "/v2/video/streams/{name}/detections",
+                          path);
+}
+
 static infd_status metrics_extra(void *user, char **out, size_t *n, infd_error *err)
 {
     return infd_video_metrics_render(user, out, n, err);
@@ -130,6 +168,9 @@ int infd_cli_video(int argc, char **argv)
     infd_metrics_options mo;
     infd_metrics_options_init(&mo);
     mo.port = -1;
+    infd_http_options ho;
+    infd_http_options_init(&ho);
+    ho.port = -1;
     infd_server_options so;
     infd_server_options_init(&so);
     const char *model = "blazeface", *repository = "models", *device = "cpu";
@@ -170,8 +211,12 @@ int infd_cli_video(int argc, char **argv)
         } else if (strcmp(a, "--metrics-port") == 0) {
             bad = parse_long(v, -1, 65535, &n);
             mo.port = (int)n;
+        } else if (strcmp(a, "--http-port") == 0) {
+            bad = parse_long(v, -1, 65535, &n);
+            ho.port = (int)n;
         } else if (strcmp(a, "--host") == 0) {
             mo.host = v;
+            ho.host = v;
         } else if (strcmp(a, "--min-score") == 0) {
             char *end;
             vo.min_score = strtof(v, &end);
@@ -242,6 +287,8 @@ int infd_cli_video(int argc, char **argv)
     infd_server *server = NULL;
     infd_video *video = NULL;
     infd_metrics *metrics = NULL;
+    infd_http *http = NULL;
+    infd_http_extension ext = { "video", infd_cli_video_route, NULL };
     char tmp[] = "/tmp/infd-video-XXXXXX";
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "infd video: cannot make a temporary folder: %s\n", strerror(errno));
@@ -276,6 +323,17 @@ int infd_cli_video(int argc, char **argv)
         infd_log(INFD_LOG_LEVEL_INFO, "metrics listening on %s:%d", mo.host,
                  infd_metrics_port(metrics));
     }
+    if (ho.port >= 0) {
+        ext.user = video;
+        ho.extensions = &ext;
+        ho.n_extensions = 1;
+        if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
+            fprintf(stderr, "infd video: %s\n", err.msg);
+            goto out;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "HTTP listening on %s:%d (/v2/video/streams)", ho.host,
+                 infd_http_port(http));
+    }
     infd_log(INFD_LOG_LEVEL_INFO, "video: ready on SRT port %d; SIGTERM or Ctrl-C stops",
              infd_video_port(video));
     int sig = 0;
@@ -283,8 +341,10 @@ int infd_cli_video(int argc, char **argv)
     infd_log(INFD_LOG_LEVEL_INFO, "%s: closing the streams", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = INFD_EXIT_OK;
 out:
+    /* The app releases its event streams before the HTTP frontend stops. */
     infd_metrics_stop(metrics);
     infd_video_stop(video);
+    infd_http_stop(http);
     infd_server_destroy(server);
     remove_repository(tmp, name);
     if (rc == INFD_EXIT_OK)

@@ -729,6 +729,48 @@ def test_lifecycle_and_metrics(video, ball, tmp_path):
     assert "process (decoder in to encoder out) p50" in v.text()
 
 
+def test_detections_as_server_sent_events(video, ball, tmp_path):
+    import threading
+
+    import requests
+
+    port = free_port()
+    v = video("--http-port", str(port))
+    base = f"http://127.0.0.1:{port}/v2/video"
+    assert requests.get(f"{base}/streams", timeout=5).json() == []
+    events = []
+    opened = threading.Event()
+
+    def listen():
+        with requests.get(f"{base}/streams/live/detections", stream=True, timeout=30) as r:
+            assert r.status_code == 200
+            assert r.headers["Content-Type"] == "text/event-stream"
+            opened.set()
+            for line in r.iter_lines():
+                if line.startswith(b"data: "):
+                    events.append(json.loads(line[6:]))
+                if len(events) == 150:
+                    return
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    assert opened.wait(10)
+    wait_for(lambda: "a detections subscriber" in v.text(), 5, "the subscription")
+    sender = ffmpeg_send(v.url, ball, tmp_path)
+    assert sender.wait(30) == 0
+    t.join(15)
+    assert len(events) == 150
+    # The events are the detections file's lines.
+    assert events == v.frames()
+    streams = requests.get(f"{base}/streams", timeout=5).json()
+    assert [(s["name"], s["frames"], s["width"]) for s in streams] == [("live", 150, 640)]
+    r = requests.get(f"{base}/nothing", timeout=5)
+    assert r.status_code == 404 and "no video route" in r.json()["error"]
+    # The KServe API of the detector is on the same port.
+    assert requests.get(f"http://127.0.0.1:{port}/v2/models/blazeface/ready",
+                        timeout=5).status_code == 200
+
+
 def test_sigterm_mid_stream_exits_0(video, ball, tmp_path):
     v = video()
     out = tmp_path / "out.ts"
@@ -816,4 +858,6 @@ def test_serve_video_listen_two_streams_share_the_served_detector(serve, repo_ro
     assert int(s["inference_count"]) >= 300
     m = requests.get(srv.metrics_url, timeout=5).text
     assert re.search(r"^infd_video_frames_total 300$", m, re.M)
+    streams = requests.get(f"{srv.url}/v2/video/streams", timeout=5).json()
+    assert sorted((s["name"], s["frames"]) for s in streams) == [("a", 150), ("b", 150)]
     assert re.search(r"^infd_video_streams 2$", m, re.M)

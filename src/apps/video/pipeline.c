@@ -339,10 +339,14 @@ static void report_json(video_stream *s, uint64_t frame_no, int64_t pts, int n, 
     put_json(s, &len, "}}\n");
     if (len >= sizeof(s->json))
         return; /* cannot happen with VIDEO_MAX_FACES faces; never a cut line */
-    pthread_mutex_lock(&sh->detections_lock);
-    fwrite(s->json, 1, len, sh->detections);
-    fflush(sh->detections);
-    pthread_mutex_unlock(&sh->detections_lock);
+    if (sh->detections) {
+        pthread_mutex_lock(&sh->detections_lock);
+        fwrite(s->json, 1, len, sh->detections);
+        fflush(sh->detections);
+        pthread_mutex_unlock(&sh->detections_lock);
+    }
+    if (atomic_load(&sh->subscribers) > 0 && sh->on_detections)
+        sh->on_detections(sh->user, s->name, s->json, len - 1); /* without the newline */
 }
 
 static void record(video_stream *s, const uint64_t *ns)
@@ -591,7 +595,7 @@ static void process(video_stream *s, const video_ingest_timing *it)
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add(&sh->frames, 1);
     atomic_fetch_add(&sh->faces, (uint64_t)n);
-    if (sh->detections)
+    if (sh->detections || atomic_load(&sh->subscribers) > 0)
         report_json(s, frame_no, pts, n, ns);
     record(s, ns);
 }

@@ -77,6 +77,10 @@ typedef struct video_shared {
     _Atomic uint64_t publishers_total, viewers_total;
     /* Called (on a stream's thread) after it closes a publisher socket. */
     void (*on_publisher_closed)(void *user);
+    /* A frame's detections line (no newline) for the stream's subscribers
+     * (on its thread); called while subscribers > 0. */
+    void (*on_detections)(void *user, const char *stream, const char *line, size_t n);
+    _Atomic int subscribers;
     void *user;
 } video_shared;
 

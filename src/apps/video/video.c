@@ -43,8 +43,9 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 
-#define VIDEO_MAX_STREAMS 16
-#define SID_MAX           512 /* libsrt's limit on a stream ID */
+#define VIDEO_MAX_STREAMS     16
+#define SID_MAX               512 /* libsrt's limit on a stream ID */
+#define VIDEO_MAX_SUBSCRIBERS 64
 
 typedef enum conn_role { CONN_FREE = 0, CONN_TENTATIVE, CONN_VIEWER } conn_role;
 
@@ -68,6 +69,13 @@ struct infd_video {
     pthread_t thread;
     bool started;
     _Atomic int n_conns; /* accepted and not yet closed, publishers included */
+
+    pthread_mutex_t sub_lock; /* guards subs[] */
+    struct subscription {
+        char name[VIDEO_NAME_MAX + 1];
+        infd_video_subscriber sub;
+        bool used;
+    } subs[VIDEO_MAX_SUBSCRIBERS];
 
     pthread_mutex_t lock; /* guards streams[] (read by the metrics and JSON) */
     video_stream *streams[VIDEO_MAX_STREAMS];
@@ -387,6 +395,50 @@ static void *accept_main(void *arg)
     return NULL;
 }
 
+/* A frame's detections to the stream's subscribers; those gone are let go. */
+static void on_detections(void *user, const char *stream, const char *line, size_t n)
+{
+    infd_video *v = user;
+    pthread_mutex_lock(&v->sub_lock);
+    for (int i = 0; i < VIDEO_MAX_SUBSCRIBERS; i++) {
+        struct subscription *sub = &v->subs[i];
+        if (!sub->used || strcmp(sub->name, stream) != 0)
+            continue;
+        if (!sub->sub.send(sub->sub.sink, line, n)) {
+            sub->sub.release(sub->sub.sink);
+            sub->used = false;
+            atomic_fetch_sub(&v->sh.subscribers, 1);
+        }
+    }
+    pthread_mutex_unlock(&v->sub_lock);
+}
+
+infd_status infd_video_subscribe(infd_video *v, const char *name, const infd_video_subscriber *sub,
+                                 infd_error *err)
+{
+    video_streamid sid;
+    if (video_streamid_parse(name, strlen(name), v->default_stream, &sid, err) != INFD_STATUS_OK)
+        return err ? err->code : INFD_STATUS_INVALID_ARGUMENT;
+    infd_status st = INFD_STATUS_RESOURCE_EXHAUSTED;
+    pthread_mutex_lock(&v->sub_lock);
+    for (int i = 0; i < VIDEO_MAX_SUBSCRIBERS; i++) {
+        if (!v->subs[i].used) {
+            snprintf(v->subs[i].name, sizeof(v->subs[i].name), "%s", sid.name);
+            v->subs[i].sub = *sub;
+            v->subs[i].used = true;
+            atomic_fetch_add(&v->sh.subscribers, 1);
+            st = INFD_STATUS_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&v->sub_lock);
+    if (st != INFD_STATUS_OK)
+        return infd_error_set(err, st, "video: %d detection subscribers already",
+                              VIDEO_MAX_SUBSCRIBERS);
+    infd_log(INFD_LOG_LEVEL_INFO, "video: stream %s: a detections subscriber", sid.name);
+    return INFD_STATUS_OK;
+}
+
 /* A stream thread closes its publisher: the count goes down there. */
 static void publisher_closed(void *user)
 {
@@ -482,6 +534,7 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
     v->listener = SRT_INVALID_SOCK;
     v->eid = -1;
     pthread_mutex_init(&v->lock, NULL);
+    pthread_mutex_init(&v->sub_lock, NULL);
     pthread_mutex_init(&v->sh.detections_lock, NULL);
     srt_startup();
     snprintf(v->model_name, sizeof(v->model_name), "%s", o->model ? o->model : "blazeface");
@@ -534,6 +587,7 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
     v->sh.bitrate_kbps = o->bitrate_kbps;
     v->sh.stats_every = o->stats_every;
     v->sh.on_publisher_closed = publisher_closed;
+    v->sh.on_detections = on_detections;
     v->sh.user = v;
     if (o->detections) {
         if (strcmp(o->detections, "-") == 0) {
@@ -592,6 +646,9 @@ void infd_video_stop(infd_video *v)
         srt_close(v->listener);
     for (int i = 0; i < v->n_streams; i++)
         video_stream_destroy(v->streams[i]);
+    for (int i = 0; i < VIDEO_MAX_SUBSCRIBERS; i++)
+        if (v->subs[i].used)
+            v->subs[i].sub.release(v->subs[i].sub.sink);
     if (v->eid >= 0)
         srt_epoll_release(v->eid);
     srt_cleanup();
@@ -603,6 +660,7 @@ void infd_video_stop(infd_video *v)
         infd_histogram_destroy(v->sh.stage[i]);
     infd_free(v->conns);
     pthread_mutex_destroy(&v->lock);
+    pthread_mutex_destroy(&v->sub_lock);
     pthread_mutex_destroy(&v->sh.detections_lock);
     if (v->started)
         infd_log(INFD_LOG_LEVEL_INFO, "video: stopped");

@@ -15,6 +15,7 @@
 #ifndef INFD_APPS_VIDEO_VIDEO_H
 #define INFD_APPS_VIDEO_VIDEO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "infd/infd.h"
@@ -61,6 +62,25 @@ void infd_video_stop(infd_video *v);
 /* Appends the app's Prometheus metrics (docs/VIDEO.md lists them) as a
  * NUL-terminated string of `*n` bytes; free it with infd_free. */
 infd_status infd_video_metrics_render(infd_video *v, char **out, size_t *n, infd_error *err);
+
+/* A subscriber to a stream's detections: the HTTP frontend's event stream
+ * (Server-Sent Events), wired by the caller so the app needs no frontend.
+ * `send` pushes one JSON line (no newline) and returns false once the
+ * subscriber has gone; `release` lets it go. Both are called from the
+ * stream's thread and must not block. */
+typedef struct infd_video_subscriber {
+    bool (*send)(void *sink, const char *line, size_t n);
+    void (*release)(void *sink);
+    void *sink;
+} infd_video_subscriber;
+
+/* Subscribes to the detections of stream `name` (it need not exist yet):
+ * every frame's JSON line (as --detections writes it) goes to `sub` until
+ * it goes away or the app stops; the app then calls sub->release.
+ * INVALID_ARGUMENT for a bad stream name, RESOURCE_EXHAUSTED past 64
+ * subscribers (the caller keeps the sink then). */
+infd_status infd_video_subscribe(infd_video *v, const char *name, const infd_video_subscriber *sub,
+                                 infd_error *err);
 
 /* The streams as a JSON array ([{"name", "publishing", "viewers", "frames",
  * "width", "height", "fps"}]); free with infd_free. */

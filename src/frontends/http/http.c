@@ -180,6 +180,7 @@ struct http_loop {
     infd_strbuf jb;         /* response JSON scratch, reset per reply */
     struct rx_conn **rx;    /* per socket fd: its pinned receive state, or NULL */
     int rx_cap;
+    infd_http_sink *sinks; /* event streams on this loop */
 };
 
 struct infd_http {
@@ -189,6 +190,25 @@ struct infd_http {
     size_t max_body_bytes;
     int n_loops;
     http_loop *loops;
+    const infd_http_extension *ext; /* borrowed */
+    int n_ext;
+};
+
+/* An event stream (Server-Sent Events) of an app's route. The app pushes
+ * from its threads into `pending`; the loop thread writes it out as chunks
+ * when `flush` fires. It is freed on the loop thread once the app has
+ * released it and its reply has ended (or its client has gone). */
+#define SINK_MAX_PENDING (1u << 20)
+struct infd_http_sink {
+    http_loop *loop;
+    struct evhttp_request *ev; /* loop thread; NULL once the reply ended */
+    struct event *flush;       /* user event: pending data, or a release */
+    infd_http_sink *next;      /* the loop's list (loop thread) */
+    pthread_mutex_t mu;        /* guards the three below */
+    infd_strbuf pending;
+    bool closed;   /* the client left, or the frontend stops: send fails */
+    bool released; /* the app let go */
+    uint64_t dropped;
 };
 
 /* ------------------------------------------------------------------------- */
@@ -1744,6 +1764,165 @@ static void route_model(http_loop *loop, struct evhttp_request *ev, char **seg, 
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* Apps' routes and event streams                                            */
+/* ------------------------------------------------------------------------- */
+
+bool infd_http_sink_send(infd_http_sink *sink, const char *data, size_t n)
+{
+    pthread_mutex_lock(&sink->mu);
+    bool open = !sink->closed;
+    if (open && sink->pending.len + n + 8 > SINK_MAX_PENDING) {
+        sink->dropped++; /* a slow reader loses events */
+    } else if (open) {
+        infd_strbuf_put(&sink->pending, "data: ", 6);
+        infd_strbuf_put(&sink->pending, data, n);
+        infd_strbuf_put(&sink->pending, "\n\n", 2);
+    }
+    /* Under the lock: once a release is seen, the loop thread frees the
+     * sink, which must not be touched after unlocking. */
+    if (open)
+        event_active(sink->flush, 0, 0);
+    pthread_mutex_unlock(&sink->mu);
+    return open;
+}
+
+void infd_http_sink_release(infd_http_sink *sink)
+{
+    if (!sink)
+        return;
+    pthread_mutex_lock(&sink->mu);
+    sink->released = true;
+    event_active(sink->flush, 0, 0); /* under the lock: see infd_http_sink_send */
+    pthread_mutex_unlock(&sink->mu);
+}
+
+static void sink_free(infd_http_sink *sink)
+{
+    http_loop *loop = sink->loop;
+    for (infd_http_sink **p = &loop->sinks; *p; p = &(*p)->next) {
+        if (*p == sink) {
+            *p = sink->next;
+            break;
+        }
+    }
+    if (sink->flush)
+        event_free(sink->flush);
+    infd_strbuf_fini(&sink->pending);
+    pthread_mutex_destroy(&sink->mu);
+    infd_free(sink);
+}
+
+/* Ends the reply (the client is still there). */
+static void sink_end(infd_http_sink *sink)
+{
+    if (!sink->ev)
+        return;
+    struct evhttp_connection *conn = evhttp_request_get_connection(sink->ev);
+    if (conn)
+        evhttp_connection_set_closecb(conn, NULL, NULL);
+    evhttp_send_reply_end(sink->ev);
+    sink->ev = NULL;
+}
+
+/* The client left: libevent frees the request with its connection. */
+static void on_sink_closed(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    infd_http_sink *sink = arg;
+    sink->ev = NULL;
+    pthread_mutex_lock(&sink->mu);
+    sink->closed = true;
+    pthread_mutex_unlock(&sink->mu);
+    event_active(sink->flush, 0, 0);
+}
+
+static void on_sink_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    infd_http_sink *sink = arg;
+    struct evbuffer *chunk = evbuffer_new();
+    pthread_mutex_lock(&sink->mu);
+    if (chunk && sink->pending.len > 0 && sink->ev)
+        evbuffer_add(chunk, sink->pending.data, sink->pending.len);
+    infd_strbuf_reset(&sink->pending);
+    bool released = sink->released;
+    pthread_mutex_unlock(&sink->mu);
+    if (chunk && evbuffer_get_length(chunk) > 0 && sink->ev)
+        evhttp_send_reply_chunk(sink->ev, chunk);
+    if (chunk)
+        evbuffer_free(chunk);
+    if (released) {
+        sink_end(sink);
+        sink_free(sink);
+    }
+}
+
+/* The frontend stops: every stream's reply ends; sends fail from now on. */
+static void sinks_close(http_loop *loop)
+{
+    for (infd_http_sink *sink = loop->sinks; sink; sink = sink->next) {
+        pthread_mutex_lock(&sink->mu);
+        sink->closed = true;
+        pthread_mutex_unlock(&sink->mu);
+        sink_end(sink);
+    }
+}
+
+static void handle_extension(http_loop *loop, struct evhttp_request *ev,
+                             const infd_http_extension *x, char **seg, int n)
+{
+    char path[HTTP_MAX_PATH];
+    size_t len = 0;
+    path[0] = '\0';
+    for (int i = 2; i < n; i++)
+        len += (size_t)snprintf(path + len, sizeof(path) - len, "%s%s", i > 2 ? "/" : "", seg[i]);
+    infd_http_sink *sink = infd_calloc(1, sizeof(*sink));
+    if (!sink) {
+        send_error(loop, ev, 500, "out of memory");
+        return;
+    }
+    sink->loop = loop;
+    pthread_mutex_init(&sink->mu, NULL);
+    sink->flush = event_new(loop->base, -1, 0, on_sink_flush, sink);
+    sink->next = loop->sinks;
+    loop->sinks = sink;
+    if (!sink->flush) {
+        sink_free(sink);
+        send_error(loop, ev, 500, "out of memory");
+        return;
+    }
+    char *json = NULL;
+    size_t json_n = 0;
+    infd_error err;
+    infd_error_clear(&err);
+    infd_status st = x->route(x->user, path, sink, &json, &json_n, &err);
+    if (st != INFD_STATUS_OK || json) {
+        sink_free(sink);
+        if (st != INFD_STATUS_OK) {
+            send_status(loop, ev, &err);
+            return;
+        }
+        evbuffer_add(evhttp_request_get_output_buffer(ev), json, json_n);
+        infd_free(json);
+        send_reply(loop, ev, 200, "application/json");
+        return;
+    }
+    /* The app took the sink: a never-ending reply, events as they come. */
+    struct evhttp_connection *conn = evhttp_request_get_connection(ev);
+    struct evkeyvalq *hdrs = evhttp_request_get_output_headers(ev);
+    evhttp_add_header(hdrs, "Content-Type", "text/event-stream");
+    evhttp_add_header(hdrs, "Cache-Control", "no-cache");
+    sink->ev = ev;
+    if (conn) {
+        evhttp_connection_set_timeout(conn, 24 * 3600);
+        evhttp_connection_set_closecb(conn, on_sink_closed, sink);
+    }
+    evhttp_send_reply_start(ev, 200, "OK");
+    event_active(sink->flush, 0, 0); /* what the app sent already */
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
@@ -1780,6 +1959,13 @@ static void on_request(struct evhttp_request *ev, void *arg)
         }
         route_model(loop, ev, seg, n);
         return;
+    }
+    for (int i = 0; i < loop->h->n_ext; i++) {
+        if (strcmp(seg[1], loop->h->ext[i].prefix) == 0) {
+            if (method_is(loop, ev, EVHTTP_REQ_GET))
+                handle_extension(loop, ev, &loop->h->ext[i], seg, n);
+            return;
+        }
     }
     if (strcmp(seg[1], "repository") == 0) {
         if (n == 3 && strcmp(seg[2], "index") == 0) {
@@ -1828,6 +2014,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     }
     if (stop && !loop->closing) {
         loop->closing = true;
+        sinks_close(loop);
         if (loop->bound) {
             evhttp_del_accept_socket(loop->http, loop->bound);
             loop->bound = NULL;
@@ -1878,6 +2065,8 @@ void infd_http_options_init(infd_http_options *o)
     o->port = 8000;
     o->max_body_bytes = (size_t)64 << 20;
     o->n_threads = 1;
+    o->extensions = NULL;
+    o->n_extensions = 0;
 }
 
 int infd_http_port(const infd_http *h)
@@ -1889,6 +2078,14 @@ static void loop_fini(http_loop *loop)
 {
     /* evhttp_free closes the listener and every connection, and frees the
      * requests still on them (none of ours: every call has completed). */
+    /* Sinks the app did not release (it must, before infd_http_stop). */
+    while (loop->sinks) {
+        infd_http_sink *sink = loop->sinks;
+        struct evhttp_connection *conn = sink->ev ? evhttp_request_get_connection(sink->ev) : NULL;
+        if (conn)
+            evhttp_connection_set_closecb(conn, NULL, NULL); /* evhttp_free would call it */
+        sink_free(sink);
+    }
     if (loop->http)
         evhttp_free(loop->http);
     for (int fd = 0; fd < loop->rx_cap; fd++)
@@ -2139,6 +2336,8 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     h->port = o->port;
     h->max_body_bytes = o->max_body_bytes;
     h->n_loops = o->n_threads;
+    h->ext = o->extensions;
+    h->n_ext = o->n_extensions;
 
     char port_s[16];
     snprintf(port_s, sizeof(port_s), "%d", o->port);

@@ -11,6 +11,7 @@
  *   GET  /v2/models/stats                     statistics of every READY model
  *   POST /v2/repository/index                 repository index ({"ready": true})
  *   POST /v2/repository/models/{m}/load|unload
+ *   GET  /v2/<prefix>/...                     an app's routes (infd_http_extension)
  * Errors are {"error": "..."} with 400 (bad request), 404 (unknown model or
  * route), 405 (wrong method), 413 (body over max_body_bytes), 503
  * (unavailable, not ready, draining, queue full as in Triton), 504 (queue
@@ -28,15 +29,54 @@
 #ifndef INFD_FRONTENDS_HTTP_HTTP_H
 #define INFD_FRONTENDS_HTTP_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "infd/infd.h"
+
+/*
+ * An app's routes: GET /v2/<prefix>/... answered by the app (the live video
+ * app's /v2/video/streams), as a JSON document or as an event stream
+ * (Server-Sent Events) the app pushes to from its own threads. The frontend
+ * knows nothing of the app beyond this.
+ */
+typedef struct infd_http_sink infd_http_sink;
+
+/* Pushes one event, `data` (n bytes, one line, no newline), sent as
+ * "data: <data>\n\n". Any thread; never blocks. False once the client has
+ * gone or the frontend is stopping: release the sink and send no more.
+ * Events wait for a slow reader up to 1 MiB; past that they are dropped for
+ * that client, which never holds the app up. */
+bool infd_http_sink_send(infd_http_sink *sink, const char *data, size_t n);
+
+/* The app is done with `sink` (any thread): the reply ends (if the client
+ * is still there) and the sink is freed. Release every sink before
+ * infd_http_stop. */
+void infd_http_sink_release(infd_http_sink *sink);
+
+/* Called on a loop thread for GET /v2/<prefix>/<path>; must not block. It
+ * answers a JSON document (OK with *json set: `*n` bytes, freed by the
+ * frontend with infd_free), or takes `sink` to push events to (OK with
+ * *json NULL: a 200 text/event-stream reply starts, and the app keeps the
+ * sink until infd_http_sink_release), or fails (NOT_FOUND: 404, ...; the
+ * message goes to the client). */
+typedef infd_status (*infd_http_route_fn)(void *user, const char *path, infd_http_sink *sink,
+                                          char **json, size_t *n, infd_error *err);
+
+typedef struct infd_http_extension {
+    const char *prefix; /* the first segment after /v2/ ("video") */
+    infd_http_route_fn route;
+    void *user;
+} infd_http_extension;
 
 typedef struct infd_http_options {
     const char *host;      /* address to listen on; "0.0.0.0" */
     int port;              /* 8000; 0 picks a free port (see infd_http_port) */
     size_t max_body_bytes; /* larger request bodies get 413; 64 MiB */
     int n_threads;         /* event-loop threads; 1 */
+    /* Apps' routes (borrowed; must outlive the frontend); none by default. */
+    const infd_http_extension *extensions;
+    int n_extensions;
 } infd_http_options;
 
 /* Defaults as documented on each field. */

@@ -235,6 +235,7 @@ static void test_draw(void)
 
 static void test_frames_allocate_nothing(void)
 {
+#if COUNT_MALLOC
     static outputs o;
     static picture p;
     outputs_init(&o);
@@ -247,9 +248,10 @@ static void test_frames_allocate_nothing(void)
         int n = decode(&o, &lb, f);
         video_draw_faces(&p.img, f, n);
     }
-    long after = count_malloc_n();
-    if (COUNT_MALLOC)
-        ASSERT_EQ_I64(after - before, 0);
+    ASSERT_EQ_I64(count_malloc_n() - before, 0);
+#else
+    printf("    skipped: the sanitizer build counts allocations its own way\n");
+#endif
 }
 
 TEST_MAIN(test_stream_ids, test_letterbox, test_decode_one_face, test_weighted_nms, test_draw,
