@@ -86,8 +86,10 @@ def _video_pts(pkt, video_pid):
     return pts, pid
 
 
-def send_ts(port, path, streamid=None, latency_ms=20):
-    """Sends the TS file at `path` in real time; returns the frames sent."""
+def send_ts(port, path, streamid=None, latency_ms=20, sent=None):
+    """Sends the TS file at `path` in real time; returns the frames sent.
+    With `sent` (a dict), records each video frame's PTS -> the wall time
+    (time.time()) its first packet was handed to libsrt."""
     data = open(path, "rb").read()
     lib = srt()
     s = _connect(port, streamid, latency_ms)
@@ -110,6 +112,8 @@ def send_ts(port, path, streamid=None, latency_ms=20):
                 wait = due - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
+                if sent is not None:
+                    sent[pts] = time.time()
             if lib.srt_sendmsg2(s, chunk, len(chunk), None) < 0:
                 raise OSError(f"srt send: {lib.srt_getlasterror_str().decode()}")
         time.sleep(0.3)  # let the last messages leave before closing
@@ -122,6 +126,9 @@ class Receiver:
     """Connects as a viewer and writes every message to `path` until stop()."""
 
     def __init__(self, port, path, streamid=None, latency_ms=20):
+        """`arrived` maps each video frame's PTS to the wall time its first
+        packet arrived (the stream carries the sender's PTS through)."""
+        self.arrived = {}
         self.sock = _connect(port, streamid, latency_ms)
         timeout = ctypes.c_int(200)
         srt().srt_setsockflag(self.sock, SRTO_RCVTIMEO, ctypes.byref(timeout), 4)
@@ -137,7 +144,13 @@ class Receiver:
             while not self.stopping:
                 n = lib.srt_recvmsg(self.sock, buf, 1500)
                 if n > 0:
-                    f.write(buf.raw[:n])
+                    now = time.time()
+                    data = buf.raw[:n]
+                    f.write(data)
+                    for j in range(0, n - 187, 188):
+                        pts, pid = _video_pts(data[j:j + 188], None)
+                        if pts is not None and pts not in self.arrived:
+                            self.arrived[pts] = now
                 elif lib.srt_getlasterror(None) not in (6002, 6003):  # not a timeout
                     break
 

@@ -23,6 +23,10 @@ srt-live-transmit.
   latency tracer (flags=element) times each element per buffer; the floor's
   per-frame processing is avdec_h264's time plus x264enc's.
 
+With --client libsrt, glass-to-glass time is measured too: the sender
+notes when each frame (by PTS) leaves, the viewer when it comes back (the
+output keeps the input's PTS), SRT's latency in both hops included.
+
 With --soak SECONDS, one stream runs that long instead (the input looped),
 and infd's RSS is sampled every 10 s: frames expected, in and out, and the
 memory over time.
@@ -153,10 +157,11 @@ def run_infd(args, ts, tmp, streams):
             recs.append(recorder(f"{url}?streamid=#!::r=s{i},m=request", out,
                                  tmp / f"rec{i}.log"))
     time.sleep(1.0)
+    sent = [{} for _ in range(streams)]
     for i in range(streams):
         if lib:
             t = threading.Thread(target=srt_client.send_ts,
-                                 args=(port, str(ts), f"#!::r=s{i},m=publish"))
+                                 args=(port, str(ts), f"#!::r=s{i},m=publish", 20, sent[i]))
             t.start()
             sends.append(t)
         else:
@@ -167,9 +172,15 @@ def run_infd(args, ts, tmp, streams):
         else:
             p.wait(timeout=args.seconds + 60)
     time.sleep(1.5)
-    for p in recs:
+    glass = []
+    for i, p in enumerate(recs):
         if lib:
             p.stop()
+            # Glass to glass: the sender's PTS comes back in the output (the
+            # first publisher's timestamps are kept), so sent and arrived
+            # times pair up by PTS. SRT's latency (20 ms each way) is in it.
+            glass += [(p.arrived[k] - t) * 1000 for k, t in sorted(sent[i].items())[30:]
+                      if k in p.arrived]
         else:
             stop(p)
     stop(srv, signal.SIGTERM)
@@ -188,8 +199,9 @@ def run_infd(args, ts, tmp, streams):
     stages = {k: stats([f["latency_us"][k] / 1000 for f in body])
               for k in frames[0]["latency_us"]} if frames else {}
     got = {f"s{i}": count_frames(outs[i]) for i in range(streams)}
-    sent = {k: len(v) for k, v in per_stream.items()}
-    return {"stages_ms": stages, "frames_in": sent, "frames_out": got,
+    frames_in = {k: len(v) for k, v in per_stream.items()}
+    return {"stages_ms": stages, "frames_in": frames_in, "frames_out": got,
+            "glass_to_glass_ms": stats(glass),
             "gpu": "decoded on the GPU (NVDEC)" in text,
             "encoder": (re.search(r"video: encoder: [^\n]*", text) or [""])[0]}
 
@@ -335,6 +347,11 @@ def main():
             print("   infd stage means (ms): " + ", ".join(
                 f"{k} {v['mean']:.3f}" for k, v in st.items() if k != "process"))
             print(f"   {row['infd']['encoder']}")
+            g = row["infd"]["glass_to_glass_ms"]
+            if g:
+                print(f"   glass to glass (sender's send to viewer's arrival, SRT latency 20 ms "
+                      f"each way included): p50 {g['p50']:.1f} p99 {g['p99']:.1f} max "
+                      f"{g['max']:.1f} ms")
             if "floor" in row:
                 fl = row["floor"]
                 print(f"   floor (GStreamer decode + x264enc) p50 {fl['process_ms']['p50']:.2f} "

