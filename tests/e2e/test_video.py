@@ -29,7 +29,7 @@ import pytest
 
 import serving
 from serving import free_port
-from test_cuda import cuda_state
+from test_cuda import cuda_state, gpu  # noqa: F401 (gpu is a fixture)
 
 READY_TIMEOUT_S = 30.0
 W = H = 640
@@ -414,14 +414,6 @@ def test_ffmpeg_sender_and_viewer_frames_in_equal_frames_out(video, ball, tmp_pa
 # ---------------------------------------------------------------------------
 # The astronaut: a real face, boxed
 # ---------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def gpu(infd_bin):
-    usable, line = cuda_state(infd_bin)
-    if not usable:
-        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
-    return line
-
 
 def check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path):
     """Sends the astronaut video through `v` and checks every frame a
