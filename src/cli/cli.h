@@ -5,6 +5,8 @@
 #ifndef INFD_CLI_CLI_H
 #define INFD_CLI_CLI_H
 
+#include <pthread.h>
+
 #include "infd/engine.h"
 
 /* Exit statuses of every subcommand (also listed by `infd --help`). */
@@ -25,9 +27,18 @@ int infd_cli_asr(int argc, char **argv);
 int infd_cli_video(int argc, char **argv);
 
 /* The video app's HTTP routes (an infd_http_extension with prefix "video",
- * `user` the infd_video): GET /v2/video/streams (the streams as JSON) and
- * /v2/video/streams/{name}/detections (Server-Sent Events of the stream's
- * detections). In cmd_video.c; `infd serve --video-listen` uses it too. */
+ * `user` an infd_cli_video_routes): GET /v2/video/streams (the streams as
+ * JSON) and /v2/video/streams/{name}/detections (Server-Sent Events of the
+ * stream's detections). In cmd_video.c; `infd serve --video-listen` uses it
+ * too. The app stops before the HTTP frontend (it releases its event
+ * streams first), so the routes hold it under a lock: detach() waits for
+ * calls in progress and makes later ones answer 503. */
+typedef struct infd_cli_video_routes {
+    pthread_rwlock_t lock;
+    struct infd_video *video; /* NULL once detached */
+} infd_cli_video_routes;
+void infd_cli_video_routes_init(infd_cli_video_routes *r, struct infd_video *video);
+void infd_cli_video_routes_detach(infd_cli_video_routes *r);
 struct infd_http_sink;
 infd_status infd_cli_video_route(void *user, const char *path, struct infd_http_sink *sink,
                                  char **json, size_t *n, infd_error *err);

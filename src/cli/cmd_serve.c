@@ -251,7 +251,9 @@ int infd_cli_serve(int argc, char **argv)
     infd_metrics *metrics = NULL;
     infd_raw *raw = NULL;
     infd_video *video = NULL;
-    infd_http_extension video_ext = { "video", infd_cli_video_route, NULL };
+    infd_cli_video_routes video_routes;
+    infd_cli_video_routes_init(&video_routes, NULL);
+    infd_http_extension video_ext = { "video", infd_cli_video_route, &video_routes };
     infd_log(INFD_LOG_LEVEL_INFO, "infd %s (git %s) serving %s", infd_version(), infd_version_git(),
              so.model_repository);
     /* Speech models (backend "asr") are served by the speech app's kind. */
@@ -278,7 +280,7 @@ int infd_cli_serve(int argc, char **argv)
     }
     if (ho.port >= 0) {
         if (video) {
-            video_ext.user = video;
+            video_routes.video = video; /* before the frontend starts */
             ho.extensions = &video_ext;
             ho.n_extensions = 1;
         }
@@ -319,6 +321,7 @@ out:
     if (video) {
         infd_metrics_stop(metrics); /* it renders the app's families */
         metrics = NULL;
+        infd_cli_video_routes_detach(&video_routes); /* no HTTP route runs on it now */
         infd_video_stop(video);
     }
     infd_server_drain(server);

@@ -134,12 +134,26 @@ static void sink_release(void *sink)
     infd_http_sink_release(sink);
 }
 
-infd_status infd_cli_video_route(void *user, const char *path, infd_http_sink *sink, char **json,
-                                 size_t *n, infd_error *err)
+void infd_cli_video_routes_init(infd_cli_video_routes *r, infd_video *video)
 {
-    infd_video *v = user;
+    pthread_rwlock_init(&r->lock, NULL);
+    r->video = video;
+}
+
+void infd_cli_video_routes_detach(infd_cli_video_routes *r)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    r->video = NULL;
+    pthread_rwlock_unlock(&r->lock);
+}
+
+static infd_status route(infd_video *v, const char *path, infd_http_sink *sink, char **json,
+                         size_t *n, infd_error *err)
+{
     static const char prefix[] = "streams/", suffix[] = "/detections";
     size_t len = strlen(path), pre = sizeof(prefix) - 1, suf = sizeof(suffix) - 1;
+    if (!v)
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "the video app is stopping");
     if (strcmp(path, "streams") == 0)
         return infd_video_streams_json(v, json, n, err);
     if (len > pre + suf && strncmp(path, prefix, pre) == 0 &&
@@ -154,6 +168,16 @@ infd_status infd_cli_video_route(void *user, const char *path, infd_http_sink *s
                           "no video route '%.200s': /v2/video/streams or "
                           "/v2/video/streams/{name}/detections",
                           path);
+}
+
+infd_status infd_cli_video_route(void *user, const char *path, infd_http_sink *sink, char **json,
+                                 size_t *n, infd_error *err)
+{
+    infd_cli_video_routes *r = user;
+    pthread_rwlock_rdlock(&r->lock);
+    infd_status st = route(r->video, path, sink, json, n, err);
+    pthread_rwlock_unlock(&r->lock);
+    return st;
 }
 
 static infd_status metrics_extra(void *user, char **out, size_t *n, infd_error *err)
@@ -288,7 +312,9 @@ int infd_cli_video(int argc, char **argv)
     infd_video *video = NULL;
     infd_metrics *metrics = NULL;
     infd_http *http = NULL;
-    infd_http_extension ext = { "video", infd_cli_video_route, NULL };
+    infd_cli_video_routes routes;
+    infd_cli_video_routes_init(&routes, NULL);
+    infd_http_extension ext = { "video", infd_cli_video_route, &routes };
     char tmp[] = "/tmp/infd-video-XXXXXX";
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "infd video: cannot make a temporary folder: %s\n", strerror(errno));
@@ -324,7 +350,7 @@ int infd_cli_video(int argc, char **argv)
                  infd_metrics_port(metrics));
     }
     if (ho.port >= 0) {
-        ext.user = video;
+        routes.video = video; /* before the frontend starts: no reader yet */
         ho.extensions = &ext;
         ho.n_extensions = 1;
         if (infd_http_start(server, &ho, &http, &err) != INFD_STATUS_OK) {
@@ -341,8 +367,10 @@ int infd_cli_video(int argc, char **argv)
     infd_log(INFD_LOG_LEVEL_INFO, "%s: closing the streams", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = INFD_EXIT_OK;
 out:
-    /* The app releases its event streams before the HTTP frontend stops. */
+    /* The app releases its event streams before the HTTP frontend stops;
+     * its routes are detached first, so none runs on a stopped app. */
     infd_metrics_stop(metrics);
+    infd_cli_video_routes_detach(&routes);
     infd_video_stop(video);
     infd_http_stop(http);
     infd_server_destroy(server);
