@@ -63,6 +63,8 @@ struct video_stream {
     int viewers[VIDEO_MAX_VIEWERS];
     int n_viewers;
     bool force_key; /* a viewer joined: encode the next frame as a key frame */
+    int gop;        /* frames between key frames (about a second) */
+    int since_key;  /* frames encoded since the last key frame */
     uint64_t frames;
     int width, height;
     double fps;
@@ -150,7 +152,10 @@ static infd_status open_encoder(video_stream *s, int w, int h, double fps,
     e->pix_fmt = pix_fmt;
     e->time_base = (AVRational){ 1, 90000 };
     e->framerate = av_d2q(fps, 1000);
-    e->gop_size = (int)lround(fps);
+    /* Key frames about once a second, placed by process(): x264's own
+     * interval is only the backstop. */
+    s->gop = (int)lround(fps);
+    e->gop_size = 2 * s->gop;
     e->max_b_frames = 0;
     e->bit_rate = (int64_t)s->sh->bitrate_kbps * 1000;
     e->flags |= AV_CODEC_FLAG_LOW_DELAY;
@@ -211,6 +216,7 @@ static void drain_encoder(video_stream *s, uint64_t *t_out, uint64_t *encode_ns)
             return;
         if (t_out && !*t_out)
             *t_out = t1;
+        s->since_key = (s->enc_pkt->flags & AV_PKT_FLAG_KEY) ? 0 : s->since_key + 1;
         av_packet_rescale_ts(s->enc_pkt, s->enc->time_base, s->mux_stream->time_base);
         s->enc_pkt->stream_index = s->mux_stream->index;
         int wr = av_write_frame(s->mux, s->enc_pkt);
@@ -570,6 +576,13 @@ static void process(video_stream *s, const video_ingest_timing *it)
     pthread_mutex_lock(&s->lock);
     bool key = s->force_key;
     s->force_key = false;
+    /* The periodic key frame, but not on a frame the sender made a key
+     * frame: decoding that one is the slowest of all (an IDR, about 6 ms
+     * at 640x640 on 2 cores), and encoding a key frame on it too made the
+     * slowest 1% of frames (bench/RESULTS.md). One frame later instead. */
+    bool input_key = f->key_frame || f->pict_type == AV_PICTURE_TYPE_I;
+    if (s->since_key + 1 >= s->gop && !input_key)
+        key = true;
     pthread_mutex_unlock(&s->lock);
     out->pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
     s->send_ns = 0;
