@@ -6,6 +6,7 @@
 #define INFD_CLI_CLI_H
 
 #include <pthread.h>
+#include <signal.h>
 
 #include "infd/engine.h"
 
@@ -39,6 +40,9 @@ typedef struct infd_cli_video_routes {
 } infd_cli_video_routes;
 void infd_cli_video_routes_init(infd_cli_video_routes *r, struct infd_video *video);
 void infd_cli_video_routes_detach(infd_cli_video_routes *r);
+/* The video app's metric families (`user` the infd_video), for
+ * infd_metrics_options.extra. */
+infd_status infd_cli_video_metrics(void *user, char **out, size_t *n, infd_error *err);
 struct infd_http_sink;
 infd_status infd_cli_video_route(void *user, const char *path, struct infd_http_sink *sink,
                                  char **json, size_t *n, infd_error *err);
@@ -64,6 +68,15 @@ int infd_cli_parse_common(infd_cli_common *c, int argc, char **argv, int *i, con
  * precision it was built with unless given, and refuses given ones that
  * differ; 0 when it is not a plan file. -1 after printing an error. */
 int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
+
+/* Parses a decimal integer in [lo, hi] into *out; -1 (nothing written) for
+ * anything else. */
+int infd_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* Blocks SIGINT and SIGTERM in this thread (and so in every thread started
+ * after it) and ignores SIGPIPE: a server's main thread then waits for the
+ * stop signals with sigwait(stop). */
+void infd_cli_block_stop_signals(sigset_t *stop);
 
 /* Parses "1,3,224,224" into `shape`; -1 on a malformed list. */
 int infd_cli_parse_dims(const char *s, infd_shape *shape);

@@ -81,21 +81,6 @@ static void report(const char *what, const char *msg)
         fprintf(stderr, "infd serve: %s: %s\n", what, msg);
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static infd_status video_metrics(void *user, char **out, size_t *n, infd_error *err)
-{
-    return infd_video_metrics_render(user, out, n, err);
-}
-
 int infd_cli_serve(int argc, char **argv)
 {
     infd_server_options so;
@@ -153,30 +138,30 @@ int infd_cli_serve(int argc, char **argv)
             if (!bad)
                 load[n_load++] = v;
         } else if (strcmp(a, "--repository-poll-secs") == 0) {
-            bad = parse_int(v, 1, 86400, &n);
+            bad = infd_cli_parse_long(v, 1, 86400, &n);
             so.repository_poll_secs = (int)n;
         } else if (strcmp(a, "--host") == 0) {
             host = v;
         } else if (strcmp(a, "--http-port") == 0) {
-            bad = parse_int(v, -1, 65535, &n);
+            bad = infd_cli_parse_long(v, -1, 65535, &n);
             ho.port = (int)n;
         } else if (strcmp(a, "--grpc-port") == 0) {
-            bad = parse_int(v, -1, 65535, &n);
+            bad = infd_cli_parse_long(v, -1, 65535, &n);
             go.port = (int)n;
         } else if (strcmp(a, "--grpc-max-message-bytes") == 0) {
-            bad = parse_int(v, 1, INT32_MAX, &n);
+            bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
             go.max_message_bytes = (size_t)n;
         } else if (strcmp(a, "--grpc-threads") == 0) {
-            bad = parse_int(v, 1, 64, &n);
+            bad = infd_cli_parse_long(v, 1, 64, &n);
             go.n_threads = (int)n;
         } else if (strcmp(a, "--metrics-port") == 0) {
-            bad = parse_int(v, -1, 65535, &n);
+            bad = infd_cli_parse_long(v, -1, 65535, &n);
             mo.port = (int)n;
         } else if (strcmp(a, "--max-body-bytes") == 0) {
-            bad = parse_int(v, 1, 1L << 40, &n);
+            bad = infd_cli_parse_long(v, 1, 1L << 40, &n);
             ho.max_body_bytes = (size_t)n;
         } else if (strcmp(a, "--http-threads") == 0) {
-            bad = parse_int(v, 1, 64, &n);
+            bad = infd_cli_parse_long(v, 1, 64, &n);
             ho.n_threads = (int)n;
         } else if (strcmp(a, "--raw-socket-dir") == 0) {
             raw_off = strcmp(v, "off") == 0;
@@ -186,13 +171,13 @@ int infd_cli_serve(int argc, char **argv)
             if (!bad)
                 tcp[n_tcp++] = v;
         } else if (strcmp(a, "--raw-stats-every") == 0) {
-            bad = parse_int(v, 0, 1L << 30, &n);
+            bad = infd_cli_parse_long(v, 0, 1L << 30, &n);
             ro.stats_every = (int)n;
         } else if (strcmp(a, "--pinned-memory-pool-byte-size") == 0) {
-            bad = parse_int(v, 0, 1L << 40, &n);
+            bad = infd_cli_parse_long(v, 0, 1L << 40, &n);
             so.pinned_pool_bytes = (size_t)n;
         } else if (strcmp(a, "--threads") == 0) {
-            bad = parse_int(v, 1, 1024, &n);
+            bad = infd_cli_parse_long(v, 1, 1024, &n);
             so.n_threads = (int)n;
         } else if (strcmp(a, "--video-listen") == 0) {
             vo.listen = v;
@@ -202,7 +187,7 @@ int infd_cli_serve(int argc, char **argv)
             bad = strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0;
             vo.device = v;
         } else if (strcmp(a, "--video-latency-ms") == 0) {
-            bad = parse_int(v, 0, 10000, &n);
+            bad = infd_cli_parse_long(v, 0, 10000, &n);
             vo.latency_ms = (int)n;
         } else if (strcmp(a, "--video-passphrase") == 0) {
             vo.passphrase = v;
@@ -238,11 +223,7 @@ int infd_cli_serve(int argc, char **argv)
     /* Block the stop signals before any thread starts, so every thread
      * inherits the mask and only sigwait below sees them. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    infd_cli_block_stop_signals(&stop);
 
     int rc = INFD_EXIT_FAILURE;
     infd_server *server = NULL;
@@ -292,7 +273,7 @@ int infd_cli_serve(int argc, char **argv)
     }
     if (mo.port >= 0) {
         if (video) {
-            mo.extra = video_metrics;
+            mo.extra = infd_cli_video_metrics;
             mo.extra_user = video;
         }
         if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {

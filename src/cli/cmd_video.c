@@ -58,17 +58,6 @@ static void usage(FILE *out)
             "  --log-level LEVEL        error | warn | info | debug (default info)\n");
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* The detector's ONNX file: DIR/<highest version>/model.onnx. */
 static int find_onnx(const char *dir, char *out, size_t n)
 {
@@ -180,7 +169,7 @@ infd_status infd_cli_video_route(void *user, const char *path, infd_http_sink *s
     return st;
 }
 
-static infd_status metrics_extra(void *user, char **out, size_t *n, infd_error *err)
+infd_status infd_cli_video_metrics(void *user, char **out, size_t *n, infd_error *err)
 {
     return infd_video_metrics_render(user, out, n, err);
 }
@@ -228,15 +217,15 @@ int infd_cli_video(int argc, char **argv)
         } else if (strcmp(a, "--passphrase") == 0) {
             vo.passphrase = v;
         } else if (strcmp(a, "--latency-ms") == 0) {
-            bad = parse_long(v, 0, 10000, &n);
+            bad = infd_cli_parse_long(v, 0, 10000, &n);
             vo.latency_ms = (int)n;
         } else if (strcmp(a, "--detections") == 0) {
             vo.detections = v;
         } else if (strcmp(a, "--metrics-port") == 0) {
-            bad = parse_long(v, -1, 65535, &n);
+            bad = infd_cli_parse_long(v, -1, 65535, &n);
             mo.port = (int)n;
         } else if (strcmp(a, "--http-port") == 0) {
-            bad = parse_long(v, -1, 65535, &n);
+            bad = infd_cli_parse_long(v, -1, 65535, &n);
             ho.port = (int)n;
         } else if (strcmp(a, "--host") == 0) {
             mo.host = v;
@@ -248,21 +237,21 @@ int infd_cli_video(int argc, char **argv)
         } else if (strcmp(a, "--x264-preset") == 0) {
             vo.x264_preset = v;
         } else if (strcmp(a, "--bitrate-kbps") == 0) {
-            bad = parse_long(v, 16, 1000000, &n);
+            bad = infd_cli_parse_long(v, 16, 1000000, &n);
             vo.bitrate_kbps = (int)n;
         } else if (strcmp(a, "--max-connections") == 0) {
-            bad = parse_long(v, 1, 1024, &n);
+            bad = infd_cli_parse_long(v, 1, 1024, &n);
             vo.max_connections = (int)n;
         } else if (strcmp(a, "--default-stream") == 0) {
             vo.default_stream = v;
         } else if (strcmp(a, "--stats-every") == 0) {
-            bad = parse_long(v, 0, 1L << 30, &n);
+            bad = infd_cli_parse_long(v, 0, 1L << 30, &n);
             vo.stats_every = (int)n;
         } else if (strcmp(a, "--warmup") == 0) {
-            bad = parse_long(v, 0, 100000, &n);
+            bad = infd_cli_parse_long(v, 0, 100000, &n);
             vo.warmup_runs = (int)n;
         } else if (strcmp(a, "--threads") == 0) {
-            bad = parse_long(v, 1, 1024, &n);
+            bad = infd_cli_parse_long(v, 1, 1024, &n);
             so.n_threads = (int)n;
         } else if (strcmp(a, "--log-level") == 0) {
             infd_log_level level;
@@ -301,11 +290,7 @@ int infd_cli_video(int argc, char **argv)
     vo.device = device;
 
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    infd_cli_block_stop_signals(&stop);
 
     int rc = INFD_EXIT_FAILURE;
     infd_server *server = NULL;
@@ -340,7 +325,7 @@ int infd_cli_video(int argc, char **argv)
         goto out;
     }
     if (mo.port >= 0) {
-        mo.extra = metrics_extra;
+        mo.extra = infd_cli_video_metrics;
         mo.extra_user = video;
         if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
             fprintf(stderr, "infd video: %s\n", err.msg);

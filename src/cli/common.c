@@ -1,6 +1,7 @@
 /*
  * common.c - option parsing and input generation shared by subcommands.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,4 +148,24 @@ void infd_cli_fill_random(infd_tensor *t, uint64_t seed)
         }
         }
     }
+}
+
+int infd_cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void infd_cli_block_stop_signals(sigset_t *stop)
+{
+    sigemptyset(stop);
+    sigaddset(stop, SIGINT);
+    sigaddset(stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }

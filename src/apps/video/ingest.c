@@ -54,8 +54,7 @@ struct video_ingest {
     AVCodecContext *dec;
     AVPacket *pkt;
     int video_index;
-    bool nvdec;      /* asked for */
-    AVBufferRef *hw; /* the CUDA device, once opened */
+    AVBufferRef *hw; /* the CUDA device: decode with NVDEC; NULL: on the CPU */
     uint64_t errors;
     int error_run; /* demuxer errors since the last packet */
 };
@@ -182,7 +181,6 @@ infd_status video_ingest_create(const char *stream, const void *hw_device, video
     in->eid = -1;
     if (hw_device && !(in->hw = av_buffer_ref((AVBufferRef *)hw_device)))
         goto oom;
-    in->nvdec = in->hw != NULL;
     in->pkt = av_packet_alloc();
     if (!in->pkt)
         goto oom;
@@ -339,7 +337,7 @@ infd_status video_ingest_open(video_ingest *in, int sock, video_ingest_stop_fn s
     if (!in->dec)
         goto oom;
     avcodec_parameters_to_context(in->dec, in->fmt->streams[in->video_index]->codecpar);
-    if (in->nvdec) {
+    if (in->hw) {
         in->dec->hw_device_ctx = av_buffer_ref(in->hw);
         in->dec->get_format = pick_cuda;
     }

@@ -565,10 +565,10 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
         goto fail;
     }
     v->conns = infd_calloc((size_t)o->max_connections, sizeof(conn));
+    bool oom = !v->conns;
     for (int i = 0; i < VIDEO_N_STAGES; i++)
-        if (!(v->sh.stage[i] = infd_histogram_create()))
-            v->conns = (infd_free(v->conns), NULL);
-    if (!v->conns) {
+        oom |= !(v->sh.stage[i] = infd_histogram_create());
+    if (oom) {
         st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "video: out of memory");
         goto fail;
     }
