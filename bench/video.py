@@ -139,7 +139,7 @@ def run_infd(args, ts, tmp, streams):
     log = tmp / "infd.log"
     cmd = [args.infd, "video", "--listen", url, "--model-repository", str(REPO / "models"),
            "--latency-ms", "20", "--detections", str(dets), "--stats-every", "0",
-           "--device", args.device]
+           "--device", args.device, *args.infd_arg]
     srv = start(cmd, log)
     deadline = time.time() + 120
     while "state ready" not in log.read_text(errors="replace"):
@@ -254,7 +254,7 @@ def run_soak(args, ts, tmp):
     log = tmp / "soak.log"
     srv = start([args.infd, "video", "--listen", url, "--model-repository", str(REPO / "models"),
                  "--latency-ms", "20", "--detections", str(dets), "--stats-every", "1800",
-                 "--device", args.device], log)
+                 "--device", args.device, *args.infd_arg], log)
     while "state ready" not in log.read_text(errors="replace"):
         if srv.poll() is not None:
             sys.exit(f"infd video did not start:\n{log.read_text()[-3000:]}")
@@ -300,6 +300,9 @@ def main():
     ap.add_argument("--save", help="copy each run's output streams and detections here")
     ap.add_argument("--input-kbps", type=int, default=4000, help="the test streams' bit rate")
     ap.add_argument("--keep-inputs", help="copy the test streams made here to this folder")
+    ap.add_argument("--infd-arg", action="append", default=[],
+                    help="one more argument for infd video (repeat: --infd-arg=--encoder-threads "
+                         "--infd-arg=4)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not args.client:

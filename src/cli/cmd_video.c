@@ -48,6 +48,7 @@ static void usage(FILE *out)
             "  --host ADDR              address of the metrics port (default 0.0.0.0)\n"
             "  --min-score F            face score threshold (default 0.5)\n"
             "  --x264-preset P          libx264 preset (default ultrafast)\n"
+            "  --encoder-threads N      the encoder's threads (default 0: its own choice)\n"
             "  --bitrate-kbps N         output bit rate (default 4000)\n"
             "  --max-connections N      publishers and viewers at once (default 64)\n"
             "  --default-stream NAME    the stream of callers without a stream ID (default "
@@ -236,6 +237,9 @@ int infd_cli_video(int argc, char **argv)
             bad = *end || !(vo.min_score > 0 && vo.min_score < 1);
         } else if (strcmp(a, "--x264-preset") == 0) {
             vo.x264_preset = v;
+        } else if (strcmp(a, "--encoder-threads") == 0) {
+            bad = infd_cli_parse_long(v, 0, 64, &n);
+            vo.encoder_threads = (int)n;
         } else if (strcmp(a, "--bitrate-kbps") == 0) {
             bad = infd_cli_parse_long(v, 16, 1000000, &n);
             vo.bitrate_kbps = (int)n;

@@ -459,6 +459,15 @@ def test_device_cuda_without_a_gpu_says_so(infd_bin, repo_root):
     assert "KIND_GPU, but no usable CUDA device" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("option,value", [("--encoder-threads", "65"), ("--latency-ms", "x"),
+                                          ("--bitrate-kbps", "8"), ("--min-score", "1.5")])
+def test_bad_option_values_are_named(infd_bin, option, value):
+    r = subprocess.run([str(infd_bin), "video", option, value, "--listen", "srt://127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert f"bad value for {option}: '{value}'" in r.stderr, r.stderr
+
+
 def test_astronaut_face_is_boxed(video, astronaut, infd_bin, repo_root, tmp_path):
     ref_box, ref_kp = reference_face(infd_bin, repo_root, astronaut, tmp_path)
     v = video()

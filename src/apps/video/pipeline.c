@@ -159,6 +159,7 @@ static infd_status open_encoder(video_stream *s, int w, int h, double fps,
     e->max_b_frames = 0;
     e->bit_rate = (int64_t)s->sh->bitrate_kbps * 1000;
     e->flags |= AV_CODEC_FLAG_LOW_DELAY;
+    e->thread_count = s->sh->encoder_threads;
     if (nvenc) {
         /* NVENC's low-latency settings: fastest preset, ultra-low-latency
          * tuning, no lookahead or reordering. */

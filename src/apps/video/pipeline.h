@@ -64,6 +64,7 @@ typedef struct video_shared {
     const char *out_scores16, *out_boxes16, *out_scores8, *out_boxes8;
     video_detect_options detect;
     const char *x264_preset;
+    int encoder_threads; /* 0: the encoder's own choice */
     int bitrate_kbps;
     bool cuda;           /* NVDEC decode and CUDA letterbox/drawing (gpu.h) */
     const char *encoder; /* "libx264", or "h264_nvenc" where the GPU has NVENC */

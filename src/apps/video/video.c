@@ -557,11 +557,13 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
         memcpy(v->passphrase, o->passphrase, n + 1);
     }
     if (o->latency_ms < 0 || o->latency_ms > 10000 || o->max_connections < 1 ||
-        o->max_connections > 1024 || o->bitrate_kbps < 16 || !(o->min_score > 0) ||
-        !(o->min_score < 1) || !(o->iou_threshold > 0) || !(o->iou_threshold < 1)) {
+        o->max_connections > 1024 || o->bitrate_kbps < 16 || o->encoder_threads < 0 ||
+        o->encoder_threads > 64 || !(o->min_score > 0) || !(o->min_score < 1) ||
+        !(o->iou_threshold > 0) || !(o->iou_threshold < 1)) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "video options: latency 0..10000 ms, connections 1..1024, bitrate "
-                            ">= 16 kbit/s, score and IoU thresholds in (0, 1)");
+                            ">= 16 kbit/s, encoder threads 0..64, score and IoU thresholds in "
+                            "(0, 1)");
         goto fail;
     }
     v->conns = infd_calloc((size_t)o->max_connections, sizeof(conn));
@@ -575,6 +577,7 @@ infd_status infd_video_start(infd_server *server, const infd_video_options *o, i
     v->sh.detect.min_score = o->min_score;
     v->sh.detect.iou_threshold = o->iou_threshold;
     v->sh.x264_preset = o->x264_preset;
+    v->sh.encoder_threads = o->encoder_threads;
     v->sh.encoder = "libx264";
     if (o->device && strcmp(o->device, "cuda") == 0) {
         v->sh.cuda = true;

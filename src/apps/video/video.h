@@ -34,6 +34,7 @@ typedef struct infd_video_options {
     float min_score;            /* 0.5 */
     float iou_threshold;        /* 0.3 */
     const char *x264_preset;    /* "ultrafast" */
+    int encoder_threads;        /* the encoder's threads; 0: its own choice */
     int bitrate_kbps;           /* 4000 */
     const char *detections;     /* JSON lines to this file, "-": stdout; NULL: none */
     const char *default_stream; /* the stream of callers without a stream ID; "live" */
