@@ -20,11 +20,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/alloc.h"
 #include "core/log.h"
 #include "frontends/grpc/grpc.h"
 #include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
+#include "frontends/redisq/redisq.h"
 #include "apps/video/video.h"
 #include "infd/asr.h"
 #include "infd/infd.h"
@@ -67,6 +69,17 @@ static void usage(FILE *out)
         "  --video-latency-ms N        SRT latency (default 120)\n"
         "  --video-passphrase P        SRT AES passphrase, 10 to 79 characters\n"
         "  --video-detections FILE|-   one JSON line per frame: faces, timings\n"
+        "  --redis URL                 take jobs from Redis Streams (redis://HOST[:PORT][/DB];\n"
+        "                              default off; docs/REDIS.md)\n"
+        "  --redis-prefix P            key prefix: P:jobs:MODEL, P:dead:MODEL (default infd)\n"
+        "  --redis-group G             consumer group (default infd)\n"
+        "  --redis-models A,B          models to take jobs for (default every READY one)\n"
+        "  --redis-claim-idle-ms N     take over jobs idle this long (default 30000)\n"
+        "  --redis-max-deliveries N    dead-letter a job delivered more often (default 3)\n"
+        "  --redis-result-ttl-s N      results:{id} expire after N s (default 86400)\n"
+        "  --redis-max-inflight N      jobs at once per model (default 8 x max batch, >= 64)\n"
+        "  --redis-max-job-bytes N     bigger jobs get an error result (default 64 MiB)\n"
+        "  --redis-publish             PUBLISH P:done:MODEL <id> after each result\n"
         "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
@@ -79,6 +92,46 @@ static void report(const char *what, const char *msg)
         fprintf(stderr, "infd serve: %s\n", msg);
     else
         fprintf(stderr, "infd serve: %s: %s\n", what, msg);
+}
+
+/* The apps' and the queue's metric families, one after another. */
+typedef struct serve_extras {
+    infd_video *video;
+    infd_redisq *redisq;
+} serve_extras;
+
+static infd_status serve_metrics_extra(void *user, char **out, size_t *n, infd_error *err)
+{
+    serve_extras *x = user;
+    char *a = NULL, *b = NULL;
+    size_t an = 0, bn = 0;
+    *out = NULL;
+    *n = 0;
+    if (x->video && infd_cli_video_metrics(x->video, &a, &an, err) != INFD_STATUS_OK)
+        return err->code;
+    if (x->redisq && infd_redisq_metrics_render(x->redisq, &b, &bn, err) != INFD_STATUS_OK) {
+        infd_free(a);
+        return err->code;
+    }
+    if (!a || !b) {
+        *out = a ? a : b;
+        *n = a ? an : bn;
+        return INFD_STATUS_OK;
+    }
+    char *all = infd_malloc(an + bn + 1);
+    if (!all) {
+        infd_free(a);
+        infd_free(b);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory for the metrics");
+    }
+    memcpy(all, a, an);
+    memcpy(all + an, b, bn);
+    all[an + bn] = '\0';
+    infd_free(a);
+    infd_free(b);
+    *out = all;
+    *n = an + bn;
+    return INFD_STATUS_OK;
 }
 
 int infd_cli_serve(int argc, char **argv)
@@ -107,6 +160,9 @@ int infd_cli_serve(int argc, char **argv)
     infd_video_options vo;
     infd_video_options_init(&vo);
     vo.listen = NULL;
+    infd_redisq_options qo;
+    infd_redisq_options_init(&qo);
+    qo.url = NULL;
     infd_error err;
     infd_error_clear(&err);
 
@@ -120,6 +176,10 @@ int infd_cli_serve(int argc, char **argv)
         }
         if (strcmp(a, "--exit-on-error") == 0) {
             so.exit_on_error = true;
+            continue;
+        }
+        if (strcmp(a, "--redis-publish") == 0) {
+            qo.publish = true;
             continue;
         }
         if (!v) {
@@ -193,6 +253,29 @@ int infd_cli_serve(int argc, char **argv)
             vo.passphrase = v;
         } else if (strcmp(a, "--video-detections") == 0) {
             vo.detections = v;
+        } else if (strcmp(a, "--redis") == 0) {
+            qo.url = v;
+        } else if (strcmp(a, "--redis-prefix") == 0) {
+            qo.prefix = v;
+        } else if (strcmp(a, "--redis-group") == 0) {
+            qo.group = v;
+        } else if (strcmp(a, "--redis-models") == 0) {
+            qo.models = v;
+        } else if (strcmp(a, "--redis-claim-idle-ms") == 0) {
+            bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
+            qo.claim_idle_ms = (int)n;
+        } else if (strcmp(a, "--redis-max-deliveries") == 0) {
+            bad = infd_cli_parse_long(v, 1, 1000000, &n);
+            qo.max_deliveries = (int)n;
+        } else if (strcmp(a, "--redis-result-ttl-s") == 0) {
+            bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
+            qo.result_ttl_s = (int)n;
+        } else if (strcmp(a, "--redis-max-job-bytes") == 0) {
+            bad = infd_cli_parse_long(v, 1024, 1L << 32, &n);
+            qo.max_job_bytes = (size_t)n;
+        } else if (strcmp(a, "--redis-max-inflight") == 0) {
+            bad = infd_cli_parse_long(v, 0, 1000000, &n);
+            qo.max_inflight = (int)n;
         } else if (strcmp(a, "--log-level") == 0) {
             infd_log_level level;
             bad = infd_log_level_parse(v, &level, &err) != INFD_STATUS_OK;
@@ -232,6 +315,8 @@ int infd_cli_serve(int argc, char **argv)
     infd_metrics *metrics = NULL;
     infd_raw *raw = NULL;
     infd_video *video = NULL;
+    infd_redisq *redisq = NULL;
+    serve_extras extras = { NULL, NULL };
     infd_cli_video_routes video_routes;
     infd_cli_video_routes_init(&video_routes, NULL);
     infd_http_extension video_ext = { "video", infd_cli_video_route, &video_routes };
@@ -271,10 +356,20 @@ int infd_cli_serve(int argc, char **argv)
         }
         infd_log(INFD_LOG_LEVEL_INFO, "HTTP listening on %s:%d", ho.host, infd_http_port(http));
     }
+    if (qo.url) {
+        if (infd_redisq_start(server, &qo, &redisq, &err) != INFD_STATUS_OK) {
+            report("redis", err.msg);
+            goto out;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "redis: consumer %s, jobs from %s:jobs:<model>",
+                 infd_redisq_consumer(redisq), qo.prefix);
+    }
     if (mo.port >= 0) {
-        if (video) {
-            mo.extra = infd_cli_video_metrics;
-            mo.extra_user = video;
+        extras.video = video;
+        extras.redisq = redisq;
+        if (video || redisq) {
+            mo.extra = serve_metrics_extra;
+            mo.extra_user = &extras;
         }
         if (infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
             report("metrics", err.msg);
@@ -298,7 +393,10 @@ int infd_cli_serve(int argc, char **argv)
 out:
     /* The video streams end first (their frames still get boxes), then the
      * drain: responses of in-flight requests are still written by the
-     * frontends, which stop afterwards. */
+     * frontends, which stop afterwards. The queue reads no more jobs from
+     * here on; those it read finish in the drain, and its stop writes
+     * their results. */
+    infd_redisq_quiesce(redisq);
     if (video) {
         infd_metrics_stop(metrics); /* it renders the app's families */
         metrics = NULL;
@@ -306,6 +404,11 @@ out:
         infd_video_stop(video);
     }
     infd_server_drain(server);
+    if (redisq) {
+        infd_metrics_stop(metrics); /* it renders the queue's families */
+        metrics = NULL;
+        infd_redisq_stop(redisq);
+    }
     infd_raw_stop(raw);
     infd_http_stop(http);
     infd_grpc_stop(grpc);

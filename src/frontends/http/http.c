@@ -217,47 +217,6 @@ struct infd_http_sink {
 
 /* A JSON string: quotes, backslashes and control bytes escaped; other
  * bytes (UTF-8) as they are. */
-static void jb_str(infd_strbuf *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    infd_strbuf_reserve(b, n + 2);
-    infd_strbuf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            char esc[2] = { '\\', (char)c };
-            infd_strbuf_put(b, esc, sizeof(esc));
-        } else if (c < 0x20 || c == 0x7f) {
-            char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-            infd_strbuf_put(b, esc, sizeof(esc));
-        } else {
-            infd_strbuf_putc(b, (char)c);
-        }
-    }
-    infd_strbuf_putc(b, '"');
-}
-
-static void jb_cstr(infd_strbuf *b, const char *s)
-{
-    jb_str(b, s, strlen(s));
-}
-
-/* A float in the shortest %g form that reads back to the same value at
- * `digits` significant digits; NaN and infinities as Python's json writes
- * them (JSON has no literal for them). */
-static void jb_float(infd_strbuf *b, double v, int digits)
-{
-    if (isnan(v)) {
-        infd_strbuf_put(b, "NaN", 3);
-        return;
-    }
-    if (isinf(v)) {
-        infd_strbuf_puts(b, v > 0 ? "Infinity" : "-Infinity");
-        return;
-    }
-    infd_strbuf_printf(b, "%.*g", digits, v);
-}
-
 /* ------------------------------------------------------------------------- */
 /* Replies                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -351,7 +310,7 @@ static void send_error(http_loop *loop, struct evhttp_request *ev, int code, con
     infd_strbuf *b = &loop->jb;
     infd_strbuf_reset(b);
     infd_strbuf_puts(b, "{\"error\":");
-    jb_cstr(b, msg);
+    kserve_write_cstr(b, msg);
     infd_strbuf_puts(b, "}");
     INFD_LOG_DEBUG("http: %s %s -> %d: %s",
                    evhttp_request_get_command(ev) == EVHTTP_REQ_POST ? "POST" : "GET",
@@ -550,9 +509,9 @@ static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev)
     infd_strbuf *b = &loop->jb;
     infd_strbuf_reset(b);
     infd_strbuf_puts(b, "{\"name\":");
-    jb_cstr(b, infd_server_id(loop->h->server));
+    kserve_write_cstr(b, infd_server_id(loop->h->server));
     infd_strbuf_puts(b, ",\"version\":");
-    jb_cstr(b, infd_version());
+    kserve_write_cstr(b, infd_version());
     infd_strbuf_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
                         "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
                         "policy\"]}");
@@ -575,9 +534,9 @@ static infd_model *acquire_or_reply(http_loop *loop, struct evhttp_request *ev, 
 static void write_io(infd_strbuf *b, const infd_model_io *io, bool batched)
 {
     infd_strbuf_puts(b, "{\"name\":");
-    jb_cstr(b, io->name);
+    kserve_write_cstr(b, io->name);
     infd_strbuf_puts(b, ",\"datatype\":");
-    jb_cstr(b, infd_dtype_name(io->dtype));
+    kserve_write_cstr(b, infd_dtype_name(io->dtype));
     infd_strbuf_puts(b, ",\"shape\":[");
     if (batched)
         infd_strbuf_puts(b, io->rank ? "-1," : "-1");
@@ -595,7 +554,7 @@ static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, co
     infd_strbuf *b = &loop->jb;
     infd_strbuf_reset(b);
     infd_strbuf_puts(b, "{\"name\":");
-    jb_cstr(b, infd_model_name(m));
+    kserve_write_cstr(b, infd_model_name(m));
     infd_strbuf_puts(b, ",\"versions\":[");
     /* Every READY version; the acquired one at least. */
     infd_repository_entry *rows = NULL;
@@ -613,7 +572,7 @@ static void handle_model_metadata(http_loop *loop, struct evhttp_request *ev, co
     if (n_listed == 0)
         infd_strbuf_printf(b, "\"%" PRId64 "\"", infd_model_version(m));
     infd_strbuf_puts(b, "],\"platform\":");
-    jb_cstr(b, infd_model_platform(m));
+    kserve_write_cstr(b, infd_model_platform(m));
     bool batched = infd_model_max_batch_size(m) > 0;
     infd_strbuf_puts(b, ",\"inputs\":[");
     for (int i = 0; i < infd_model_n_inputs(m); i++) {
@@ -684,7 +643,7 @@ static void write_model_stats(infd_strbuf *b, infd_model *m)
     static _Thread_local infd_model_stats st;
     infd_model_get_stats(m, &st);
     infd_strbuf_puts(b, "{\"name\":");
-    jb_cstr(b, infd_model_name(m));
+    kserve_write_cstr(b, infd_model_name(m));
     infd_strbuf_printf(
         b,
         ",\"version\":\"%" PRId64 "\",\"last_inference\":%" PRIu64 ",\"inference_count\":%" PRIu64
@@ -847,14 +806,14 @@ static void handle_index(http_loop *loop, struct evhttp_request *ev)
     infd_strbuf_puts(b, "[");
     for (int i = 0; i < n_rows; i++) {
         infd_strbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        jb_cstr(b, rows[i].name);
+        kserve_write_cstr(b, rows[i].name);
         if (rows[i].version >= 0)
             infd_strbuf_printf(b, ",\"version\":\"%" PRId64 "\"", rows[i].version);
         infd_strbuf_puts(b, ",\"state\":");
-        jb_cstr(b, infd_model_state_name(rows[i].state));
+        kserve_write_cstr(b, infd_model_state_name(rows[i].state));
         if (rows[i].reason[0]) {
             infd_strbuf_puts(b, ",\"reason\":");
-            jb_cstr(b, rows[i].reason);
+            kserve_write_cstr(b, rows[i].reason);
         }
         infd_strbuf_puts(b, "}");
     }
@@ -934,14 +893,6 @@ static void on_infer_done(void *user, infd_request *req, infd_status status, con
 
 /* Whether output `name` is returned as binary data: its own binary_data
  * parameter, else the request's binary_data_output, else JSON. */
-static bool output_is_binary(const kserve_request *r, const char *name)
-{
-    for (int i = 0; i < r->n_outputs; i++)
-        if (strcmp(r->outputs[i].name, name) == 0 && r->outputs[i].binary_data >= 0)
-            return r->outputs[i].binary_data == 1;
-    return r->binary_data_output == 1;
-}
-
 /* Parses the Inference-Header-Content-Length header: the JSON part's length. */
 static bool header_length(struct evhttp_request *ev, size_t body_n, size_t *out, char *msg,
                           size_t n)
@@ -1000,7 +951,7 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
     for (int j = 0; j < n_order; j++) {
         infd_model_io io;
         if (infd_model_output(m, order[j], &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES ||
-            !output_is_binary(r, io.name))
+            !kserve_output_is_binary(r, io.name))
             continue;
         size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
         if (sz == 0)
@@ -1493,105 +1444,6 @@ fail:
     send_error(loop, ev, code, err.msg[0] ? err.msg : infd_status_str(err.code));
 }
 
-/* Writes `n` elements of `t` as a flat JSON array. */
-static void write_data(infd_strbuf *b, const infd_tensor *t, int64_t n)
-{
-    const uint8_t *d = t->data;
-    infd_strbuf_puts(b, "[");
-    if (t->dtype == INFD_DTYPE_BYTES) {
-        size_t off = 0;
-        for (int64_t i = 0; i < n && off + 4 <= t->nbytes; i++) {
-            uint32_t len = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8 |
-                           (uint32_t)d[off + 2] << 16 | (uint32_t)d[off + 3] << 24;
-            off += 4;
-            if (len > t->nbytes - off)
-                break;
-            if (i)
-                infd_strbuf_puts(b, ",");
-            jb_str(b, (const char *)d + off, len);
-            off += len;
-        }
-        infd_strbuf_puts(b, "]");
-        return;
-    }
-    /* Numbers are formatted straight into the buffer's free capacity
-     * (infd_strbuf_printf); stop early once memory has run out. */
-    for (int64_t i = 0; i < n && !b->oom; i++) {
-        if (i)
-            infd_strbuf_putc(b, ',');
-        switch (t->dtype) {
-        case INFD_DTYPE_BOOL:
-            infd_strbuf_puts(b, d[i] ? "true" : "false");
-            break;
-        case INFD_DTYPE_UINT8:
-            infd_strbuf_printf(b, "%u", (unsigned)d[i]);
-            break;
-        case INFD_DTYPE_INT8:
-            infd_strbuf_printf(b, "%d", (int)(int8_t)d[i]);
-            break;
-        case INFD_DTYPE_UINT16: {
-            uint16_t v;
-            memcpy(&v, d + 2 * i, 2);
-            infd_strbuf_printf(b, "%u", (unsigned)v);
-            break;
-        }
-        case INFD_DTYPE_INT16: {
-            int16_t v;
-            memcpy(&v, d + 2 * i, 2);
-            infd_strbuf_printf(b, "%d", (int)v);
-            break;
-        }
-        case INFD_DTYPE_UINT32: {
-            uint32_t v;
-            memcpy(&v, d + 4 * i, 4);
-            infd_strbuf_printf(b, "%" PRIu32, v);
-            break;
-        }
-        case INFD_DTYPE_INT32: {
-            int32_t v;
-            memcpy(&v, d + 4 * i, 4);
-            infd_strbuf_printf(b, "%" PRId32, v);
-            break;
-        }
-        case INFD_DTYPE_UINT64: {
-            uint64_t v;
-            memcpy(&v, d + 8 * i, 8);
-            infd_strbuf_printf(b, "%" PRIu64, v);
-            break;
-        }
-        case INFD_DTYPE_INT64: {
-            int64_t v;
-            memcpy(&v, d + 8 * i, 8);
-            infd_strbuf_printf(b, "%" PRId64, v);
-            break;
-        }
-        case INFD_DTYPE_FP16:
-        case INFD_DTYPE_BF16: {
-            uint16_t v;
-            memcpy(&v, d + 2 * i, 2);
-            float f = t->dtype == INFD_DTYPE_FP16 ? infd_fp16_to_fp32(v) : infd_bf16_to_fp32(v);
-            jb_float(b, f, 9); /* the exact float value (%.5g reads back too) */
-            break;
-        }
-        case INFD_DTYPE_FP32: {
-            float v;
-            memcpy(&v, d + 4 * i, 4);
-            jb_float(b, v, 9);
-            break;
-        }
-        case INFD_DTYPE_FP64: {
-            double v;
-            memcpy(&v, d + 8 * i, 8);
-            jb_float(b, v, 17);
-            break;
-        }
-        default:
-            break;
-        }
-    }
-    infd_strbuf_puts(b, "]");
-}
-
 static void finish_infer(http_call *c)
 {
     http_loop *loop = c->loop;
@@ -1604,11 +1456,11 @@ static void finish_infer(http_call *c)
     infd_strbuf *b = &loop->jb;
     infd_strbuf_reset(b);
     infd_strbuf_puts(b, "{\"model_name\":");
-    jb_cstr(b, infd_model_name(c->model));
+    kserve_write_cstr(b, infd_model_name(c->model));
     infd_strbuf_printf(b, ",\"model_version\":\"%" PRId64 "\"", infd_model_version(c->model));
     if (r->has_id) {
         infd_strbuf_puts(b, ",\"id\":");
-        jb_cstr(b, r->id);
+        kserve_write_cstr(b, r->id);
     }
     infd_strbuf_puts(b, ",\"outputs\":[");
 
@@ -1623,14 +1475,14 @@ static void finish_infer(http_call *c)
         if (i)
             infd_strbuf_puts(b, ",");
         infd_strbuf_puts(b, "{\"name\":");
-        jb_cstr(b, name);
+        kserve_write_cstr(b, name);
         infd_strbuf_puts(b, ",\"datatype\":");
-        jb_cstr(b, infd_dtype_name(t.dtype));
+        kserve_write_cstr(b, infd_dtype_name(t.dtype));
         infd_strbuf_puts(b, ",\"shape\":[");
         for (int d = 0; d < t.shape.rank; d++)
             infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
         infd_strbuf_puts(b, "]");
-        if (output_is_binary(r, name)) {
+        if (kserve_output_is_binary(r, name)) {
             infd_strbuf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
             /* Zero copy holds when the binary outputs are exactly the
              * reserved ones, in order, written in place. */
@@ -1640,7 +1492,7 @@ static void finish_infer(http_call *c)
             any_binary = true;
         } else {
             infd_strbuf_puts(b, ",\"data\":");
-            write_data(b, &t, infd_tensor_numel(&t));
+            kserve_write_data(b, &t, infd_tensor_numel(&t));
             infd_strbuf_puts(b, "}");
         }
     }
@@ -1669,7 +1521,7 @@ static void finish_infer(http_call *c)
             const char *name = NULL;
             infd_tensor t;
             if (infd_request_output(c->req, i, &name, &t) == INFD_STATUS_OK &&
-                output_is_binary(r, name))
+                kserve_output_is_binary(r, name))
                 evbuffer_add(out, t.data, t.nbytes);
         }
     }

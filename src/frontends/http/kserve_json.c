@@ -28,6 +28,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "core/alloc.h"
+#include "core/strbuf.h"
 
 /* yajl's handle, lexer, token buffer and state stack take about 2.5 KiB;
  * long strings with escapes may grow the token buffer past this, into
@@ -1097,4 +1098,156 @@ infd_status kserve_request_parse(kserve_request *r, const char *json, size_t n, 
     if (r->n_inputs == 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "the request has no 'inputs'");
     return INFD_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writing                                                                   */
+/* ------------------------------------------------------------------------- */
+
+void kserve_write_str(infd_strbuf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    infd_strbuf_reserve(b, n + 2);
+    infd_strbuf_putc(b, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = { '\\', (char)c };
+            infd_strbuf_put(b, esc, sizeof(esc));
+        } else if (c < 0x20 || c == 0x7f) {
+            char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+            infd_strbuf_put(b, esc, sizeof(esc));
+        } else {
+            infd_strbuf_putc(b, (char)c);
+        }
+    }
+    infd_strbuf_putc(b, '"');
+}
+
+void kserve_write_cstr(infd_strbuf *b, const char *s)
+{
+    kserve_write_str(b, s, strlen(s));
+}
+
+/* A float in the shortest %g form that reads back to the same value at
+ * `digits` significant digits; NaN and infinities as Python's json writes
+ * them (JSON has no literal for them). */
+void kserve_write_float(infd_strbuf *b, double v, int digits)
+{
+    if (isnan(v)) {
+        infd_strbuf_put(b, "NaN", 3);
+        return;
+    }
+    if (isinf(v)) {
+        infd_strbuf_puts(b, v > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    infd_strbuf_printf(b, "%.*g", digits, v);
+}
+
+bool kserve_output_is_binary(const kserve_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_outputs; i++)
+        if (strcmp(r->outputs[i].name, name) == 0 && r->outputs[i].binary_data >= 0)
+            return r->outputs[i].binary_data == 1;
+    return r->binary_data_output == 1;
+}
+
+/* Writes `n` elements of `t` as a flat JSON array. */
+void kserve_write_data(infd_strbuf *b, const infd_tensor *t, int64_t n)
+{
+    const uint8_t *d = t->data;
+    infd_strbuf_puts(b, "[");
+    if (t->dtype == INFD_DTYPE_BYTES) {
+        size_t off = 0;
+        for (int64_t i = 0; i < n && off + 4 <= t->nbytes; i++) {
+            uint32_t len = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8 |
+                           (uint32_t)d[off + 2] << 16 | (uint32_t)d[off + 3] << 24;
+            off += 4;
+            if (len > t->nbytes - off)
+                break;
+            if (i)
+                infd_strbuf_puts(b, ",");
+            kserve_write_str(b, (const char *)d + off, len);
+            off += len;
+        }
+        infd_strbuf_puts(b, "]");
+        return;
+    }
+    /* Numbers are formatted straight into the buffer's free capacity
+     * (infd_strbuf_printf); stop early once memory has run out. */
+    for (int64_t i = 0; i < n && !b->oom; i++) {
+        if (i)
+            infd_strbuf_putc(b, ',');
+        switch (t->dtype) {
+        case INFD_DTYPE_BOOL:
+            infd_strbuf_puts(b, d[i] ? "true" : "false");
+            break;
+        case INFD_DTYPE_UINT8:
+            infd_strbuf_printf(b, "%u", (unsigned)d[i]);
+            break;
+        case INFD_DTYPE_INT8:
+            infd_strbuf_printf(b, "%d", (int)(int8_t)d[i]);
+            break;
+        case INFD_DTYPE_UINT16: {
+            uint16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            infd_strbuf_printf(b, "%u", (unsigned)v);
+            break;
+        }
+        case INFD_DTYPE_INT16: {
+            int16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            infd_strbuf_printf(b, "%d", (int)v);
+            break;
+        }
+        case INFD_DTYPE_UINT32: {
+            uint32_t v;
+            memcpy(&v, d + 4 * i, 4);
+            infd_strbuf_printf(b, "%" PRIu32, v);
+            break;
+        }
+        case INFD_DTYPE_INT32: {
+            int32_t v;
+            memcpy(&v, d + 4 * i, 4);
+            infd_strbuf_printf(b, "%" PRId32, v);
+            break;
+        }
+        case INFD_DTYPE_UINT64: {
+            uint64_t v;
+            memcpy(&v, d + 8 * i, 8);
+            infd_strbuf_printf(b, "%" PRIu64, v);
+            break;
+        }
+        case INFD_DTYPE_INT64: {
+            int64_t v;
+            memcpy(&v, d + 8 * i, 8);
+            infd_strbuf_printf(b, "%" PRId64, v);
+            break;
+        }
+        case INFD_DTYPE_FP16:
+        case INFD_DTYPE_BF16: {
+            uint16_t v;
+            memcpy(&v, d + 2 * i, 2);
+            float f = t->dtype == INFD_DTYPE_FP16 ? infd_fp16_to_fp32(v) : infd_bf16_to_fp32(v);
+            kserve_write_float(b, f, 9); /* the exact float value (%.5g reads back too) */
+            break;
+        }
+        case INFD_DTYPE_FP32: {
+            float v;
+            memcpy(&v, d + 4 * i, 4);
+            kserve_write_float(b, v, 9);
+            break;
+        }
+        case INFD_DTYPE_FP64: {
+            double v;
+            memcpy(&v, d + 8 * i, 8);
+            kserve_write_float(b, v, 17);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    infd_strbuf_puts(b, "]");
 }

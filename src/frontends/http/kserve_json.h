@@ -111,4 +111,24 @@ infd_status kserve_request_parse(kserve_request *r, const char *json, size_t n, 
 /* "input 'NAME'" or, before the name is known, "input #i", for messages. */
 const char *kserve_input_label(const kserve_request *r, int i, char *buf, size_t n);
 
+/*
+ * Writing KServe JSON, for the frontends' replies (HTTP) and results (the
+ * Redis queue), into an infd_strbuf (src/core/strbuf.h).
+ */
+struct infd_strbuf;
+
+/* `n` bytes of `s` as a JSON string, escaped. */
+void kserve_write_str(struct infd_strbuf *b, const char *s, size_t n);
+void kserve_write_cstr(struct infd_strbuf *b, const char *s);
+/* A number in %g form at `digits` significant digits (9 reads an FP32
+ * back exactly, 17 an FP64); NaN and infinities as Python's json writes
+ * them. */
+void kserve_write_float(struct infd_strbuf *b, double v, int digits);
+/* The first `n` elements of `t` as a flat JSON array (BYTES elements as
+ * strings). */
+void kserve_write_data(struct infd_strbuf *b, const infd_tensor *t, int64_t n);
+/* Whether output `name` goes back as binary data: its own
+ * parameters.binary_data, else the request's binary_data_output. */
+bool kserve_output_is_binary(const kserve_request *r, const char *name);
+
 #endif /* INFD_FRONTENDS_HTTP_KSERVE_JSON_H */

@@ -1,0 +1,492 @@
+"""The Redis job queue (`infd serve --redis`, src/frontends/redisq): a real
+redis-server (Debian's) started here on a free loopback port, jobs submitted
+and results read with redis-py (Debian python3-redis), workers killed with
+SIGKILL, Redis itself restarted. docs/REDIS.md describes the job format.
+"""
+
+import json
+import pathlib
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import onnx
+import pytest
+import redis
+from onnx import TensorProto, helper
+
+import repo
+from serving import free_port
+
+DEADLINE_S = 120  # bounds how long a broken queue can hang a test, never a goal
+
+
+class RedisServer:
+    """One redis-server with an append-only file in `path`, restartable on
+    the same port (what it accepted before a restart is still there)."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(self.path / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.path), "--appendonly", "yes", "--appendfsync", "everysec",
+             "--save", "", "--daemonize", "no"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while True:
+            try:
+                if redis.Redis(port=self.port, socket_timeout=1).ping():
+                    return
+            except redis.exceptions.RedisError:
+                pass
+            assert self.proc.poll() is None, (self.path / "redis.log").read_text()
+            assert time.time() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # writes the AOF out and exits
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def client(self):
+        return redis.Redis(port=self.port, socket_timeout=10)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    r = RedisServer(tmp_path / "redis")
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def add_sub_repo(tmp_path):
+    root = tmp_path / "repo"
+    repo.add_sub(root, dynamic_batching={"max_queue_delay_microseconds": 1000})
+    return root
+
+
+def add_sub_request(a, b, binary_outputs=False):
+    body = {"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": a.tolist()},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16], "data": b.tolist()}]}
+    if binary_outputs:
+        body["parameters"] = {"binary_data_output": True}
+    return json.dumps(body)
+
+
+def add_sub_binary_job(job_id, a, b):
+    header = {"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16],
+         "parameters": {"binary_data_size": 64}},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16],
+         "parameters": {"binary_data_size": 64}}],
+        "outputs": [{"name": "OUTPUT0"}, {"name": "OUTPUT1", "parameters": {"binary_data": True}}]}
+    return {"id": job_id, "header": json.dumps(header),
+            "binary": a.astype(np.float32).tobytes() + b.astype(np.float32).tobytes()}
+
+
+def split_result(raw):
+    """The result's JSON and, with binary outputs, the bytes after its newline."""
+    head, _, tail = raw.partition(b"\n")
+    return json.loads(head), tail
+
+
+def wait_results(client, ids, deadline_s=DEADLINE_S, what="results"):
+    """{id: raw value} once every results:{id} exists."""
+    deadline = time.time() + deadline_s
+    pending = list(ids)
+    while pending:
+        values = client.mget([f"results:{i}" for i in pending])
+        pending = [i for i, v in zip(pending, values) if v is None]
+        if pending:
+            assert time.time() < deadline, f"{len(pending)} of {len(ids)} {what} missing"
+            time.sleep(0.05)
+    found = {}
+    for k in range(0, len(ids), 1000):
+        chunk = ids[k:k + 1000]
+        found.update(zip(chunk, client.mget([f"results:{i}" for i in chunk])))
+    return found
+
+
+def metrics(srv):
+    import requests
+    text = requests.get(srv.metrics_url, timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("infd_redis"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def serve_redis(serve, root, redis_server, *extra, **kw):
+    return serve(root, "--redis", redis_server.url, *extra, **kw)
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_10000_jobs_all_results_present_and_correct(serve, add_sub_repo, redis_server):
+    srv = serve_redis(serve, add_sub_repo, redis_server)
+    c = redis_server.client()
+    rng = np.random.default_rng(1)
+    n = 10000
+    inputs = {}
+    pipe = c.pipeline(transaction=False)
+    for k in range(n):
+        a = rng.integers(-100, 100, 16).astype(np.float32)
+        b = rng.integers(-100, 100, 16).astype(np.float32)
+        job_id = f"j{k}"
+        inputs[job_id] = (a, b)
+        if k % 10 == 0:
+            pipe.xadd("infd:jobs:add_sub", add_sub_binary_job(job_id, a, b))
+        else:
+            pipe.xadd("infd:jobs:add_sub", {"id": job_id, "request": add_sub_request(a, b)})
+        if k % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    results = wait_results(c, list(inputs))
+    for job_id, raw in results.items():
+        a, b = inputs[job_id]
+        res, tail = split_result(raw)
+        assert res["status"] == "ok", res
+        assert res["id"] == job_id and res["model"] == "add_sub" and res["model_version"] == "1"
+        assert res["submitted_at"] <= res["started_at"] <= res["finished_at"]
+        outs = {o["name"]: o for o in res["outputs"]}
+        np.testing.assert_array_equal(np.array(outs["OUTPUT0"]["data"], np.float32), a + b)
+        if "data" in outs["OUTPUT1"]:
+            np.testing.assert_array_equal(np.array(outs["OUTPUT1"]["data"], np.float32), a - b)
+        else:
+            assert outs["OUTPUT1"]["parameters"]["binary_data_size"] == 64
+            np.testing.assert_array_equal(np.frombuffer(tail, np.float32), a - b)
+    # Every job acknowledged; nothing left pending or dead.
+    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    assert c.xlen("infd:dead:add_sub") == 0
+    m = metrics(srv)
+    assert m['infd_redis_jobs_completed_total{model="add_sub"}'] == n
+    assert m["infd_redis_connected"] == 1
+    # Jobs batched with each other: fewer engine runs than jobs.
+    import requests
+    stats = requests.get(srv.url + "/v2/models/add_sub/stats", timeout=10).json()
+    st = stats["model_stats"][0]
+    assert st["inference_count"] == n
+    assert st["execution_count"] < n
+
+
+def test_consumer_names_and_two_workers_share_the_stream(serve, add_sub_repo, redis_server):
+    a = serve_redis(serve, add_sub_repo, redis_server)
+    b = serve_redis(serve, add_sub_repo, redis_server)
+    c = redis_server.client()
+    rng = np.random.default_rng(2)
+    ids = []
+    pipe = c.pipeline(transaction=False)
+    for k in range(2000):
+        x = rng.random(16).astype(np.float32)
+        ids.append(f"s{k}")
+        pipe.xadd("infd:jobs:add_sub", {"id": ids[-1], "request": add_sub_request(x, x)})
+    pipe.execute()
+    results = wait_results(c, ids)
+    workers = {split_result(v)[0]["worker"] for v in results.values()}
+    host = socket.gethostname()
+    consumers = {x["name"].decode() for x in c.xinfo_consumers("infd:jobs:add_sub", "infd")}
+    assert {f"{host}-{a.proc.pid}-0", f"{host}-{b.proc.pid}-0"} <= consumers
+    assert workers <= consumers
+
+
+def test_publish_lets_a_client_wait(serve, add_sub_repo, redis_server):
+    serve_redis(serve, add_sub_repo, redis_server, "--redis-publish")
+    c = redis_server.client()
+    sub = c.pubsub()
+    sub.subscribe("infd:done:add_sub")
+    assert sub.get_message(timeout=10)["type"] == "subscribe"
+    x = np.arange(16, dtype=np.float32)
+    c.xadd("infd:jobs:add_sub", {"id": "p1", "request": add_sub_request(x, x)})
+    deadline = time.time() + DEADLINE_S
+    msg = None
+    while msg is None or msg["type"] != "message":
+        assert time.time() < deadline
+        msg = sub.get_message(timeout=1)
+    assert msg["data"] == b"p1"
+    res, _ = split_result(c.get("results:p1"))  # written before the PUBLISH
+    assert res["status"] == "ok"
+
+
+def test_malformed_and_oversized_jobs_get_clear_error_results(serve, add_sub_repo,
+                                                              redis_server):
+    srv = serve_redis(serve, add_sub_repo, redis_server, "--redis-max-job-bytes", "100000")
+    c = redis_server.client()
+    x = np.ones(16, np.float32)
+    good = add_sub_request(x, x)
+    big = json.dumps({"inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [1.0] * 16},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16], "data": [1.0] * 16}],
+        "padding": "x" * 200000})
+    cases = {
+        "bad-json": ({"request": "{\"inputs\": ["}, "malformed JSON"),
+        "no-request": ({"something": "else"}, "no 'request' field"),
+        "both": ({"request": good, "header": good}, "both 'request' and 'header'"),
+        "bad-input": ({"request": good.replace("INPUT1", "NOPE")}, "NOPE"),
+        "bad-shape": ({"request": json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [1, 8], "data": [1.0] * 8},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [1, 8], "data": [1.0] * 8}]})},
+            "INPUT0"),
+        "too-big-batch": ({"request": json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [9, 16], "data": [1.0] * 144},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [9, 16], "data": [1.0] * 144}]})},
+            "batch"),
+        "binary-short": ({"header": json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16],
+             "parameters": {"binary_data_size": 64}},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16],
+             "parameters": {"binary_data_size": 64}}]}), "binary": b"\0" * 100},
+            "runs past the 'binary' field"),
+        "binary-no-field": ({"request": json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16],
+             "parameters": {"binary_data_size": 64}}]})}, "no 'binary' field"),
+        "bad-version": ({"request": good, "version": "x1"}, "version"),
+        "missing-version": ({"request": good, "version": "7"}, "7"),
+        "wrong-model": ({"request": good, "model": "other"}, "not this stream's"),
+        "oversized": ({"request": big}, "more than --redis-max-job-bytes 100000"),
+    }
+    for job_id, (fields, _) in cases.items():
+        c.xadd("infd:jobs:add_sub", {"id": job_id, **fields})
+    # A job without a usable id cannot have a result: it goes to the dead
+    # letters at once, with the reason.
+    c.xadd("infd:jobs:add_sub", {"id": "has space", "request": good})
+    c.xadd("infd:jobs:add_sub", {"request": good})
+    c.xadd("infd:jobs:add_sub", {"id": "after", "request": good})
+    results = wait_results(c, list(cases) + ["after"])
+    for job_id, (_, expect) in cases.items():
+        res, _ = split_result(results[job_id])
+        assert res["status"] == "error", (job_id, res)
+        assert expect in res["error"], (job_id, res["error"])
+        assert res["id"] == job_id
+    assert split_result(results["after"])[0]["status"] == "ok"  # still serving
+    dead = c.xrange("infd:dead:add_sub")
+    assert len(dead) == 2
+    errors = sorted(e[1][b"infd_error"].decode() for e in dead)
+    assert "no 'id' field" in errors[0] or "no 'id' field" in errors[1]
+    assert any("'id' must be" in e for e in errors)
+    # Malformed jobs are acknowledged, never retried.
+    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    m = metrics(srv)
+    assert m['infd_redis_jobs_failed_total{model="add_sub"}'] == len(cases)
+    assert m['infd_redis_jobs_dead_lettered_total{model="add_sub"}'] == 2
+
+
+def test_bad_redis_options_are_named(infd_bin, add_sub_repo):
+    for args, expect in [(["--redis", "http://x"], "does not start with redis://"),
+                         (["--redis", "redis://h:99999"], "port"),
+                         (["--redis", "redis://127.0.0.1:1", "--redis-prefix", "a b"],
+                          "prefix and group")]:
+        r = subprocess.run([str(infd_bin), "serve", "--model-repository", str(add_sub_repo),
+                            "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1",
+                            "--raw-socket-dir", "off", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and expect in r.stderr, (args, r.stderr)
+
+
+def slow_model(root):
+    """X [1, 1] -> Expand to 2048 x 2048 -> six 2048^3 MatMuls -> mean: about
+    100 GFLOP, a second or more on two cores, so a kill lands mid-job."""
+    n = 2048
+    w = np.full((n, n), 1.0 / n, np.float32)
+    nodes = [helper.make_node("Reshape", ["X", "one"], ["x1"]),
+             helper.make_node("Expand", ["x1", "big"], ["m0"])]
+    for i in range(6):
+        nodes.append(helper.make_node("MatMul", [f"m{i}", "W"], [f"m{i + 1}"]))
+    nodes.append(helper.make_node("ReduceMean", ["m6"], ["r"], keepdims=0))
+    nodes.append(helper.make_node("Reshape", ["r", "out_shape"], ["Y"]))
+    graph = helper.make_graph(
+        nodes, "slow",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 1])],
+        initializer=[helper.make_tensor("W", TensorProto.FLOAT, [n, n], w.tobytes(), raw=True),
+                     helper.make_tensor("one", TensorProto.INT64, [2], [1, 1]),
+                     helper.make_tensor("big", TensorProto.INT64, [2], [n, n]),
+                     helper.make_tensor("out_shape", TensorProto.INT64, [2], [1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    d = pathlib.Path(root) / "slow"
+    (d / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(d / "1" / "model.onnx"))
+    (d / "config.pbtxt").write_text(
+        'name: "slow"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 1, 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1, 1 ] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n')
+
+
+def wait_pending_on(c, stream, consumer, deadline_s=DEADLINE_S):
+    deadline = time.time() + deadline_s
+    while True:
+        try:
+            rows = c.xpending_range(stream, "infd", "-", "+", 10, consumername=consumer)
+        except redis.exceptions.ResponseError:  # NOGROUP: the worker has not made it yet
+            rows = []
+        if rows:
+            return rows
+        assert time.time() < deadline, f"no job pending on {consumer}"
+        time.sleep(0.02)
+
+
+def test_poison_job_reaches_the_dead_letters_after_3_deliveries(serve, tmp_path, redis_server):
+    """A job that takes its worker down every time: killed three times while
+    running it, the fourth worker moves it to infd:dead:slow instead of
+    running it again."""
+    root = tmp_path / "repo"
+    slow_model(root)
+    c = redis_server.client()
+    c.xadd("infd:jobs:slow", {"id": "poison", "request": json.dumps(
+        {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]})})
+    host = socket.gethostname()
+    for delivery in (1, 2, 3):
+        srv = serve_redis(serve, root, redis_server, "--redis-claim-idle-ms", "300")
+        rows = wait_pending_on(c, "infd:jobs:slow", f"{host}-{srv.proc.pid}-0")
+        assert rows[0]["times_delivered"] == delivery
+        srv.kill()
+    srv = serve_redis(serve, root, redis_server, "--redis-claim-idle-ms", "300")
+    res, _ = split_result(wait_results(c, ["poison"])["poison"])
+    assert res["status"] == "error" and res["code"] == "DEAD_LETTERED"
+    assert "delivered 4 times" in res["error"]
+    dead = c.xrange("infd:dead:slow")
+    assert len(dead) == 1
+    fields = dead[0][1]
+    assert fields[b"id"] == b"poison" and fields[b"infd_deliveries"] == b"4"
+    assert b"request" in fields  # the job itself, for a look later
+    assert c.xpending("infd:jobs:slow", "infd")["pending"] == 0
+    assert metrics(srv)['infd_redis_jobs_dead_lettered_total{model="slow"}'] == 1
+
+
+class Producer(threading.Thread):
+    """Submits `n` add_sub jobs at a steady pace, riding out Redis restarts."""
+
+    def __init__(self, port, n, prefix, rate=2000):
+        super().__init__(daemon=True)
+        self.port, self.n, self.prefix, self.rate = port, n, prefix, rate
+        self.ids = []
+        self.inputs = {}
+        self.error = None
+
+    def run(self):
+        try:
+            c = redis.Redis(port=self.port, socket_timeout=5)
+            rng = np.random.default_rng(3)
+            k = 0
+            t0 = time.time()
+            while k < self.n:
+                job_id = f"{self.prefix}{k}"
+                a = rng.integers(-50, 50, 16).astype(np.float32)
+                b = rng.integers(-50, 50, 16).astype(np.float32)
+                try:
+                    c.xadd("infd:jobs:add_sub", {"id": job_id, "request": add_sub_request(a, b)})
+                except redis.exceptions.ConnectionError:
+                    time.sleep(0.05)  # Redis restarting: submit it again
+                    continue
+                self.ids.append(job_id)
+                self.inputs[job_id] = (a, b)
+                k += 1
+                ahead = k / self.rate - (time.time() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+        except Exception as e:  # reported by the test
+            self.error = e
+
+
+def check_add_sub(results, inputs):
+    for job_id, raw in results.items():
+        res, _ = split_result(raw)
+        assert res["status"] == "ok", res
+        a, b = inputs[job_id]
+        outs = {o["name"]: o for o in res["outputs"]}
+        np.testing.assert_array_equal(np.array(outs["OUTPUT0"]["data"], np.float32), a + b)
+
+
+def test_worker_killed_five_times_loses_no_job(serve, add_sub_repo, redis_server):
+    args = ("--redis-claim-idle-ms", "500")
+    steady = serve_redis(serve, add_sub_repo, redis_server, *args)
+    c = redis_server.client()
+    producer = Producer(redis_server.port, 8000, "k")
+    producer.start()
+    host = socket.gethostname()
+    in_flight_at_kills = 0
+    seen = {}
+    for kill in range(5):
+        victim = serve_redis(serve, add_sub_repo, redis_server, *args)
+        consumer = f"{host}-{victim.proc.pid}-0"
+        wait_pending_on(c, "infd:jobs:add_sub", consumer)
+        victim.kill()
+        # What the dead consumer held when it died: the most that can run twice.
+        in_flight_at_kills += len(c.xpending_range("infd:jobs:add_sub", "infd", "-", "+",
+                                                   100000, consumername=consumer))
+        # Results written so far, to check later that none is overwritten.
+        ids = list(producer.ids)
+        for i, v in zip(ids, c.mget([f"results:{i}" for i in ids]) if ids else []):
+            if v is not None:
+                seen[i] = v
+    producer.join(timeout=DEADLINE_S)
+    assert producer.error is None, producer.error
+    results = wait_results(c, producer.ids)
+    assert len(results) == 8000
+    check_add_sub(results, producer.inputs)
+    for i, v in seen.items():
+        assert results[i] == v, f"result of {i} was overwritten"
+    reruns = sum(split_result(v)[0]["deliveries"] > 1 for v in results.values())
+    assert reruns <= in_flight_at_kills, (reruns, in_flight_at_kills)
+    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    assert c.xlen("infd:dead:add_sub") == 0
+    assert metrics(steady)['infd_redis_jobs_claimed_total{model="add_sub"}'] > 0
+
+
+def test_redis_restarted_mid_load_the_run_completes(serve, add_sub_repo, redis_server):
+    srv = serve_redis(serve, add_sub_repo, redis_server)
+    c = redis_server.client()
+    producer = Producer(redis_server.port, 6000, "r")
+    producer.start()
+    while len(producer.ids) < 2000:
+        assert producer.is_alive()
+        time.sleep(0.01)
+    redis_server.stop()
+    time.sleep(1.0)  # Redis is away: infd keeps serving and retries
+    assert srv.is_running()
+    redis_server.start()
+    producer.join(timeout=DEADLINE_S)
+    assert producer.error is None, producer.error
+    c = redis_server.client()
+    results = wait_results(c, producer.ids)
+    check_add_sub(results, producer.inputs)
+    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    m = metrics(srv)
+    assert m["infd_redis_disconnects_total"] >= 1 and m["infd_redis_connected"] == 1
+    assert "redis: command connection to" in srv.log() and "lost" in srv.log()
+
+
+def test_sigterm_finishes_and_writes_the_jobs_it_read(serve, tmp_path, redis_server):
+    root = tmp_path / "repo"
+    slow_model(root)
+    c = redis_server.client()
+    srv = serve_redis(serve, root, redis_server)
+    c.xadd("infd:jobs:slow", {"id": "last", "request": json.dumps(
+        {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 1], "data": [2.0]}]})})
+    wait_pending_on(c, "infd:jobs:slow", f"{socket.gethostname()}-{srv.proc.pid}-0")
+    assert srv.stop() == 0
+    res, _ = split_result(c.get("results:last"))
+    assert res["status"] == "ok"
+    assert abs(res["outputs"][0]["data"][0] - 2.0) < 1e-3
+    assert c.xpending("infd:jobs:slow", "infd")["pending"] == 0
