@@ -14,6 +14,9 @@ INFD = $(BUILD_DIR)/infd
 SERVE_ARGS ?=
 # The live video app's SRT listener (docs/VIDEO.md); empty: off.
 VIDEO_LISTEN ?= srt://:9000
+# The Redis job queue (docs/REDIS.md), e.g. REDIS=redis://127.0.0.1:6379;
+# empty: off.
+REDIS ?=
 
 # Seconds of fuzzing: `make fuzz` runs the full 5 minutes, `make test` a short
 # run with a fixed seed, so CI's result does not depend on luck.
@@ -32,7 +35,8 @@ build:
 	cmake --build --preset $(PRESET)
 
 serve: setup build
-	@$(INFD) serve --model-repository models $(if $(VIDEO_LISTEN),--video-listen $(VIDEO_LISTEN)) $(SERVE_ARGS)
+	@$(INFD) serve --model-repository models $(if $(VIDEO_LISTEN),--video-listen $(VIDEO_LISTEN)) \
+	    $(if $(REDIS),--redis $(REDIS)) $(SERVE_ARGS)
 
 test: setup
 	@echo "== format check"
@@ -46,6 +50,8 @@ test: setup
 	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
 	    -k test_50_connect_disconnect_cycles_leave_nothing
+	@echo "== the Redis job queue's tests under ASan (kills, restarts; its leak check at exit)"
+	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
@@ -88,11 +94,13 @@ e2e: build
 # with the speech app's inputs: fuzz_wav (sound files) and fuzz_asr_json
 # (config.json and model contracts), and with BYTES tensors in pieces:
 # fuzz_bytes (the runtime's element reader), and with the video app's:
-# fuzz_video (SRT stream IDs, BlazeFace output decoding and drawing);
+# fuzz_video (SRT stream IDs, BlazeFace output decoding and drawing), and
+# with the Redis queue's jobs: fuzz_redisq_job (stream entry fields and
+# their request);
 # FUZZ_SECONDS each; corpora
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json fuzz_bytes fuzz_video
+	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -111,6 +119,7 @@ fuzz:
 	    [ $$t = fuzz_asr_json ] && seeds=tests/fuzz/seeds-asr-json; \
 	    [ $$t = fuzz_bytes ] && seeds=tests/fuzz/seeds-bytes; \
 	    [ $$t = fuzz_video ] && seeds=tests/fuzz/seeds-video; \
+	    [ $$t = fuzz_redisq_job ] && seeds=tests/fuzz/seeds-redisq; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

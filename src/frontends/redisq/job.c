@@ -11,10 +11,11 @@ static bool field_is(const char *f, size_t n, const char *name)
     return strlen(name) == n && memcmp(f, name, n) == 0;
 }
 
-/* A decimal integer in [lo, hi], the whole value. */
+/* A decimal integer in [lo, hi], the whole value (at most 18 digits, so
+ * it cannot overflow). */
 static bool parse_int(const char *v, size_t n, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (n == 0 || n > 19)
+    if (n == 0 || n > 18)
         return false;
     int64_t x = 0;
     for (size_t i = 0; i < n; i++) {
@@ -159,7 +160,7 @@ int64_t redisq_entry_ms(const char *entry_id, size_t n)
 {
     size_t i = 0;
     int64_t ms = 0;
-    while (i < n && entry_id[i] >= '0' && entry_id[i] <= '9' && i < 19)
+    while (i < n && entry_id[i] >= '0' && entry_id[i] <= '9' && i < 18)
         ms = ms * 10 + (entry_id[i++] - '0');
     return i > 0 && (i == n || entry_id[i] == '-') ? ms : -1;
 }
