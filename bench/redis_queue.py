@@ -43,7 +43,7 @@ def start_redis(tmp, aof):
             "--save", ""]
     args += ["--appendonly", "yes", "--appendfsync", "everysec"] if aof else ["--appendonly", "no"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    c = redis.Redis(port=port)
+    c = redis.Redis(host="127.0.0.1", port=port)
     for _ in range(200):
         try:
             c.ping()
@@ -110,7 +110,7 @@ def run_model(args, model, n, jobs, tmp):
     from the first XADD to the last result). Then HTTP binary."""
     rproc, rport = start_redis(tmp, args.aof)
     metrics_port = free_port()
-    c = redis.Redis(port=rport)
+    c = redis.Redis(host="127.0.0.1", port=rport)
     rng = np.random.default_rng(0)
     backlog = submit(c, model, jobs(n, rng, "b"))
     try:

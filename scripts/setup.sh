@@ -123,4 +123,11 @@ if ((with_models)); then
 else
     /usr/bin/python3 "$repo/scripts/gen_repository.py" --repo "$repo/models" --no-npm
 fi
+# The Python client's protobuf modules (infd.grpc), from proto/*.proto.
+if [ ! -s "$repo/clients/python/infd/_proto/grpc_service_pb2.py" ] ||
+    [ -n "$(find "$repo/proto" -newer "$repo/clients/python/infd/_proto/grpc_service_pb2.py" \
+        -name '*.proto')" ]; then
+    bash "$repo/clients/python/gen_proto.sh"
+    echo "setup: clients/python/infd/_proto generated from proto/"
+fi
 echo "setup: done (cache: $INFD_CACHE)"

@@ -7,6 +7,8 @@
  */
 #include "core/alloc.h"
 
+#include "infd/infd.h" /* infd_free is public API: exported from libinfd.so */
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

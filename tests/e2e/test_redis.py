@@ -6,7 +6,6 @@ SIGKILL, Redis itself restarted. docs/REDIS.md describes the job format.
 
 import json
 import pathlib
-import signal
 import socket
 import subprocess
 import threading
@@ -19,59 +18,9 @@ import redis
 from onnx import TensorProto, helper
 
 import repo
-from serving import free_port
+from redis_server import redis_server  # noqa: F401  (the fixture)
 
 DEADLINE_S = 120  # bounds how long a broken queue can hang a test, never a goal
-
-
-class RedisServer:
-    """One redis-server with an append-only file in `path`, restartable on
-    the same port (what it accepted before a restart is still there)."""
-
-    def __init__(self, path):
-        self.path = pathlib.Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.proc = None
-        self.start()
-
-    def start(self):
-        self.log = open(self.path / "redis.log", "ab")
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.path), "--appendonly", "yes", "--appendfsync", "everysec",
-             "--save", "", "--daemonize", "no"],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while True:
-            try:
-                if redis.Redis(port=self.port, socket_timeout=1).ping():
-                    return
-            except redis.exceptions.RedisError:
-                pass
-            assert self.proc.poll() is None, (self.path / "redis.log").read_text()
-            assert time.time() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # writes the AOF out and exits
-            self.proc.wait(timeout=30)
-        self.log.close()
-
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}"
-
-    def client(self):
-        return redis.Redis(port=self.port, socket_timeout=10)
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    r = RedisServer(tmp_path / "redis")
-    yield r
-    r.stop()
 
 
 @pytest.fixture
@@ -386,7 +335,7 @@ class Producer(threading.Thread):
 
     def run(self):
         try:
-            c = redis.Redis(port=self.port, socket_timeout=5)
+            c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
             rng = np.random.default_rng(3)
             k = 0
             t0 = time.time()
