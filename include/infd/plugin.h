@@ -77,6 +77,24 @@ typedef struct infd_model_kind {
  */
 INFD_API infd_status infd_model_kind_register(const infd_model_kind *kind, infd_error *err);
 
+/*
+ * A processor in a shared library: config.pbtxt says
+ *   backend: "plugin"
+ *   parameters { key: "library" value { string_value: "libmyproc.so" } }
+ * (a path relative to the version folder or the model folder, or
+ * absolute), and the library exports infd_plugin_kind(), which returns its
+ * kind table. The server opens the library when it loads the model and
+ * uses the table as it uses a registered kind's: the processor batches,
+ * has instances, statistics and metrics, and can be a step of an
+ * ensemble. The table's name and platform are the processor's own; the
+ * model's backend stays "plugin". The library calls the host's infd_*
+ * functions (the `infd` command exports them; an embedder loads
+ * libinfd.so with RTLD_GLOBAL) and links no copy of libinfd itself.
+ */
+#define INFD_PLUGIN_EXPORT INFD_API
+typedef const infd_model_kind *(*infd_plugin_kind_fn)(void);
+INFD_PLUGIN_EXPORT const infd_model_kind *infd_plugin_kind(void);
+
 /* ----- while loading ------------------------------------------------------ */
 
 INFD_API const char *infd_kind_model_name(const infd_kind_model *km);

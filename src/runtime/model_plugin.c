@@ -23,7 +23,8 @@
 static pthread_mutex_t kinds_mu = PTHREAD_MUTEX_INITIALIZER;
 static const infd_model_kind *kinds[MAX_KINDS];
 static int n_kinds;
-static char kind_names[MAX_KINDS * 34];
+/* "plugin" (kind_library.c, built in) and the registered kinds. */
+static char kind_names[(MAX_KINDS + 1) * 34] = "plugin";
 
 static bool name_ok(const char *s)
 {
@@ -49,6 +50,9 @@ infd_status infd_model_kind_register(const infd_model_kind *kind, infd_error *er
     if (strcmp(kind->name, "onnxruntime") == 0 || strcmp(kind->name, "infd") == 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "model kind '%s': the name is the ONNX kind's", kind->name);
+    if (strcmp(kind->name, rt_library_kind.name) == 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "model kind '%s': the name is the shared-library kind's", kind->name);
     pthread_mutex_lock(&kinds_mu);
     infd_status st = INFD_STATUS_OK;
     for (int k = 0; k < n_kinds; k++)
@@ -69,6 +73,8 @@ infd_status infd_model_kind_register(const infd_model_kind *kind, infd_error *er
 
 const infd_model_kind *rt_kind_find(const char *name)
 {
+    if (strcmp(name, rt_library_kind.name) == 0)
+        return &rt_library_kind;
     const infd_model_kind *found = NULL;
     pthread_mutex_lock(&kinds_mu);
     for (int k = 0; k < n_kinds && !found; k++)
@@ -81,7 +87,7 @@ const infd_model_kind *rt_kind_find(const char *name)
 const char *rt_kind_names(void)
 {
     /* Only grows, and never past its end. */
-    return kind_names[0] ? kind_names : "none";
+    return kind_names;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -298,7 +298,10 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
                               infd_error *err);
 
 /* model_plugin.c */
+/* A registered kind, or the built-in "plugin" kind (kind_library.c: a
+ * processor from a shared library the config names). */
 const infd_model_kind *rt_kind_find(const char *name);
+extern const infd_model_kind rt_library_kind;
 /* "asr, ..." or "none": the registered kinds, for messages (static). */
 const char *rt_kind_names(void);
 /* Loads a model of a plugin kind after the common configuration (instance
