@@ -168,6 +168,11 @@ static infd_dtype dtype_of(Inference__DataType t)
     return infd_dtype_from_name(type_name(t));
 }
 
+infd_dtype rt_config_dtype(Inference__DataType t)
+{
+    return dtype_of(t);
+}
+
 static bool push_ptr(void ***arr, size_t *n, void *item)
 {
     void **p = infd_realloc(*arr, (*n + 1) * sizeof(void *));
@@ -1619,6 +1624,30 @@ static infd_status load_kind_model(infd_model *m, const char *version_dir, const
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "%s: platform '%s', but backend '%s' is platform '%s'", cfile,
                               c->platform, c->backend, m->kind->platform);
+    if (m->kind == &rt_ensemble_kind) {
+        /* An ensemble's "instances" are how many of its batches run at
+         * once; its steps run on their own models' instances. */
+        bool ens = c->scheduling_choice_case ==
+                   INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_ENSEMBLE_SCHEDULING;
+        if (c->n_instance_group || !ens)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "%s: an ensemble takes ensemble_scheduling, and no "
+                                  "instance_group, dynamic_batching or sequence_batching "
+                                  "(ensemble_scheduling.max_inflight_responses sets how many of "
+                                  "its requests run at once)",
+                                  cfile);
+        Inference__ModelInstanceGroup *ig = infd_malloc(sizeof(*ig));
+        if (!ig)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        inference__model_instance_group__init(ig);
+        ig->kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+        uint32_t inflight = c->ensemble_scheduling->max_inflight_responses;
+        ig->count = inflight == 0 ? 16 : inflight > 64 ? 64 : (int)inflight;
+        if (!push_ptr((void ***)&c->instance_group, &c->n_instance_group, ig)) {
+            infd_free(ig);
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
     infd_status st = resolve_groups(m, c, cfile, auto_group, err);
     if (st == INFD_STATUS_OK)
         st = configure_queues(m, c, cfile, err);
@@ -1672,7 +1701,9 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
                             "%s: name is '%s' but the model folder is '%s'", cfile, c->name, name);
         goto out;
     }
-    m->kind = c->backend[0] ? rt_kind_find(c->backend) : NULL;
+    m->kind = c->backend[0]                          ? rt_kind_find(c->backend)
+              : strcmp(c->platform, "ensemble") == 0 ? &rt_ensemble_kind
+                                                     : NULL;
     if (m->kind) {
         st = load_kind_model(m, version_dir, cfile, auto_group, err);
         if (st != INFD_STATUS_OK)

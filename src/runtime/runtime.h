@@ -88,6 +88,9 @@ typedef struct rt_instance {
 struct infd_request {
     infd_request *next; /* queue or free-list link */
     infd_model *model;
+    /* A step of an ensemble request already accepted: taken while the
+     * server drains, so the ensemble request can finish. */
+    bool internal;
     char id[128];
     uint32_t priority; /* level index (0-based) once resolved */
     uint64_t timeout_us;
@@ -302,6 +305,10 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
  * processor from a shared library the config names). */
 const infd_model_kind *rt_kind_find(const char *name);
 extern const infd_model_kind rt_library_kind;
+/* ensemble.c: platform "ensemble" (Triton's ensemble_scheduling). */
+extern const infd_model_kind rt_ensemble_kind;
+/* model.c: a config DataType as a dtype (TYPE_STRING is BYTES). */
+infd_dtype rt_config_dtype(Inference__DataType t);
 /* "asr, ..." or "none": the registered kinds, for messages (static). */
 const char *rt_kind_names(void);
 /* Loads a model of a plugin kind after the common configuration (instance

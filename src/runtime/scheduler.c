@@ -505,7 +505,7 @@ infd_status infd_infer_async(infd_request *r, infd_infer_callback callback, void
     r->t_submit_ns = infd_clock_ns();
     pthread_mutex_lock(&m->mu);
     rt_queue *q = &m->q[r->priority < (uint32_t)m->n_levels ? r->priority : 0];
-    if (!m->accepting || rt_server_is_draining(m->server)) {
+    if (!m->accepting || (rt_server_is_draining(m->server) && !r->internal)) {
         pthread_mutex_unlock(&m->mu);
         st = infd_error_set(
             err, INFD_STATUS_UNAVAILABLE, "model '%s' version %lld is not accepting requests (%s)",

@@ -721,6 +721,14 @@ void infd_server_drain(infd_server *server)
                 infd_model_retain(models[k++]);
             }
     pthread_mutex_unlock(&server->mu);
+    /* Ensembles first: their requests in flight still submit steps to
+     * other models (as internal requests), which must be accepting. */
+    for (int i = 0, e = 0; i < k; i++)
+        if (models[i]->kind == &rt_ensemble_kind) {
+            infd_model *t = models[e];
+            models[e++] = models[i];
+            models[i] = t;
+        }
     for (int i = 0; i < k; i++) {
         infd_model *m = models[i];
         pthread_mutex_lock(&m->mu);
