@@ -2,8 +2,9 @@
  * test_plugin.c - a processor plugin for the e2e tests (backend "plugin",
  * docs/PIPELINES.md), built into build/<preset>/plugins/. The config's
  * parameter "op" picks what it does:
- *   scale  X (FP32, any length) -> Y = X * "factor" (default 2); a request
- *          whose X[0] is -1 fails on its own with INVALID_ARGUMENT
+ *   scale  X (FP32, "rank" dims of any length, default 1) -> Y = X *
+ *          "factor" (default 2); a request whose X[0] is -1 fails on its own
+ *          with INVALID_ARGUMENT
  *   upper  TEXT (BYTES, any length) -> UPPER, each string upper-cased
  *   anything else: the model fails to load, naming the op
  * Each run_batch also counts its requests, so the tests can see batches.
@@ -25,7 +26,11 @@ static infd_status load(void *user, infd_kind_model *km, void **state, infd_erro
     (void)user;
     const char *op = infd_kind_model_parameter(km, "op");
     const char *factor = infd_kind_model_parameter(km, "factor");
-    int64_t any = -1;
+    const char *rank_s = infd_kind_model_parameter(km, "rank");
+    int rank = rank_s ? atoi(rank_s) : 1;
+    int64_t any[8] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+    if (rank < 1 || rank > 7)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "rank %d: 1 to 7", rank);
     proc *p = calloc(1, sizeof(*p));
     if (!p)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -33,14 +38,14 @@ static infd_status load(void *user, infd_kind_model *km, void **state, infd_erro
     infd_status st;
     if (op && strcmp(op, "scale") == 0) {
         p->op = 0;
-        st = infd_kind_model_add_input(km, "X", INFD_DTYPE_FP32, 1, &any, err);
+        st = infd_kind_model_add_input(km, "X", INFD_DTYPE_FP32, rank, any, err);
         if (st == INFD_STATUS_OK)
-            st = infd_kind_model_add_output(km, "Y", INFD_DTYPE_FP32, 1, &any, err);
+            st = infd_kind_model_add_output(km, "Y", INFD_DTYPE_FP32, rank, any, err);
     } else if (op && strcmp(op, "upper") == 0) {
         p->op = 1;
-        st = infd_kind_model_add_input(km, "TEXT", INFD_DTYPE_BYTES, 1, &any, err);
+        st = infd_kind_model_add_input(km, "TEXT", INFD_DTYPE_BYTES, 1, any, err);
         if (st == INFD_STATUS_OK)
-            st = infd_kind_model_add_output(km, "UPPER", INFD_DTYPE_BYTES, 1, &any, err);
+            st = infd_kind_model_add_output(km, "UPPER", INFD_DTYPE_BYTES, 1, any, err);
     } else {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "unknown op '%s' (scale, upper)",
                             op ? op : "(none)");

@@ -162,16 +162,17 @@ def _io(lib, io):
             "dims": dims}
 
 
-class Model:
-    """A READY model version, held until close(): metadata and the config."""
+class _Handle:
+    """A libinfd handle freed by close(), `with` or garbage collection."""
 
-    def __init__(self, server, handle):
-        self._lib = server._lib
-        self._h = ctypes.c_void_p(handle)
+    _h = None
+
+    def _free(self, handle):
+        raise NotImplementedError
 
     def close(self):
         if self._h:
-            self._lib.infd_model_release(self._h)
+            self._free(self._h)
             self._h = None
 
     def __enter__(self):
@@ -185,6 +186,17 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+class Model(_Handle):
+    """A READY model version, held until close(): metadata and the config."""
+
+    def __init__(self, server, handle):
+        self._lib = server._lib
+        self._h = ctypes.c_void_p(handle)
+
+    def _free(self, handle):
+        self._lib.infd_model_release(handle)
 
     @property
     def name(self):
@@ -230,7 +242,7 @@ class Model:
             self._lib.infd_free(p)
 
 
-class Server:
+class Server(_Handle):
     """infd_server_create on `model_repository`; close() (or `with`) drains
     and destroys it. control_mode: "none" (load everything), "poll" or
     "explicit" (load only `startup_models`, then load_model/unload_model)."""
@@ -258,22 +270,8 @@ class Server:
                err)
         self._h = h
 
-    def close(self):
-        if self._h:
-            self._lib.infd_server_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _free(self, handle):
+        self._lib.infd_server_destroy(handle)
 
     def version(self):
         return self._lib.infd_version().decode()

@@ -73,12 +73,9 @@ def _datatype(arr):
     raise_error(f"numpy dtype {arr.dtype} has no raw protocol datatype")
 
 
-class RawClient:
-    """Framed mode: any model, several inputs, any batch, error answers."""
-
+class _Socket:
     def __init__(self, unix=None, host=None, port=None, timeout=60.0):
         self._s = _connect(unix, host, port, timeout)
-        self._next_id = 1
 
     def close(self):
         self._s.close()
@@ -88,6 +85,14 @@ class RawClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class RawClient(_Socket):
+    """Framed mode: any model, several inputs, any batch, error answers."""
+
+    def __init__(self, unix=None, host=None, port=None, timeout=60.0):
+        super().__init__(unix, host, port, timeout)
+        self._next_id = 1
 
     def infer(self, inputs, outputs=None, request_id=None):
         """inputs: {name: numpy array} (full shapes, batch dim first when the
@@ -156,22 +161,10 @@ class RawClient:
         return out
 
 
-class HeaderlessClient:
+class HeaderlessClient(_Socket):
     """Headerless mode, the trt-daemon protocol: exactly the single input's
     bytes in, exactly the outputs' bytes out (no way to report an error: the
     server closes the connection)."""
-
-    def __init__(self, unix=None, host=None, port=None, timeout=60.0):
-        self._s = _connect(unix, host, port, timeout)
-
-    def close(self):
-        self._s.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def infer(self, data, output_bytes):
         """data: a numpy array or bytes of the input at batch 1; returns the
