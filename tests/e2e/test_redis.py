@@ -73,6 +73,29 @@ def wait_results(client, ids, deadline_s=DEADLINE_S, what="results"):
     return found
 
 
+def wait_all_acked(client, stream, deadline_s=DEADLINE_S):
+    """Every entry of the stream acknowledged. A job's XACK follows its SET
+    in one pipeline, but another client can read between the two, so a
+    result may be visible a moment before its entry leaves the pending
+    list."""
+    deadline = time.time() + deadline_s
+    while (n := client.xpending(stream, "infd")["pending"]) != 0:
+        assert time.time() < deadline, f"{n} entries of {stream} never acknowledged"
+        time.sleep(0.02)
+
+
+def wait_metrics(srv, want, deadline_s=DEADLINE_S):
+    """The metrics once every family in `want` has its value: infd counts a
+    job when Redis answers its XACK, a moment after the result shows."""
+    deadline = time.time() + deadline_s
+    while True:
+        m = metrics(srv)
+        if all(m.get(k) == v for k, v in want.items()):
+            return m
+        assert time.time() < deadline, {k: m.get(k) for k in want}
+        time.sleep(0.02)
+
+
 def metrics(srv):
     import requests
     text = requests.get(srv.metrics_url, timeout=10).text
@@ -125,11 +148,10 @@ def test_10000_jobs_all_results_present_and_correct(serve, add_sub_repo, redis_s
             assert outs["OUTPUT1"]["parameters"]["binary_data_size"] == 64
             np.testing.assert_array_equal(np.frombuffer(tail, np.float32), a - b)
     # Every job acknowledged; nothing left pending or dead.
-    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    wait_all_acked(c, "infd:jobs:add_sub")
     assert c.xlen("infd:dead:add_sub") == 0
-    m = metrics(srv)
-    assert m['infd_redis_jobs_completed_total{model="add_sub"}'] == n
-    assert m["infd_redis_connected"] == 1
+    wait_metrics(srv, {'infd_redis_jobs_completed_total{model="add_sub"}': n,
+                       "infd_redis_connected": 1})
     # Jobs batched with each other: fewer engine runs than jobs.
     import requests
     stats = requests.get(srv.url + "/v2/models/add_sub/stats", timeout=10).json()
@@ -233,10 +255,9 @@ def test_malformed_and_oversized_jobs_get_clear_error_results(serve, add_sub_rep
     assert "no 'id' field" in errors[0] or "no 'id' field" in errors[1]
     assert any("'id' must be" in e for e in errors)
     # Malformed jobs are acknowledged, never retried.
-    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
-    m = metrics(srv)
-    assert m['infd_redis_jobs_failed_total{model="add_sub"}'] == len(cases)
-    assert m['infd_redis_jobs_dead_lettered_total{model="add_sub"}'] == 2
+    wait_all_acked(c, "infd:jobs:add_sub")
+    wait_metrics(srv, {'infd_redis_jobs_failed_total{model="add_sub"}': len(cases),
+                       'infd_redis_jobs_dead_lettered_total{model="add_sub"}': 2})
 
 
 def test_bad_redis_options_are_named(infd_bin, add_sub_repo):
@@ -319,8 +340,8 @@ def test_poison_job_reaches_the_dead_letters_after_3_deliveries(serve, tmp_path,
     fields = dead[0][1]
     assert fields[b"id"] == b"poison" and fields[b"infd_deliveries"] == b"4"
     assert b"request" in fields  # the job itself, for a look later
-    assert c.xpending("infd:jobs:slow", "infd")["pending"] == 0
-    assert metrics(srv)['infd_redis_jobs_dead_lettered_total{model="slow"}'] == 1
+    wait_all_acked(c, "infd:jobs:slow")
+    wait_metrics(srv, {'infd_redis_jobs_dead_lettered_total{model="slow"}': 1})
 
 
 class Producer(threading.Thread):
@@ -398,7 +419,7 @@ def test_worker_killed_five_times_loses_no_job(serve, add_sub_repo, redis_server
         assert results[i] == v, f"result of {i} was overwritten"
     reruns = sum(split_result(v)[0]["deliveries"] > 1 for v in results.values())
     assert reruns <= in_flight_at_kills, (reruns, in_flight_at_kills)
-    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    wait_all_acked(c, "infd:jobs:add_sub")
     assert c.xlen("infd:dead:add_sub") == 0
     assert metrics(steady)['infd_redis_jobs_claimed_total{model="add_sub"}'] > 0
 
@@ -420,7 +441,7 @@ def test_redis_restarted_mid_load_the_run_completes(serve, add_sub_repo, redis_s
     c = redis_server.client()
     results = wait_results(c, producer.ids)
     check_add_sub(results, producer.inputs)
-    assert c.xpending("infd:jobs:add_sub", "infd")["pending"] == 0
+    wait_all_acked(c, "infd:jobs:add_sub")
     m = metrics(srv)
     assert m["infd_redis_disconnects_total"] >= 1 and m["infd_redis_connected"] == 1
     assert "redis: command connection to" in srv.log() and "lost" in srv.log()
@@ -438,4 +459,4 @@ def test_sigterm_finishes_and_writes_the_jobs_it_read(serve, tmp_path, redis_ser
     res, _ = split_result(c.get("results:last"))
     assert res["status"] == "ok"
     assert abs(res["outputs"][0]["data"][0] - 2.0) < 1e-3
-    assert c.xpending("infd:jobs:slow", "infd")["pending"] == 0
+    wait_all_acked(c, "infd:jobs:slow")

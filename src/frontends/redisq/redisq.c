@@ -109,6 +109,12 @@ struct rq_model {
     bool present; /* READY at the last scan */
     bool group_ready, group_creating;
     bool reading, claiming;
+    /* After (re)connecting, the consumer's own pending entries are read
+     * first (XREADGROUP ... 0): ones delivered while a reply was lost with
+     * the connection would otherwise wait for a claim. */
+    bool own_pel, reading_pel;
+    char pel_from[48];
+    size_t pel_asked;
     int inflight, cap;
     rq_job inflight_head; /* sentinel */
     rq_job *retry;        /* submit refused for now (queue full): tried again */
@@ -848,7 +854,8 @@ static void on_read(redisAsyncContext *ac, void *r, void *privdata)
     (void)ac;
     rq_model *m = privdata;
     redisReply *reply = r;
-    m->reading = false;
+    bool pel = m->reading_pel;
+    m->reading = m->reading_pel = false;
     if (!reply)
         return; /* the connection went */
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -858,6 +865,7 @@ static void on_read(redisAsyncContext *ac, void *r, void *privdata)
             infd_log(INFD_LOG_LEVEL_WARN, "redis: XREADGROUP %s: %s", m->stream, reply->str);
         return;
     }
+    size_t got = 0, asked = m->pel_asked;
     if (reply->type == REDIS_REPLY_ARRAY) {
         for (size_t s = 0; s < reply->elements; s++) {
             const redisReply *st = reply->element[s];
@@ -866,12 +874,30 @@ static void on_read(redisAsyncContext *ac, void *r, void *privdata)
                 continue;
             const redisReply *entries = st->element[1];
             for (size_t i = 0; i < entries->elements; i++) {
-                rq_job *j = take_entry(m, entries->element[i]);
-                if (j)
-                    job_start(j);
+                const redisReply *e = entries->element[i];
+                got++;
+                if (pel) {
+                    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                        e->element[0]->type != REDIS_REPLY_STRING)
+                        continue;
+                    snprintf(m->pel_from, sizeof(m->pel_from), "%.*s", (int)e->element[0]->len,
+                             e->element[0]->str);
+                    if (holds_entry(m, e->element[0]->str, e->element[0]->len))
+                        continue; /* ours, running or being written */
+                }
+                rq_job *j = take_entry(m, e);
+                if (!j)
+                    continue;
+                if (pel) {
+                    j->deliveries = 2; /* delivered before; its reply was lost */
+                    atomic_fetch_add(&m->n_claimed, 1);
+                }
+                job_start(j);
             }
         }
     }
+    if (pel && got < asked)
+        m->own_pel = false; /* every entry of our own seen: new ones from here */
     kick_read(m);
 }
 
@@ -888,11 +914,22 @@ static void kick_read(rq_model *m)
     snprintf(block, sizeof(block), "%d", READ_BLOCK_MS);
     const char *argv[] = { "XREADGROUP", "GROUP", q->group,  q->consumer, "COUNT", count,
                            "BLOCK",      block,   "STREAMS", m->stream,   ">" };
+    int argc = 11;
+    if (m->own_pel) {
+        /* Our own pending entries after pel_from, without blocking. */
+        argv[6] = "STREAMS";
+        argv[7] = m->stream;
+        argv[8] = m->pel_from;
+        argc = 9;
+        m->pel_asked = (size_t)free_slots;
+    }
     size_t len[11];
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < argc; i++)
         len[i] = strlen(argv[i]);
-    if (redisAsyncCommandArgv(m->rd.ac, on_read, m, 11, argv, len) == REDIS_OK)
+    if (redisAsyncCommandArgv(m->rd.ac, on_read, m, argc, argv, len) == REDIS_OK) {
         m->reading = true;
+        m->reading_pel = m->own_pel;
+    }
 }
 
 /* XPENDING over the claimed entries: their delivery counts. */
@@ -1118,6 +1155,8 @@ static void on_rd_connect(const redisAsyncContext *ac, int status)
     }
     m->rd.up = true;
     m->rd.backoff_ms = 0;
+    m->own_pel = true;
+    snprintf(m->pel_from, sizeof(m->pel_from), "0");
     kick_read(m);
 }
 
