@@ -42,7 +42,7 @@ PIPE = """name: "pipe"
 platform: "ensemble"
 max_batch_size: 8
 input [ { name: "IMAGE" data_type: TYPE_FP32 dims: [ 128, 128, 3 ] } ]
-output [ { name: "SCORES" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+output [ { name: "SCORES" data_type: TYPE_FP32 dims: [ 512, 1 ] } ]
 ensemble_scheduling { step [
   { model_name: "pre" model_version: -1
     input_map { key: "X" value: "IMAGE" } output_map { key: "Y" value: "pixels" } },
