@@ -50,8 +50,9 @@ test: setup
 	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
 	    -k test_50_connect_disconnect_cycles_leave_nothing
-	@echo "== the Redis job queue's tests under ASan (kills, restarts; its leak check at exit)"
-	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py
+	@echo "== the Redis job queue's, the plugins' and the ensembles' tests under ASan (its leak check at exit)"
+	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py \
+	    tests/e2e/test_plugins.py tests/e2e/test_ensemble.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"

@@ -45,9 +45,7 @@ def plugin_model(root, name, library, op=None, factor=None, max_batch=8, delay_u
     return d
 
 
-@pytest.fixture
-def plugin_repo(tmp_path, plugins):
-    root = tmp_path / "repo"
+def make_plugin_repo(root, plugins):
     lib = plugins / "libinfd_test_plugin.so"
     plugin_model(root, "scale", str(lib), "scale", factor=3)
     # A relative library path: found in the model folder.
@@ -59,6 +57,11 @@ def plugin_repo(tmp_path, plugins):
     plugin_model(root, "no_param", "", None)
     (root / "not_a_lib").mkdir()
     return root
+
+
+@pytest.fixture
+def plugin_repo(tmp_path, plugins):
+    return make_plugin_repo(tmp_path / "repo", plugins)
 
 
 def infer_scale(url, x, model="scale"):
@@ -142,11 +145,17 @@ def test_bytes_tensors_through_a_plugin_on_every_frontend(serve, plugin_repo):
     assert r.status_code == 400 and "BYTES" in r.json()["error"]
 
 
-def test_plugin_in_the_embedded_server(plugin_repo):
+def test_plugin_in_the_embedded_server(tmp_path):
     """libinfd.so in this process (infd.embedded) serves a plugin too: it is
-    loaded RTLD_GLOBAL, so the plugin finds the host's infd_* functions."""
+    loaded RTLD_GLOBAL, so the plugin finds the host's infd_* functions. The
+    plugins are the ones built with that library (an ASan build's would
+    need the ASan runtime in this process)."""
     import infd.embedded as embedded
-    with embedded.Server(plugin_repo, n_threads=1) as srv:
+    plugins = pathlib.Path(embedded.library_path()).resolve().parent / "plugins"
+    if not (plugins / "libinfd_test_plugin.so").exists():
+        pytest.fail(f"{plugins}/libinfd_test_plugin.so is missing: build the release preset")
+    repo_dir = make_plugin_repo(tmp_path / "repo", plugins)
+    with embedded.Server(repo_dir, n_threads=1) as srv:
         out = srv.infer("scale", {"X": np.array([[1.5, -2.0]], np.float32)})
         np.testing.assert_array_equal(out["Y"], np.array([[4.5, -6.0]], np.float32))
         text = np.array([[b"abc", b"D"]], dtype=np.object_)
