@@ -50,9 +50,9 @@ test: setup
 	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
 	    -k test_50_connect_disconnect_cycles_leave_nothing
-	@echo "== the Redis job queue's, the plugins' and the ensembles' tests under ASan (its leak check at exit)"
+	@echo "== the Redis job queue's, the plugins', the ensembles' and face_detect's tests under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py \
-	    tests/e2e/test_plugins.py tests/e2e/test_ensemble.py
+	    tests/e2e/test_plugins.py tests/e2e/test_ensemble.py tests/e2e/test_face_detect.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
@@ -97,11 +97,12 @@ e2e: build
 # fuzz_bytes (the runtime's element reader), and with the video app's:
 # fuzz_video (SRT stream IDs, BlazeFace output decoding and drawing), and
 # with the Redis queue's jobs: fuzz_redisq_job (stream entry fields and
-# their request);
+# their request), and with images: fuzz_image (the image_decode
+# processor's JPEG/PNG decoding and letterbox);
 # FUZZ_SECONDS each; corpora
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job
+	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -121,6 +122,7 @@ fuzz:
 	    [ $$t = fuzz_bytes ] && seeds=tests/fuzz/seeds-bytes; \
 	    [ $$t = fuzz_video ] && seeds=tests/fuzz/seeds-video; \
 	    [ $$t = fuzz_redisq_job ] && seeds=tests/fuzz/seeds-redisq; \
+	    [ $$t = fuzz_image ] && seeds=tests/fuzz/seeds-image; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

@@ -59,6 +59,8 @@ packages=(
     # Redis job queue (src/frontends/redisq): hiredis and its libevent
     # adapter; the tests run a real redis-server and submit with redis-py.
     libhiredis-dev redis-server python3-redis
+    # The built-in image processors (src/plugins): JPEG and PNG decoding.
+    libturbojpeg0-dev libspng-dev
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel

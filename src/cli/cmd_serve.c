@@ -27,6 +27,7 @@
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
 #include "frontends/redisq/redisq.h"
+#include "plugins/plugins.h"
 #include "apps/video/video.h"
 #include "infd/asr.h"
 #include "infd/infd.h"
@@ -324,6 +325,11 @@ int infd_cli_serve(int argc, char **argv)
              so.model_repository);
     /* Speech models (backend "asr") are served by the speech app's kind. */
     if (infd_asr_register_model_kind(&err) != INFD_STATUS_OK) {
+        fprintf(stderr, "infd serve: %s\n", err.msg);
+        goto out;
+    }
+    /* Built-in processors: backends "image_decode" and "blazeface_decode". */
+    if (infd_plugins_register(&err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd serve: %s\n", err.msg);
         goto out;
     }
