@@ -1712,8 +1712,8 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
         infd_log(INFD_LOG_LEVEL_INFO,
                  "model '%s' version %lld READY: backend %s, %d input(s), %d output(s), "
                  "max_batch_size %d, %d instance(s), %s batching, loaded in %.0f ms",
-                 m->name, (long long)version, c->backend, m->n_in, m->n_out, m->max_batch,
-                 m->n_inst,
+                 m->name, (long long)version, c->backend[0] ? c->backend : c->platform, m->n_in,
+                 m->n_out, m->max_batch, m->n_inst,
                  m->seq       ? "sequence"
                  : m->dynamic ? "dynamic"
                               : "no",
