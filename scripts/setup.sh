@@ -56,6 +56,9 @@ packages=(
     # libavformat links: with the OpenSSL build as well, one process holds
     # two copies of libsrt's C++ globals and crashes at exit. The tests send and view with GStreamer, FFmpeg and
     # srt-live-transmit, as the srt-face-server seed's users do.
+    libsrt-gnutls-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+    ffmpeg srt-tools gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+    gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
     # Redis job queue (src/frontends/redisq): hiredis and its libevent
     # adapter; the tests run a real redis-server and submit with redis-py.
     libhiredis-dev redis-server python3-redis
@@ -64,9 +67,6 @@ packages=(
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel
-    libsrt-gnutls-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-    ffmpeg srt-tools gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-    gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
 )
 
 missing=()
