@@ -1403,17 +1403,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         code = http_code(err.code);
         goto fail;
     }
-    if (r->has_id)
-        infd_request_set_id(c->req, r->id);
-    if (r->timeout_us > 0)
-        infd_request_set_timeout_us(c->req, (uint64_t)r->timeout_us);
-    if (r->priority > 0 &&
-        infd_request_set_priority(c->req, (uint32_t)r->priority, &err) != INFD_STATUS_OK)
-        goto fail;
-    if (r->has_sequence &&
-        infd_request_set_sequence(c->req, r->sequence_id,
-                                  r->sequence_id_string[0] ? r->sequence_id_string : NULL,
-                                  r->sequence_flags, &err) != INFD_STATUS_OK)
+    if (kserve_request_apply(r, c->req, &err) != INFD_STATUS_OK)
         goto fail_request;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
@@ -1474,14 +1464,7 @@ static void finish_infer(http_call *c)
             continue;
         if (i)
             infd_strbuf_puts(b, ",");
-        infd_strbuf_puts(b, "{\"name\":");
-        kserve_write_cstr(b, name);
-        infd_strbuf_puts(b, ",\"datatype\":");
-        kserve_write_cstr(b, infd_dtype_name(t.dtype));
-        infd_strbuf_puts(b, ",\"shape\":[");
-        for (int d = 0; d < t.shape.rank; d++)
-            infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
-        infd_strbuf_puts(b, "]");
+        kserve_write_output_head(b, name, &t);
         if (kserve_output_is_binary(r, name)) {
             infd_strbuf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
             /* Zero copy holds when the binary outputs are exactly the

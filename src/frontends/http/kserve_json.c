@@ -1251,3 +1251,32 @@ void kserve_write_data(infd_strbuf *b, const infd_tensor *t, int64_t n)
     }
     infd_strbuf_puts(b, "]");
 }
+
+void kserve_write_output_head(infd_strbuf *b, const char *name, const infd_tensor *t)
+{
+    infd_strbuf_puts(b, "{\"name\":");
+    kserve_write_cstr(b, name);
+    infd_strbuf_puts(b, ",\"datatype\":");
+    kserve_write_cstr(b, infd_dtype_name(t->dtype));
+    infd_strbuf_puts(b, ",\"shape\":[");
+    for (int d = 0; d < t->shape.rank; d++)
+        infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t->shape.dims[d]);
+    infd_strbuf_putc(b, ']');
+}
+
+infd_status kserve_request_apply(const kserve_request *r, infd_request *req, infd_error *err)
+{
+    if (r->has_id)
+        infd_request_set_id(req, r->id);
+    if (r->timeout_us > 0)
+        infd_request_set_timeout_us(req, (uint64_t)r->timeout_us);
+    if (r->priority > 0 &&
+        infd_request_set_priority(req, (uint32_t)r->priority, err) != INFD_STATUS_OK)
+        return err->code;
+    if (r->has_sequence &&
+        infd_request_set_sequence(req, r->sequence_id,
+                                  r->sequence_id_string[0] ? r->sequence_id_string : NULL,
+                                  r->sequence_flags, err) != INFD_STATUS_OK)
+        return err->code;
+    return INFD_STATUS_OK;
+}

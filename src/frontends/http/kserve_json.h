@@ -127,6 +127,13 @@ void kserve_write_float(struct infd_strbuf *b, double v, int digits);
 /* The first `n` elements of `t` as a flat JSON array (BYTES elements as
  * strings). */
 void kserve_write_data(struct infd_strbuf *b, const infd_tensor *t, int64_t n);
+/* `{"name":NAME,"datatype":DT,"shape":[...]` of output `t`, the object
+ * left open for its data or parameters. */
+void kserve_write_output_head(struct infd_strbuf *b, const char *name, const infd_tensor *t);
+/* Puts the request's id, queue timeout, priority and sequence parameters
+ * on `req` (the frontends' shared part of building a request); the
+ * runtime's error on a bad priority or sequence. */
+infd_status kserve_request_apply(const kserve_request *r, infd_request *req, infd_error *err);
 /* Whether output `name` goes back as binary data: its own
  * parameters.binary_data, else the request's binary_data_output. */
 bool kserve_output_is_binary(const kserve_request *r, const char *name);

@@ -488,38 +488,31 @@ static void job_start(rq_job *j)
         return;
     }
     kserve_request *r = &j->kr;
-    infd_status st = INFD_STATUS_OK;
-    {
-        if (infd_request_create(j->model, &j->req, &err) != INFD_STATUS_OK) {
-            j->req = NULL;
-            job_fail(j, err.code, err.msg);
-            return;
-        }
-        infd_request_set_id(j->req, j->fields.id);
-        int64_t timeout = j->fields.timeout_us >= 0 ? j->fields.timeout_us : r->timeout_us;
-        if (timeout > 0)
-            infd_request_set_timeout_us(j->req, (uint64_t)timeout);
-        int64_t prio = j->fields.priority >= 0 ? j->fields.priority : r->priority;
-        if (prio > 0)
-            st = infd_request_set_priority(j->req, (uint32_t)prio, &err);
-        if (st == INFD_STATUS_OK && r->has_sequence)
-            st = infd_request_set_sequence(j->req, r->sequence_id,
-                                           r->sequence_id_string[0] ? r->sequence_id_string : NULL,
-                                           r->sequence_flags, &err);
-        for (int i = 0; st == INFD_STATUS_OK && i < r->n_inputs; i++) {
-            kserve_input *ki = &r->inputs[i];
-            st = infd_request_add_input(j->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
-                                        ki->nbytes, &err);
-        }
-        for (int i = 0; st == INFD_STATUS_OK && i < r->n_outputs; i++)
-            st = infd_request_add_output(j->req, r->outputs[i].name, &err);
-        if (st != INFD_STATUS_OK) {
-            /* What the job asked for does not fit the model: final. */
-            job_fail(
-                j, err.code == INFD_STATUS_OUT_OF_MEMORY ? err.code : INFD_STATUS_INVALID_ARGUMENT,
-                err.msg);
-            return;
-        }
+    if (infd_request_create(j->model, &j->req, &err) != INFD_STATUS_OK) {
+        j->req = NULL;
+        job_fail(j, err.code, err.msg);
+        return;
+    }
+    /* The job's own fields win over the request's parameters; its id is
+     * the request's. */
+    if (j->fields.timeout_us >= 0)
+        r->timeout_us = j->fields.timeout_us;
+    if (j->fields.priority >= 0)
+        r->priority = j->fields.priority;
+    infd_status st = kserve_request_apply(r, j->req, &err);
+    infd_request_set_id(j->req, j->fields.id);
+    for (int i = 0; st == INFD_STATUS_OK && i < r->n_inputs; i++) {
+        kserve_input *ki = &r->inputs[i];
+        st = infd_request_add_input(j->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
+                                    ki->nbytes, &err);
+    }
+    for (int i = 0; st == INFD_STATUS_OK && i < r->n_outputs; i++)
+        st = infd_request_add_output(j->req, r->outputs[i].name, &err);
+    if (st != INFD_STATUS_OK) {
+        /* What the job asked for does not fit the model: final. */
+        job_fail(j, err.code == INFD_STATUS_OUT_OF_MEMORY ? err.code : INFD_STATUS_INVALID_ARGUMENT,
+                 err.msg);
+        return;
     }
     job_submit(j);
 }
@@ -585,14 +578,7 @@ static void build_result(infd_redisq *q, rq_job *j)
                 continue;
             if (i)
                 infd_strbuf_putc(b, ',');
-            infd_strbuf_puts(b, "{\"name\":");
-            kserve_write_cstr(b, name);
-            infd_strbuf_puts(b, ",\"datatype\":");
-            kserve_write_cstr(b, infd_dtype_name(t.dtype));
-            infd_strbuf_puts(b, ",\"shape\":[");
-            for (int d = 0; d < t.shape.rank; d++)
-                infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t.shape.dims[d]);
-            infd_strbuf_putc(b, ']');
+            kserve_write_output_head(b, name, &t);
             if (kserve_output_is_binary(&j->kr, name)) {
                 infd_strbuf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
                 bin_total += t.nbytes;
