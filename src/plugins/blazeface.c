@@ -27,14 +27,16 @@
 
 #define FACE_VALUES 17
 
+/* Per instance, sized at load for max_batch_size rows. */
 typedef struct bf_inst {
     void *scratch;
-    video_face faces[INFD_STATS_MAX_BATCH][VIDEO_MAX_FACES];
-    float out[INFD_STATS_MAX_BATCH * VIDEO_MAX_FACES * FACE_VALUES];
+    video_face *faces; /* [rows][max_faces] */
+    float *out;        /* [rows][max_faces][FACE_VALUES] */
 } bf_inst;
 
 typedef struct bf_state {
     bool batched;
+    int rows; /* max_batch_size, or 1 */
     int size, max_faces;
     video_detect_options opt;
     int n_inst;
@@ -46,8 +48,11 @@ static void bf_unload(void *state)
     bf_state *s = state;
     if (!s)
         return;
-    for (int i = 0; i < s->n_inst; i++)
+    for (int i = 0; s->inst && i < s->n_inst; i++) {
         infd_free(s->inst[i].scratch);
+        infd_free(s->inst[i].faces);
+        infd_free(s->inst[i].out);
+    }
     infd_free(s->inst);
     infd_free(s);
 }
@@ -93,8 +98,12 @@ static infd_status bf_load(void *user, infd_kind_model *km, void **state, infd_e
     s->opt = opt;
     s->n_inst = infd_kind_model_n_instances(km);
     s->inst = infd_calloc((size_t)s->n_inst, sizeof(bf_inst));
+    s->rows = s->batched ? infd_kind_model_max_batch_size(km) : 1;
+    size_t faces_n = (size_t)s->rows * (size_t)max_faces;
     for (int i = 0; s->inst && i < s->n_inst; i++)
-        if (!(s->inst[i].scratch = infd_malloc(video_detect_scratch_bytes()))) {
+        if (!(s->inst[i].scratch = infd_malloc(video_detect_scratch_bytes())) ||
+            !(s->inst[i].faces = infd_malloc(faces_n * sizeof(video_face))) ||
+            !(s->inst[i].out = infd_malloc(faces_n * FACE_VALUES * sizeof(float)))) {
             bf_unload(s);
             return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
@@ -121,7 +130,7 @@ static infd_status bf_run_batch(void *state, int instance, infd_batch *batch, in
             continue;
         }
         int64_t rows = s->batched ? t[0].shape.dims[0] : 1;
-        if (rows < 1 || rows > INFD_STATS_MAX_BATCH) {
+        if (rows < 1 || rows > s->rows) {
             infd_request_fail(req, INFD_STATUS_INVALID_ARGUMENT, "blazeface_decode: bad batch");
             continue;
         }
@@ -138,14 +147,15 @@ static infd_status bf_run_batch(void *state, int instance, infd_batch *batch, in
                                          (const float *)t[1].data + 512 * 16 * r,
                                          (const float *)t[2].data + 384 * r,
                                          (const float *)t[3].data + 384 * 16 * r };
-            n[r] = video_detect_decode(&o, &lb, &s->opt, in->scratch, in->faces[r], s->max_faces);
+            n[r] = video_detect_decode(&o, &lb, &s->opt, in->scratch,
+                                       in->faces + (size_t)r * (size_t)s->max_faces, s->max_faces);
             if (n[r] > most)
                 most = n[r];
         }
         memset(in->out, 0, (size_t)rows * (size_t)most * FACE_VALUES * sizeof(float));
         for (int64_t r = 0; r < rows; r++)
             for (int f = 0; f < n[r]; f++) {
-                const video_face *vf = &in->faces[r][f];
+                const video_face *vf = &in->faces[(size_t)r * (size_t)s->max_faces + (size_t)f];
                 float *o = in->out + ((size_t)r * (size_t)most + (size_t)f) * FACE_VALUES;
                 o[0] = vf->score;
                 o[1] = vf->x0;

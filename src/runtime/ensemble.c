@@ -52,17 +52,17 @@ typedef struct ens_step {
     int n_in, n_out;
 } ens_step;
 
-/* One instance's scratch for a batch, made at load (nothing is allocated
- * per batch): per request k, its tensors and its step requests. */
+/* One instance's scratch, made at load (nothing is allocated per
+ * request): the request's tensors, its step requests, and the current
+ * step's outcome, written by the completion callback. */
 typedef struct ens_slot {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int pending;
-    infd_tensor *tensors;     /* [max_rows][n_tensors] */
-    infd_request **step_reqs; /* [max_rows][n_steps] */
-    infd_status *status;      /* [max_rows] of the current step */
-    char (*msg)[256];         /* [max_rows] */
-    bool *failed;             /* [max_rows] */
+    bool done;
+    infd_status status;
+    char msg[256];
+    infd_tensor *tensors;     /* [n_tensors] */
+    infd_request **step_reqs; /* [n_steps] */
 } ens_slot;
 
 typedef struct ens {
@@ -73,15 +73,9 @@ typedef struct ens {
     int *out_tensor; /* ensemble output j -> its tensor */
     ens_step *steps; /* in run order */
     int n_steps;
-    int max_rows; /* requests per batch: max(1, max_batch_size) */
     ens_slot *slots;
     int n_slots;
 } ens;
-
-typedef struct ens_call {
-    ens_slot *slot;
-    int k;
-} ens_call;
 
 static int tensor_index(const ens *e, const char *name)
 {
@@ -101,9 +95,6 @@ static void ens_free(ens *e)
         pthread_cond_destroy(&sl->cv);
         infd_free(sl->tensors);
         infd_free(sl->step_reqs);
-        infd_free(sl->status);
-        infd_free(sl->msg);
-        infd_free(sl->failed);
     }
     infd_free(e->slots);
     for (int s = 0; s < e->n_steps; s++) {
@@ -289,7 +280,6 @@ static infd_status ens_load(void *user, infd_kind_model *km, void **state, infd_
     }
     if (st == INFD_STATUS_OK)
         st = build(e, c, err);
-    e->max_rows = c->max_batch_size > 0 ? c->max_batch_size : 1;
     if (st == INFD_STATUS_OK) {
         int n_slots = infd_kind_model_n_instances(km);
         e->slots = infd_calloc((size_t)n_slots, sizeof(ens_slot));
@@ -302,13 +292,9 @@ static infd_status ens_load(void *user, infd_kind_model *km, void **state, infd_
         ens_slot *sl = &e->slots[s];
         pthread_mutex_init(&sl->mu, NULL);
         pthread_cond_init(&sl->cv, NULL);
-        size_t rows = (size_t)e->max_rows;
-        sl->tensors = infd_calloc(rows * (size_t)e->n_tensors, sizeof(infd_tensor));
-        sl->step_reqs = infd_calloc(rows * (size_t)e->n_steps, sizeof(infd_request *));
-        sl->status = infd_calloc(rows, sizeof(infd_status));
-        sl->msg = infd_calloc(rows, sizeof(*sl->msg));
-        sl->failed = infd_calloc(rows, sizeof(bool));
-        if (!sl->tensors || !sl->step_reqs || !sl->status || !sl->msg || !sl->failed)
+        sl->tensors = infd_calloc((size_t)e->n_tensors, sizeof(infd_tensor));
+        sl->step_reqs = infd_calloc((size_t)e->n_steps, sizeof(infd_request *));
+        if (!sl->tensors || !sl->step_reqs)
             st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st != INFD_STATUS_OK) {
@@ -324,152 +310,105 @@ static infd_status ens_load(void *user, infd_kind_model *km, void **state, infd_
 static void on_step_done(void *user, infd_request *req, infd_status status, const char *message)
 {
     (void)req;
-    ens_call *call = user;
-    ens_slot *sl = call->slot;
+    ens_slot *sl = user;
     pthread_mutex_lock(&sl->mu);
-    sl->status[call->k] = status;
+    sl->status = status;
     if (status != INFD_STATUS_OK)
-        snprintf(sl->msg[call->k], sizeof(sl->msg[call->k]), "%s", message ? message : "");
-    if (--sl->pending == 0)
-        pthread_cond_signal(&sl->cv);
+        snprintf(sl->msg, sizeof(sl->msg), "%s", message ? message : "");
+    sl->done = true;
+    pthread_cond_signal(&sl->cv);
     pthread_mutex_unlock(&sl->mu);
 }
 
-static void fail_row(ens *e, ens_slot *sl, infd_request *req, int k, int s, infd_status st,
-                     const char *msg)
+/* Runs step s of the request: its request to the step model, submitted and
+ * waited for; the outputs become the ensemble's tensors. The error (the
+ * step's status) with its message in *err. */
+static infd_status run_step(ens *e, ens_slot *sl, int s, infd_error *err)
 {
-    char text[INFD_ERROR_MSG_BYTES];
-    snprintf(text, sizeof(text), "ensemble '%.100s' step %d (model '%.100s'): %.270s", e->name,
-             e->steps[s].index, e->steps[s].model, msg);
-    sl->failed[k] = true;
-    infd_request_fail(req, st, text);
+    const ens_step *step = &e->steps[s];
+    infd_model *sm = NULL;
+    if (infd_server_model_acquire(e->server, step->model, step->version, &sm, err) !=
+        INFD_STATUS_OK)
+        return err->code;
+    infd_request **rq = &sl->step_reqs[s];
+    infd_status st = infd_request_create(sm, rq, err);
+    infd_model_release(sm); /* the request holds the model */
+    if (st != INFD_STATUS_OK)
+        return st;
+    (*rq)->internal = true; /* the ensemble request was accepted */
+    for (int i = 0; st == INFD_STATUS_OK && i < step->n_in; i++) {
+        const infd_tensor *t = &sl->tensors[step->in[i].tensor];
+        st = infd_request_add_input(*rq, step->in[i].name, t->dtype, t->shape.dims, t->shape.rank,
+                                    t->data, t->nbytes, err);
+    }
+    for (int o = 0; st == INFD_STATUS_OK && o < step->n_out; o++)
+        st = infd_request_add_output(*rq, step->out[o].name, err);
+    sl->done = false;
+    if (st == INFD_STATUS_OK)
+        st = infd_infer_async(*rq, on_step_done, sl, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    pthread_mutex_lock(&sl->mu);
+    while (!sl->done)
+        pthread_cond_wait(&sl->cv, &sl->mu);
+    pthread_mutex_unlock(&sl->mu);
+    if (sl->status != INFD_STATUS_OK)
+        return infd_error_set(err, sl->status, "%s", sl->msg);
+    for (int o = 0; o < step->n_out; o++) {
+        const char *name = NULL;
+        if (infd_request_output(*rq, o, &name, &sl->tensors[step->out[o].tensor]) !=
+                INFD_STATUS_OK ||
+            strcmp(name, step->out[o].name) != 0)
+            return infd_error_set(err, INFD_STATUS_INTERNAL, "output '%s' went missing",
+                                  step->out[o].name);
+    }
+    return INFD_STATUS_OK;
 }
 
+/* One ensemble request through every step; its outputs copied in. */
+static void run_one(ens *e, ens_slot *sl, infd_request *req)
+{
+    infd_error err;
+    infd_error_clear(&err);
+    for (int s = 0; s < e->n_steps; s++)
+        sl->step_reqs[s] = NULL;
+    bool ok = true;
+    for (int i = 0; i < e->n_inputs && ok; i++)
+        if (infd_request_input(req, i, &sl->tensors[i], &err) != INFD_STATUS_OK) {
+            infd_request_fail(req, err.code, err.msg);
+            ok = false;
+        }
+    for (int s = 0; s < e->n_steps && ok; s++)
+        if (run_step(e, sl, s, &err) != INFD_STATUS_OK) {
+            char text[INFD_ERROR_MSG_BYTES];
+            snprintf(text, sizeof(text), "ensemble '%.100s' step %d (model '%.100s'): %.270s",
+                     e->name, e->steps[s].index, e->steps[s].model, err.msg);
+            infd_request_fail(req, err.code, text);
+            ok = false;
+        }
+    for (int j = 0; j < e->n_outputs && ok; j++)
+        if (infd_request_output_set(req, j, &sl->tensors[e->out_tensor[j]], &err) !=
+            INFD_STATUS_OK) {
+            char text[INFD_ERROR_MSG_BYTES];
+            snprintf(text, sizeof(text), "ensemble '%.100s': output %d: %.370s", e->name, j,
+                     err.msg);
+            infd_request_fail(req, err.code, text);
+            ok = false;
+        }
+    /* The step outputs the ensemble's tensors borrowed live until here. */
+    for (int s = 0; s < e->n_steps; s++)
+        if (sl->step_reqs[s])
+            infd_request_destroy(sl->step_reqs[s]);
+}
+
+/* Without a batcher of its own an ensemble gets one request per call (the
+ * scheduler runs unbatched requests alone); any more run in turn. */
 static infd_status ens_run_batch(void *state, int instance, infd_batch *batch, infd_error *err)
 {
+    (void)err;
     ens *e = state;
-    ens_slot *sl = &e->slots[instance];
-    int n = infd_batch_size(batch);
-    if (n > e->max_rows)
-        n = e->max_rows;
-    ens_call calls[INFD_STATS_MAX_BATCH];
-    infd_model *models[ENS_MAX_STEPS];
-    int n_models = 0;
-    for (int k = 0; k < n; k++) {
-        sl->failed[k] = false;
-        infd_request *req = infd_batch_request(batch, k);
-        for (int i = 0; i < e->n_inputs && !sl->failed[k]; i++)
-            if (infd_request_input(req, i, &sl->tensors[(size_t)k * e->n_tensors + i], err) !=
-                INFD_STATUS_OK) {
-                sl->failed[k] = true;
-                infd_request_fail(req, err->code, err->msg);
-            }
-        for (int s = 0; s < e->n_steps; s++)
-            sl->step_reqs[(size_t)k * e->n_steps + s] = NULL;
-    }
-    for (int s = 0; s < e->n_steps; s++) {
-        const ens_step *step = &e->steps[s];
-        infd_model *sm = NULL;
-        infd_error merr;
-        infd_error_clear(&merr);
-        if (infd_server_model_acquire(e->server, step->model, step->version, &sm, &merr) !=
-            INFD_STATUS_OK) {
-            for (int k = 0; k < n; k++)
-                if (!sl->failed[k])
-                    fail_row(e, sl, infd_batch_request(batch, k), k, s, merr.code, merr.msg);
-            break;
-        }
-        models[n_models++] = sm;
-        pthread_mutex_lock(&sl->mu);
-        sl->pending = 1; /* held while submitting */
-        pthread_mutex_unlock(&sl->mu);
-        for (int k = 0; k < n; k++) {
-            if (sl->failed[k])
-                continue;
-            infd_request *req = infd_batch_request(batch, k);
-            infd_tensor *tk = &sl->tensors[(size_t)k * e->n_tensors];
-            infd_request **rq = &sl->step_reqs[(size_t)k * e->n_steps + s];
-            infd_error rerr;
-            infd_error_clear(&rerr);
-            infd_status st = infd_request_create(sm, rq, &rerr);
-            if (st == INFD_STATUS_OK)
-                (*rq)->internal = true; /* the ensemble request was accepted */
-            for (int i = 0; st == INFD_STATUS_OK && i < step->n_in; i++) {
-                const infd_tensor *t = &tk[step->in[i].tensor];
-                st = infd_request_add_input(*rq, step->in[i].name, t->dtype, t->shape.dims,
-                                            t->shape.rank, t->data, t->nbytes, &rerr);
-            }
-            for (int o = 0; st == INFD_STATUS_OK && o < step->n_out; o++)
-                st = infd_request_add_output(*rq, step->out[o].name, &rerr);
-            if (st == INFD_STATUS_OK) {
-                calls[k] = (ens_call){ sl, k };
-                sl->status[k] = INFD_STATUS_OK;
-                pthread_mutex_lock(&sl->mu);
-                sl->pending++;
-                pthread_mutex_unlock(&sl->mu);
-                st = infd_infer_async(*rq, on_step_done, &calls[k], &rerr);
-                if (st != INFD_STATUS_OK) {
-                    pthread_mutex_lock(&sl->mu);
-                    sl->pending--;
-                    pthread_mutex_unlock(&sl->mu);
-                }
-            }
-            if (st != INFD_STATUS_OK)
-                fail_row(e, sl, req, k, s, st, rerr.msg);
-        }
-        pthread_mutex_lock(&sl->mu);
-        sl->pending--;
-        while (sl->pending > 0)
-            pthread_cond_wait(&sl->cv, &sl->mu);
-        pthread_mutex_unlock(&sl->mu);
-        /* The step's outputs become the ensemble's tensors. */
-        for (int k = 0; k < n; k++) {
-            if (sl->failed[k])
-                continue;
-            infd_request *req = infd_batch_request(batch, k);
-            infd_request *rq = sl->step_reqs[(size_t)k * e->n_steps + s];
-            if (sl->status[k] != INFD_STATUS_OK) {
-                fail_row(e, sl, req, k, s, sl->status[k], sl->msg[k]);
-                continue;
-            }
-            infd_tensor *tk = &sl->tensors[(size_t)k * e->n_tensors];
-            for (int o = 0; o < step->n_out; o++) {
-                const char *name = NULL;
-                if (infd_request_output(rq, o, &name, &tk[step->out[o].tensor]) != INFD_STATUS_OK ||
-                    strcmp(name, step->out[o].name) != 0) {
-                    fail_row(e, sl, req, k, s, INFD_STATUS_INTERNAL, "an output went missing");
-                    break;
-                }
-            }
-        }
-    }
-    /* The ensemble's outputs, copied into its requests. */
-    for (int k = 0; k < n; k++) {
-        if (sl->failed[k])
-            continue;
-        infd_request *req = infd_batch_request(batch, k);
-        const infd_tensor *tk = &sl->tensors[(size_t)k * e->n_tensors];
-        for (int j = 0; j < e->n_outputs; j++) {
-            infd_error oerr;
-            infd_error_clear(&oerr);
-            if (infd_request_output_set(req, j, &tk[e->out_tensor[j]], &oerr) != INFD_STATUS_OK) {
-                char text[INFD_ERROR_MSG_BYTES];
-                snprintf(text, sizeof(text), "ensemble '%.100s': output %d: %.370s", e->name, j,
-                         oerr.msg);
-                infd_request_fail(req, oerr.code, text);
-                break;
-            }
-        }
-    }
-    for (int k = 0; k < n; k++)
-        for (int s = 0; s < e->n_steps; s++) {
-            infd_request **rq = &sl->step_reqs[(size_t)k * e->n_steps + s];
-            if (*rq)
-                infd_request_destroy(*rq);
-            *rq = NULL;
-        }
-    for (int i = 0; i < n_models; i++)
-        infd_model_release(models[i]);
+    for (int k = 0; k < infd_batch_size(batch); k++)
+        run_one(e, &e->slots[instance], infd_batch_request(batch, k));
     return INFD_STATUS_OK;
 }
 
