@@ -19,8 +19,8 @@ import threading
 
 import numpy as np
 
-from infd.utils import (InferenceServerException, deserialize_bytes_tensor, raise_error,
-                        serialize_byte_tensor)
+from infd.utils import (InferenceServerException, deserialize_bytes_tensor, np_to_triton_dtype,
+                        raise_error, serialize_byte_tensor, triton_to_np_dtype)
 
 __all__ = ["Server", "Model", "InferenceServerException", "library_path"]
 
@@ -61,9 +61,12 @@ class _Tensor(ctypes.Structure):
 
 CONTROL = {"none": 0, "poll": 1, "explicit": 2}
 STATES = ["UNKNOWN", "LOADING", "READY", "UNLOADING", "UNAVAILABLE"]
-NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-         "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-         "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64}
+
+
+def _fixed_size(datatype):
+    """A datatype numpy holds as it is (not BYTES, not BF16)."""
+    t = triton_to_np_dtype(datatype)
+    return t is not None and t is not np.object_
 
 
 def library_path():
@@ -347,7 +350,7 @@ class Server(_Handle):
                     data = np.ascontiguousarray(arr)
                     if not data.dtype.isnative:
                         data = data.astype(data.dtype.newbyteorder("="))
-                    dt = next((k for k, t in NUMPY.items() if np.dtype(t) == data.dtype), None)
+                    dt = np_to_triton_dtype(data.dtype)
                     if dt is None:
                         raise_error(f"input {name}: numpy dtype {arr.dtype} is not served here")
                 keep.append(data)
@@ -364,11 +367,11 @@ class Server(_Handle):
                     _check(lib, lib.infd_request_add_output(req, name.encode(),
                                                             ctypes.byref(err)), err)
                 o = meta.get(name)
-                if (o is None or o["datatype"] not in NUMPY or (mb > 0 and batch is None)
+                if (o is None or not _fixed_size(o["datatype"]) or (mb > 0 and batch is None)
                         or any(d < 0 for d in o["dims"])):
                     continue  # a size known only after the run: copied out below
                 shape = ([batch] if mb > 0 else []) + o["dims"]
-                buf = np.empty(shape, NUMPY[o["datatype"]])
+                buf = np.empty(shape, triton_to_np_dtype(o["datatype"]))
                 if lib.infd_request_set_output_buffer(req, name.encode(),
                                                       buf.ctypes.data_as(ctypes.c_void_p),
                                                       buf.nbytes, ctypes.byref(err)) == 0:
@@ -387,8 +390,8 @@ class Server(_Handle):
                     continue
                 dt = lib.infd_dtype_name(t.dtype).decode()
                 raw = ctypes.string_at(t.data, t.nbytes) if t.nbytes else b""
-                if dt in NUMPY:
-                    out[name] = np.frombuffer(raw, NUMPY[dt]).reshape(shape).copy()
+                if _fixed_size(dt):
+                    out[name] = np.frombuffer(raw, triton_to_np_dtype(dt)).reshape(shape).copy()
                 elif dt == "BF16":
                     out[name] = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(
                         np.float32).reshape(shape)

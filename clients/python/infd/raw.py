@@ -15,8 +15,8 @@ import struct
 
 import numpy as np
 
-from infd.utils import (InferenceServerException, deserialize_bytes_tensor, raise_error,
-                        serialize_byte_tensor)
+from infd.utils import (InferenceServerException, deserialize_bytes_tensor, np_to_triton_dtype,
+                        raise_error, serialize_byte_tensor, triton_to_np_dtype)
 
 __all__ = ["RawClient", "HeaderlessClient", "InferenceServerException"]
 
@@ -25,9 +25,6 @@ HEADER = struct.Struct("<4sBBHQHHIQ")  # 32 bytes
 CODES = {"BOOL": 1, "UINT8": 2, "UINT16": 3, "UINT32": 4, "UINT64": 5, "INT8": 6, "INT16": 7,
          "INT32": 8, "INT64": 9, "FP16": 10, "BF16": 11, "FP32": 12, "FP64": 13, "BYTES": 14}
 NAMES = {v: k for k, v in CODES.items()}
-NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-         "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-         "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64}
 STATUS = {1: "INVALID_ARGUMENT", 2: "NOT_FOUND", 3: "UNAVAILABLE", 4: "RESOURCE_EXHAUSTED",
           5: "DEADLINE_EXCEEDED", 6: "UNIMPLEMENTED", 7: "OUT_OF_MEMORY", 8: "IO", 9: "INTERNAL"}
 
@@ -65,12 +62,10 @@ def _recv_exact(s, n):
 
 
 def _datatype(arr):
-    if arr.dtype == np.object_ or arr.dtype.type == np.bytes_:
-        return "BYTES"
-    for name, t in NUMPY.items():
-        if arr.dtype == np.dtype(t):
-            return name
-    raise_error(f"numpy dtype {arr.dtype} has no raw protocol datatype")
+    dt = np_to_triton_dtype(arr.dtype)
+    if dt is None:
+        raise_error(f"numpy dtype {arr.dtype} has no raw protocol datatype")
+    return dt
 
 
 class _Socket:
@@ -156,7 +151,7 @@ class RawClient(_Socket):
                 out[name] = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(
                     np.float32).reshape(shape)
             else:
-                out[name] = np.frombuffer(raw, np.dtype(NUMPY[dt]).newbyteorder("<")).reshape(
+                out[name] = np.frombuffer(raw, np.dtype(triton_to_np_dtype(dt)).newbyteorder("<")).reshape(
                     shape)
         return out
 
