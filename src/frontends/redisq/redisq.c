@@ -55,6 +55,7 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define STOP_WAIT_MS   10000
+#define QUIET_WAIT_MS  2000 /* quiesce: for the reads in flight to answer */
 #define KEY_BYTES      512
 #define SHORT_FIELD    256 /* an oversized job's fields kept for its error */
 
@@ -109,6 +110,7 @@ struct rq_model {
     bool present; /* READY at the last scan */
     bool group_ready, group_creating;
     bool reading, claiming;
+    long long rd_id; /* the read connection's CLIENT ID (0: not known) */
     /* After (re)connecting, the consumer's own pending entries are read
      * first (XREADGROUP ... 0): ones delivered while a reply was lost with
      * the connection would otherwise wait for a claim. */
@@ -146,11 +148,14 @@ struct infd_redisq {
     rq_job *free_jobs;
     int n_jobs_out;  /* jobs not on the free list */
     bool stop_reads; /* quiesced: loop-thread copy */
+    uint64_t quiet_deadline_ns;
     bool stopping;
     uint64_t stop_deadline_ns;
 
     pthread_mutex_t done_mu;
-    rq_job *done; /* completed by workers, for the loop */
+    pthread_cond_t quiet_cv; /* with done_mu: quiet set */
+    bool quiet;              /* no read in flight after quiesce */
+    rq_job *done;            /* completed by workers, for the loop */
     _Atomic bool quiesce;
     _Atomic uint64_t n_reconnects;
     _Atomic bool connected;
@@ -284,6 +289,7 @@ static void job_free_all(rq_job *j)
 }
 
 static void kick_read(rq_model *m);
+static void conn_close(rq_conn *c);
 
 /* Returns the job's slot to its model and the job to the free list. */
 static void job_release(rq_job *j)
@@ -884,7 +890,10 @@ static void on_read(redisAsyncContext *ac, void *r, void *privdata)
     }
     if (pel && got < asked)
         m->own_pel = false; /* every entry of our own seen: new ones from here */
-    kick_read(m);
+    if (m->q->stop_reads)
+        conn_close(&m->rd); /* the last read, unblocked by the quiesce: its jobs started */
+    else
+        kick_read(m);
 }
 
 static void kick_read(rq_model *m)
@@ -1132,6 +1141,16 @@ static void on_cmd_disconnect(const redisAsyncContext *ac, int status)
     atomic_fetch_add(&q->n_reconnects, 1);
 }
 
+/* The read connection's id, for CLIENT UNBLOCK at quiesce. */
+static void on_rd_id(redisAsyncContext *ac, void *r, void *privdata)
+{
+    (void)ac;
+    rq_model *m = privdata;
+    redisReply *reply = r;
+    if (reply && reply->type == REDIS_REPLY_INTEGER)
+        m->rd_id = reply->integer;
+}
+
 static void on_rd_connect(const redisAsyncContext *ac, int status)
 {
     rq_model *m = ac->data;
@@ -1142,6 +1161,8 @@ static void on_rd_connect(const redisAsyncContext *ac, int status)
     m->rd.up = true;
     m->rd.backoff_ms = 0;
     m->own_pel = true;
+    m->rd_id = 0;
+    redisAsyncCommand(m->rd.ac, on_rd_id, m, "CLIENT ID");
     snprintf(m->pel_from, sizeof(m->pel_from), "0");
     kick_read(m);
 }
@@ -1333,17 +1354,43 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     uint64_t now = infd_clock_ns();
     drain_done(q);
     if (atomic_load(&q->quiesce) && !q->stop_reads) {
+        /* A blocked XREADGROUP may have been answered already: Redis counts
+         * its entries as delivered to us. Closing the connection would
+         * leave them pending until another consumer claims them, so the
+         * read is unblocked (CLIENT UNBLOCK: it answers what it has, or
+         * nil) and its jobs start before the server drains. */
         q->stop_reads = true;
+        q->quiet_deadline_ns = now + QUIET_WAIT_MS * 1000000ull;
         int n = atomic_load(&q->n_models);
         for (int i = 0; i < n; i++) {
             rq_model *m = q->models[i];
-            conn_close(&m->rd);
+            if (m->reading && m->rd.up && m->rd_id > 0 && q->cmd.up)
+                redisAsyncCommand(q->cmd.ac, NULL, NULL, "CLIENT UNBLOCK %lld", m->rd_id);
+            else
+                conn_close(&m->rd);
             /* Jobs that never reached the scheduler stay pending in Redis. */
             while (m->retry) {
                 rq_job *j = m->retry;
                 m->retry = j->link;
                 job_release(j);
             }
+        }
+    }
+    if (q->stop_reads && !q->quiet) {
+        bool reading = false;
+        int n = atomic_load(&q->n_models);
+        for (int i = 0; i < n; i++)
+            reading |= q->models[i]->rd.ac != NULL;
+        if (reading && now >= q->quiet_deadline_ns) {
+            for (int i = 0; i < n; i++)
+                conn_close(&q->models[i]->rd);
+            reading = false;
+        }
+        if (!reading) {
+            pthread_mutex_lock(&q->done_mu);
+            q->quiet = true;
+            pthread_cond_broadcast(&q->quiet_cv);
+            pthread_mutex_unlock(&q->done_mu);
         }
     }
     if (q->stopping && (idle(q) || now >= q->stop_deadline_ns)) {
@@ -1421,6 +1468,7 @@ static void q_free(infd_redisq *q)
         infd_free(q->models[i]);
     infd_free(q->models_filter);
     pthread_mutex_destroy(&q->done_mu);
+    pthread_cond_destroy(&q->quiet_cv);
     infd_free(q);
 }
 
@@ -1432,6 +1480,7 @@ infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd
     if (!q)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_init(&q->done_mu, NULL);
+    pthread_cond_init(&q->quiet_cv, NULL);
     q->server = s;
     infd_status st = parse_url(q, o->url ? o->url : "", err);
     if (st != INFD_STATUS_OK)
@@ -1496,8 +1545,20 @@ fail:
 
 void infd_redisq_quiesce(infd_redisq *q)
 {
-    if (q)
-        atomic_store(&q->quiesce, true);
+    if (!q)
+        return;
+    atomic_store(&q->quiesce, true);
+    if (!q->thread_started)
+        return;
+    /* Until the reads in flight have answered and their jobs started. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += QUIET_WAIT_MS / 1000 + 1;
+    pthread_mutex_lock(&q->done_mu);
+    while (!q->quiet)
+        if (pthread_cond_timedwait(&q->quiet_cv, &q->done_mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&q->done_mu);
 }
 
 /* Runs on the loop thread: asks the loop to finish. */

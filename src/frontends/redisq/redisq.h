@@ -61,7 +61,10 @@ typedef struct infd_redisq infd_redisq;
 infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd_redisq **out,
                               infd_error *err);
 
-/* Reads no more jobs (any thread). Jobs already read still finish. */
+/* Reads no more jobs (any thread). Waits (up to 3 s) for the reads in
+ * flight: a blocked XREADGROUP is unblocked, and the jobs it answered with
+ * are handed to the scheduler before this returns, so a server drain after
+ * it finishes them. Jobs already read still finish. */
 void infd_redisq_quiesce(infd_redisq *q);
 
 /* Waits up to 10 s for the results of finished jobs to be written (call it
