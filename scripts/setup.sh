@@ -64,6 +64,9 @@ packages=(
     libhiredis-dev redis-server python3-redis
     # The built-in image processors (src/plugins): JPEG and PNG decoding.
     libturbojpeg0-dev libspng-dev
+    # The python backend (src/plugins/python.c): CPython embedded, with
+    # numpy (python3-numpy, above) for its tensors.
+    libpython3-dev
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel

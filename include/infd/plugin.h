@@ -114,6 +114,12 @@ INFD_API int infd_kind_model_n_instances(const infd_kind_model *km);
  * in [0, n)); 0 when the model has no sequence_batching. */
 INFD_API int infd_kind_model_n_sequence_slots(const infd_kind_model *km);
 
+/* The model's config as JSON (what GET /v2/models/{name}/config returns,
+ * before the kind declares its inputs and outputs): *out is NUL-terminated,
+ * *n its length; free it with infd_free. */
+INFD_API infd_status infd_kind_model_config_json(const infd_kind_model *km, char **out, size_t *n,
+                                                 infd_error *err);
+
 /*
  * Declares an input or output. dims exclude the batch dim when the model
  * batches; -1 is a dim of any length. BYTES elements are 4-byte
@@ -158,6 +164,10 @@ INFD_API infd_status infd_request_input(infd_request *req, int i, infd_tensor *o
  * declaration or the bytes with the shape. */
 INFD_API infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor *t,
                                              infd_error *err);
+
+/* Whether the request's client asked for output j (model order): a kind may
+ * skip computing the others (infd_request_output_set ignores them). */
+INFD_API bool infd_request_output_wanted(const infd_request *req, int j);
 
 /* Fails one request of the batch with `status` and `message`. */
 INFD_API void infd_request_fail(infd_request *req, infd_status status, const char *message);

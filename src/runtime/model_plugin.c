@@ -146,6 +146,12 @@ const char *infd_kind_model_parameter(const infd_kind_model *km, const char *key
     return NULL;
 }
 
+infd_status infd_kind_model_config_json(const infd_kind_model *km, char **out, size_t *n,
+                                        infd_error *err)
+{
+    return infd_model_config_json(km_model(km), out, n, err);
+}
+
 int infd_kind_model_max_batch_size(const infd_kind_model *km)
 {
     return km_model(km)->max_batch;
@@ -386,6 +392,14 @@ infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor 
     o->owns_data = false;
     req->kind_set |= 1ull << j;
     return INFD_STATUS_OK;
+}
+
+bool infd_request_output_wanted(const infd_request *req, int j)
+{
+    for (int k = 0; k < req->n_out; k++)
+        if (req->out_index[k] == j)
+            return true;
+    return false;
 }
 
 void infd_request_fail(infd_request *req, infd_status status, const char *message)
