@@ -664,6 +664,19 @@ INFD_API bool infd_pinned_find(const void *ptr, void **start, size_t *nbytes);
 /* Asks for output `name` only (default: every output). */
 INFD_API infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err);
 
+/*
+ * Asks for output `name` as Triton's classification extension has it: the
+ * output's `class_count` (>= 1) largest values per batch row, best first,
+ * instead of the tensor. The result is BYTES, [rows, k] (or [k] when the
+ * model does not batch), k = min(class_count, classes per row), and each
+ * element is "value:index" or "value:index:label", the label being line
+ * `index` of the output's label_filename in the model folder. Ties keep the
+ * lower index first. A BYTES or BOOL output cannot be classified
+ * (INVALID_ARGUMENT here).
+ */
+INFD_API infd_status infd_request_add_output_classification(infd_request *req, const char *name,
+                                                            int class_count, infd_error *err);
+
 /* Gives output `name` a caller buffer (borrowed until the callback) so the
  * result is written there instead of into the request's own memory
  * (zero-copy to a socket buffer or a mapped file). `capacity` must be at

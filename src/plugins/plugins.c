@@ -53,6 +53,8 @@ static void register_all(void)
         once_status = infd_model_kind_register(&plugin_blazeface_decode_kind, &once_err);
     if (once_status == INFD_STATUS_OK)
         once_status = infd_model_kind_register(&plugin_python_kind, &once_err);
+    if (once_status == INFD_STATUS_OK)
+        once_status = infd_model_kind_register(&plugin_softmax_kind, &once_err);
 }
 
 infd_status infd_plugins_register(infd_error *err)

@@ -10,6 +10,7 @@
 extern const infd_model_kind plugin_image_decode_kind;
 extern const infd_model_kind plugin_blazeface_decode_kind;
 extern const infd_model_kind plugin_python_kind;
+extern const infd_model_kind plugin_softmax_kind;
 
 /* parameters { key: KEY value { string_value: "..." } } as an integer in
  * [lo, hi] or a float; *out is left alone when the parameter is absent.

@@ -56,7 +56,7 @@ void rt_config_free(Inference__ModelConfig *c)
         infd_pbtxt_free(&c->base);
 }
 
-static infd_status read_file(const char *path, char **out, size_t *n, infd_error *err)
+infd_status rt_read_file(const char *path, char **out, size_t *n, infd_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -73,7 +73,7 @@ static infd_status read_file(const char *path, char **out, size_t *n, infd_error
     long len = ftell(f);
     if (len < 0 || len > (16L << 20)) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "%s: %ld bytes; a config file may hold at most 16 MiB", path, len);
+                            "%s: %ld bytes; infd reads files of at most 16 MiB here", path, len);
         goto out;
     }
     rewind(f);
@@ -103,7 +103,7 @@ infd_status rt_config_read(const char *dir, Inference__ModelConfig **out, infd_e
     snprintf(path, sizeof(path), "%s/config.pbtxt", dir);
     char *text = NULL;
     size_t n = 0;
-    infd_status st = read_file(path, &text, &n, err);
+    infd_status st = rt_read_file(path, &text, &n, err);
     if (st == INFD_STATUS_NOT_FOUND) {
         /* No config: everything comes from the model. */
         infd_error_clear(err);
@@ -1706,6 +1706,8 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
                                                      : NULL;
     if (m->kind) {
         st = load_kind_model(m, version_dir, cfile, auto_group, err);
+        if (st == INFD_STATUS_OK)
+            st = rt_labels_load(m, version_dir, cfile, err);
         if (st != INFD_STATUS_OK)
             goto out;
         atomic_store(&m->state, INFD_MODEL_STATE_READY);
@@ -1781,6 +1783,8 @@ infd_status rt_model_load(infd_server *server, const char *name, int64_t version
         goto out;
     infd_weights_trim(m->weights); /* the plans hold what they use */
     st = create_instances(m, err);
+    if (st == INFD_STATUS_OK)
+        st = rt_labels_load(m, version_dir, cfile, err);
     if (st != INFD_STATUS_OK)
         goto out;
     st = rt_model_warmup(m, err);
@@ -1867,6 +1871,7 @@ void rt_model_free(infd_model *m)
         for (int p = 0; p < RT_MAX_PLANS; p++)
             infd_plan_destroy(m->dev[d].plans[p]);
     rt_request_pool_free(m);
+    rt_labels_free(m);
     rt_config_free(m->config);
     infd_histogram_destroy(m->latency);
     pthread_mutex_destroy(&m->mu);

@@ -121,6 +121,10 @@ struct infd_request {
     /* Requested outputs (model output indices); n_req 0: all. */
     int n_req;
     int req[INFD_MAX_MODEL_IO];
+    /* The classification extension: class_count per model output (0: the
+     * tensor itself); any_cls when one is set. */
+    int cls[INFD_MAX_MODEL_IO];
+    bool any_cls;
     struct {
         void *data;
         size_t capacity;
@@ -132,6 +136,8 @@ struct infd_request {
     /* Kept across reuse (infd_request_create): */
     void *own;        /* the request's own output memory */
     size_t own_bytes; /* its capacity */
+    void *cls_buf;    /* classified outputs' BYTES */
+    size_t cls_cap;
     void *var;        /* outputs of no fixed size (kinds), one after another */
     size_t var_cap, var_used;
     void *join; /* inputs given in pieces, joined (infd_request_input) */
@@ -225,6 +231,11 @@ struct infd_model {
     /* in[0, n_in_pub) and out[0, n_out_pub) are the client's; the rest
      * (controls and implicit state, `hidden`) only the runtime's. */
     int n_in, n_out, n_in_pub, n_out_pub;
+    /* Outputs' label_filename (the classification extension): the file's
+     * text, its lines split in place. */
+    char *label_text[INFD_MAX_MODEL_IO];
+    char **labels[INFD_MAX_MODEL_IO];
+    int n_labels[INFD_MAX_MODEL_IO];
     rt_hidden hidden[INFD_MAX_MODEL_IO]; /* of in[n_in_pub + k] */
     size_t state_bytes;                  /* a sequence slot's implicit state */
     infd_model_io in[INFD_MAX_MODEL_IO], out[INFD_MAX_MODEL_IO];
@@ -342,6 +353,17 @@ void rt_seq_reuse(infd_model *m, const int *slots, int n);
 bool rt_bytes_layout_ok(const infd_data_segment *segs, size_t nbytes, int64_t numel);
 infd_status rt_model_start_workers(infd_model *m, infd_error *err);
 void rt_request_pool_free(infd_model *m);
+
+/* A whole file (at most 16 MiB), NUL-terminated; free with infd_free. */
+infd_status rt_read_file(const char *path, char **out, size_t *n, infd_error *err);
+
+/* classify.c: the outputs' label files (config's label_filename, in the
+ * model folder, one label per line), and the classification extension
+ * applied to a completed request's outputs. */
+infd_status rt_labels_load(infd_model *m, const char *version_dir, const char *cfile,
+                           infd_error *err);
+void rt_labels_free(infd_model *m);
+infd_status rt_classify(infd_request *r, infd_error *err);
 /* Runs the model once per plan with zero (or config warmup) inputs. */
 infd_status rt_model_warmup(infd_model *m, infd_error *err);
 

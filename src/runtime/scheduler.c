@@ -91,6 +91,7 @@ void rt_request_pool_free(infd_model *m)
         infd_request *r = m->free_list;
         m->free_list = r->next;
         infd_free(r->own);
+        infd_free(r->cls_buf);
         infd_free(r->var);
         infd_free(r->join);
         infd_free(r);
@@ -387,7 +388,7 @@ static infd_status prepare_outputs(infd_request *r, infd_error *err)
         size_t bytes = (size_t)r->rows * m->out[j].row_bytes;
         if (m->out[j].row_bytes == 0)
             continue; /* no fixed size: the kind sets it (infd_request_output_set) */
-        if (r->user_out[j].data) {
+        if (r->user_out[j].data && !r->cls[j]) {
             if (r->user_out[j].capacity < bytes)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "output '%s': the caller's buffer holds %zu bytes, the "
@@ -426,7 +427,7 @@ static infd_status prepare_outputs(infd_request *r, infd_error *err)
             t->shape.dims[d + lead] = io->dims[d];
         t->nbytes = bytes;
         t->owns_data = false;
-        if (r->user_out[j].data) {
+        if (r->user_out[j].data && !r->cls[j]) { /* classified: its BYTES go elsewhere */
             t->data = r->user_out[j].data;
         } else {
             t->data = (char *)r->own + off;
@@ -455,6 +456,12 @@ static void record_completion(infd_model *m, infd_request *r, infd_status status
 /* Completes an accepted request: stats, callback, pending count. */
 static void complete(infd_model *m, infd_request *r, infd_status status, const char *msg)
 {
+    infd_error cerr;
+    if (status == INFD_STATUS_OK && r->any_cls) {
+        infd_error_clear(&cerr);
+        status = rt_classify(r, &cerr);
+        msg = cerr.msg;
+    }
     record_completion(m, r, status);
     r->in_flight = false;
     infd_infer_callback cb = r->cb;

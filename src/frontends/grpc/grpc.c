@@ -1226,6 +1226,32 @@ static bool param_int(const Inference__ModelInferRequest *r, const char *key, in
     return false;
 }
 
+/* An output's "classification" parameter (Triton's extension; tritonclient
+ * sends int64): *out 0 when absent; false when it is not 1..1000000. */
+static bool output_class_count(const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
+                               int64_t *out)
+{
+    *out = 0;
+    for (size_t i = 0; i < o->n_parameters; i++) {
+        const Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry *e =
+            o->parameters[i];
+        if (!e->key || strcmp(e->key, "classification") != 0 || !e->value)
+            continue;
+        switch (e->value->parameter_choice_case) {
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+            *out = e->value->int64_param;
+            break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+            *out = e->value->uint64_param > 1000000 ? -1 : (int64_t)e->value->uint64_param;
+            break;
+        default:
+            return false;
+        }
+        return *out >= 1 && *out <= 1000000;
+    }
+    return true;
+}
+
 /* Triton's sequence parameters: sequence_id (int64, uint64 or string),
  * sequence_start and sequence_end (bool). OK when there are none. */
 static infd_status set_sequence(const Inference__ModelInferRequest *r, infd_request *req,
@@ -1631,9 +1657,19 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
                                          nbytes, err)) != INFD_STATUS_OK)
             return client_error(err);
     }
-    for (size_t j = 0; j < r->n_outputs; j++)
-        if ((st = infd_request_add_output(gi->req, r->outputs[j]->name, err)) != INFD_STATUS_OK)
+    for (size_t j = 0; j < r->n_outputs; j++) {
+        int64_t classes = 0;
+        if (!output_class_count(r->outputs[j], &classes))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "output '%.127s': parameter 'classification' must be an integer "
+                                  "from 1 to 1000000",
+                                  r->outputs[j]->name);
+        st = classes > 0 ? infd_request_add_output_classification(gi->req, r->outputs[j]->name,
+                                                                  (int)classes, err)
+                         : infd_request_add_output(gi->req, r->outputs[j]->name, err);
+        if (st != INFD_STATUS_OK)
             return client_error(err);
+    }
     int64_t batch = 0;
     if (infd_model_max_batch_size(gi->model) > 0 && r->inputs[0]->n_shape > 0)
         batch = r->inputs[0]->shape[0];

@@ -951,8 +951,8 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
     for (int j = 0; j < n_order; j++) {
         infd_model_io io;
         if (infd_model_output(m, order[j], &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES ||
-            !kserve_output_is_binary(r, io.name))
-            continue;
+            !kserve_output_is_binary(r, io.name) || kserve_output_class_count(r, io.name) > 0)
+            continue; /* BYTES and classified outputs: their size comes with the result */
         size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
         if (sz == 0)
             continue;
@@ -1416,9 +1416,8 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         if (st != INFD_STATUS_OK)
             goto fail_request;
     }
-    for (int i = 0; i < r->n_outputs; i++)
-        if (infd_request_add_output(c->req, r->outputs[i].name, &err) != INFD_STATUS_OK)
-            goto fail_request;
+    if (kserve_request_add_outputs(r, c->req, &err) != INFD_STATUS_OK)
+        goto fail_request;
     int64_t batch = 0;
     if (infd_model_max_batch_size(c->model) > 0 && r->inputs[0].rank > 0)
         batch = r->inputs[0].shape[0];

@@ -685,11 +685,19 @@ static int output_value(parser *p, key k, vkind kind, bool b, const char *s, siz
                         vkind_name(kind));
         out->binary_data = b;
         return 1;
-    case K_CLASSIFICATION:
+    case K_CLASSIFICATION: {
         if (top(p) != F_OPARAMS)
             return 1;
-        return fail(p, INFD_STATUS_INVALID_ARGUMENT,
-                    "output '%s': the classification extension is not supported", out->name);
+        int64_t v = 0;
+        if (!int_value(p, kind, s, n, "output parameter 'classification'", &v))
+            return 0;
+        if (v < 1 || v > 1000000)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "output '%s': parameter 'classification' must be 1 to 1000000, got %lld",
+                        out->name, (long long)v);
+        out->class_count = (int)v;
+        return 1;
+    }
     default:
         return 1;
     }
@@ -750,6 +758,7 @@ static int on_value(parser *p, vkind kind, bool b, const char *s, size_t n)
             return fail(p, INFD_STATUS_INVALID_ARGUMENT, "more than %d outputs", INFD_MAX_MODEL_IO);
         kserve_output *o = &r->outputs[r->n_outputs++];
         o->name[0] = '\0';
+        o->class_count = 0;
         o->binary_data = -1;
         return push(p, F_OUTPUT);
     }
@@ -1262,6 +1271,28 @@ void kserve_write_output_head(infd_strbuf *b, const char *name, const infd_tenso
     for (int d = 0; d < t->shape.rank; d++)
         infd_strbuf_printf(b, d ? ",%" PRId64 : "%" PRId64, t->shape.dims[d]);
     infd_strbuf_putc(b, ']');
+}
+
+infd_status kserve_request_add_outputs(const kserve_request *r, infd_request *req, infd_error *err)
+{
+    for (int i = 0; i < r->n_outputs; i++) {
+        const kserve_output *o = &r->outputs[i];
+        infd_status st =
+            o->class_count > 0
+                ? infd_request_add_output_classification(req, o->name, o->class_count, err)
+                : infd_request_add_output(req, o->name, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return INFD_STATUS_OK;
+}
+
+int kserve_output_class_count(const kserve_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_outputs; i++)
+        if (strcmp(r->outputs[i].name, name) == 0)
+            return r->outputs[i].class_count;
+    return 0;
 }
 
 infd_status kserve_request_apply(const kserve_request *r, infd_request *req, infd_error *err)

@@ -60,7 +60,9 @@ typedef struct kserve_input {
 typedef struct kserve_output {
     char name[KSERVE_NAME_BYTES];
     int binary_data; /* parameters.binary_data: -1 not given, 0 false, 1 true */
+    int class_count; /* parameters.classification (Triton's extension): 0 not asked */
 } kserve_output;
+
 
 typedef struct kserve_request {
     char id[KSERVE_NAME_BYTES]; /* "" when absent */
@@ -134,6 +136,12 @@ void kserve_write_output_head(struct infd_strbuf *b, const char *name, const inf
  * on `req` (the frontends' shared part of building a request); the
  * runtime's error on a bad priority or sequence. */
 infd_status kserve_request_apply(const kserve_request *r, infd_request *req, infd_error *err);
+/* Asks `req` for the outputs the request names (none: all), with the
+ * classification extension where an output's parameters ask for it. */
+infd_status kserve_request_add_outputs(const kserve_request *r, infd_request *req,
+                                       infd_error *err);
+/* The class count output `name` asked for (0: the tensor itself). */
+int kserve_output_class_count(const kserve_request *r, const char *name);
 /* Whether output `name` goes back as binary data: its own
  * parameters.binary_data, else the request's binary_data_output. */
 bool kserve_output_is_binary(const kserve_request *r, const char *name);

@@ -512,8 +512,8 @@ static void job_start(rq_job *j)
         st = infd_request_add_input(j->req, ki->name, ki->dtype, ki->shape, ki->rank, ki->data,
                                     ki->nbytes, &err);
     }
-    for (int i = 0; st == INFD_STATUS_OK && i < r->n_outputs; i++)
-        st = infd_request_add_output(j->req, r->outputs[i].name, &err);
+    if (st == INFD_STATUS_OK)
+        st = kserve_request_add_outputs(r, j->req, &err);
     if (st != INFD_STATUS_OK) {
         /* What the job asked for does not fit the model: final. */
         job_fail(j, err.code == INFD_STATUS_OUT_OF_MEMORY ? err.code : INFD_STATUS_INVALID_ARGUMENT,

@@ -183,11 +183,29 @@ static void test_errors(void)
     expect_error("[1,2]", "the request must be a JSON object");
     expect_error("{\"outputs\":[]}", "the request has no 'inputs'");
     expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
-                 "\"outputs\":[{\"name\":\"B\",\"parameters\":{\"classification\":3}}]}",
-                 "classification extension is not supported");
+                 "\"outputs\":[{\"name\":\"B\",\"parameters\":{\"classification\":0}}]}",
+                 "parameter 'classification' must be 1 to 1000000, got 0");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
+                 "\"outputs\":[{\"name\":\"B\",\"parameters\":{\"classification\":\"3\"}}]}",
+                 "output parameter 'classification' must be an integer, got a string");
     expect_error(
         "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]} x",
         "malformed JSON");
+}
+
+/* parameters.classification: Triton's extension, per output. */
+static void test_classification(void)
+{
+    infd_error err;
+    const char *j = "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],"
+                    "\"data\":[1]}],\"outputs\":[{\"name\":\"B\",\"parameters\":"
+                    "{\"classification\":3,\"binary_data\":false}},{\"name\":\"C\"}]}";
+    ASSERT_STATUS(parse(j, &err), INFD_STATUS_OK);
+    ASSERT_EQ_INT(req.n_outputs, 2);
+    ASSERT_EQ_INT(req.outputs[0].class_count, 3);
+    ASSERT_EQ_INT(req.outputs[1].class_count, 0);
+    ASSERT_EQ_INT(kserve_output_class_count(&req, "B"), 3);
+    ASSERT_EQ_INT(kserve_output_class_count(&req, "C"), 0);
 }
 
 /* A request object reused for the same shape of request allocates nothing. */
@@ -216,4 +234,4 @@ static void test_fini(void)
 }
 
 TEST_MAIN(test_fp32_nested, test_deferred_data, test_every_dtype, test_binary_input, test_errors,
-          test_reuse_no_alloc, test_fini)
+          test_classification, test_reuse_no_alloc, test_fini)
