@@ -53,7 +53,8 @@ test: setup
 	@echo "== the Redis job queue's, the plugins', the python backend's, the ensembles' and face_detect's tests under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py \
 	    tests/e2e/test_plugins.py tests/e2e/test_python_backend.py tests/e2e/test_ensemble.py \
-	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py
+	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py \
+	    tests/e2e/test_image_preprocess.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"

@@ -62,8 +62,9 @@ packages=(
     # Redis job queue (src/frontends/redisq): hiredis and its libevent
     # adapter; the tests run a real redis-server and submit with redis-py.
     libhiredis-dev redis-server python3-redis
-    # The built-in image processors (src/plugins): JPEG and PNG decoding.
-    libturbojpeg0-dev libspng-dev
+    # The built-in image processors (src/plugins): JPEG and PNG decoding;
+    # their tests make images with Pillow.
+    libturbojpeg0-dev libspng-dev python3-pil
     # The python backend (src/plugins/python.c): CPython embedded, with
     # numpy (python3-numpy, above) for its tensors.
     libpython3-dev
