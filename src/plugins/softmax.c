@@ -5,7 +5,8 @@
  *   input   LOGITS FP32 [C]  (after the batch dim when the model batches)
  *   output  PROBS  FP32 [C]  softmax over the classes
  *
- * Parameters: temperature (default 1; the logits are divided by it). With
+ * Parameters: temperature (default 1; the logits are divided by it),
+ * classes (C, declared in the model's metadata; default -1, any). With
  * the output's label_filename in config.pbtxt and the classification
  * extension in the request (`classification: K` / tritonclient's
  * class_count), an ensemble of a classifier and this step answers with the
@@ -43,12 +44,14 @@ static infd_status sm_load(void *user, infd_kind_model *km, void **state, infd_e
     (void)user;
     *state = NULL;
     float temperature = 1.0f;
-    if (plugin_param_float(km, "temperature", &temperature, err) != INFD_STATUS_OK)
+    int classes = -1;
+    if (plugin_param_float(km, "temperature", &temperature, err) != INFD_STATUS_OK ||
+        plugin_param_int(km, "classes", 1, 1 << 24, &classes, err) != INFD_STATUS_OK)
         return err->code;
     if (!(temperature > 0))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "parameter 'temperature' must be above 0");
-    const int64_t dims[] = { -1 };
+    const int64_t dims[] = { classes };
     infd_status st = infd_kind_model_add_input(km, "LOGITS", INFD_DTYPE_FP32, 1, dims, err);
     if (st == INFD_STATUS_OK)
         st = infd_kind_model_add_output(km, "PROBS", INFD_DTYPE_FP32, 1, dims, err);
