@@ -138,7 +138,7 @@ struct infd_request {
     size_t own_bytes; /* its capacity */
     void *cls_buf;    /* classified outputs' BYTES */
     size_t cls_cap;
-    void *var;        /* outputs of no fixed size (kinds), one after another */
+    void *var; /* outputs of no fixed size (kinds), one after another */
     size_t var_cap, var_used;
     void *join; /* inputs given in pieces, joined (infd_request_input) */
     size_t join_cap, join_used;

@@ -63,7 +63,6 @@ typedef struct kserve_output {
     int class_count; /* parameters.classification (Triton's extension): 0 not asked */
 } kserve_output;
 
-
 typedef struct kserve_request {
     char id[KSERVE_NAME_BYTES]; /* "" when absent */
     bool has_id;
@@ -138,8 +137,7 @@ void kserve_write_output_head(struct infd_strbuf *b, const char *name, const inf
 infd_status kserve_request_apply(const kserve_request *r, infd_request *req, infd_error *err);
 /* Asks `req` for the outputs the request names (none: all), with the
  * classification extension where an output's parameters ask for it. */
-infd_status kserve_request_add_outputs(const kserve_request *r, infd_request *req,
-                                       infd_error *err);
+infd_status kserve_request_add_outputs(const kserve_request *r, infd_request *req, infd_error *err);
 /* The class count output `name` asked for (0: the tensor itself). */
 int kserve_output_class_count(const kserve_request *r, const char *name);
 /* Whether output `name` goes back as binary data: its own
