@@ -68,6 +68,10 @@ packages=(
     # The python backend (src/plugins/python.c): CPython embedded, with
     # numpy (python3-numpy, above) for its tensors.
     libpython3-dev
+    # The cluster (src/cluster): etcd's JSON gateway client (base64 from
+    # OpenSSL's libcrypto) and ZeroMQ between routers and workers; the
+    # tests run a real 3-member etcd cluster.
+    libssl-dev libzmq3-dev etcd-server
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel

@@ -27,6 +27,7 @@
 #include "frontends/metrics/metrics.h"
 #include "frontends/raw/raw.h"
 #include "frontends/redisq/redisq.h"
+#include "cluster/member.h"
 #include "plugins/plugins.h"
 #include "apps/video/video.h"
 #include "infd/asr.h"
@@ -81,6 +82,12 @@ static void usage(FILE *out)
         "  --redis-max-inflight N      jobs at once per model (default 8 x max batch, >= 64)\n"
         "  --redis-max-job-bytes N     bigger jobs get an error result (default 64 MiB)\n"
         "  --redis-publish             PUBLISH P:done:MODEL <id> after each result\n"
+        "  --cluster URL[,URL...]      join a cluster: register in etcd (http://HOST:PORT of\n"
+        "                              its members; docs/CLUSTER.md); needs --advertise\n"
+        "  --advertise tcp://HOST:PORT the address routers reach this worker at\n"
+        "  --cluster-prefix P          etcd key prefix (default /infd): P/workers/ID\n"
+        "  --cluster-id ID             this worker's id (default HOST-PID)\n"
+        "  --cluster-ttl N             lease TTL in seconds (default 5)\n"
         "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
@@ -164,6 +171,8 @@ int infd_cli_serve(int argc, char **argv)
     infd_redisq_options qo;
     infd_redisq_options_init(&qo);
     qo.url = NULL;
+    cluster_member_options co;
+    cluster_member_options_init(&co);
     infd_error err;
     infd_error_clear(&err);
 
@@ -277,6 +286,17 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--redis-max-inflight") == 0) {
             bad = infd_cli_parse_long(v, 0, 1000000, &n);
             qo.max_inflight = (int)n;
+        } else if (strcmp(a, "--cluster") == 0) {
+            co.etcd = v;
+        } else if (strcmp(a, "--advertise") == 0) {
+            co.advertise = v;
+        } else if (strcmp(a, "--cluster-prefix") == 0) {
+            co.prefix = v;
+        } else if (strcmp(a, "--cluster-id") == 0) {
+            co.id = v;
+        } else if (strcmp(a, "--cluster-ttl") == 0) {
+            bad = infd_cli_parse_long(v, 2, 3600, &n);
+            co.ttl_s = (int)n;
         } else if (strcmp(a, "--log-level") == 0) {
             infd_log_level level;
             bad = infd_log_level_parse(v, &level, &err) != INFD_STATUS_OK;
@@ -292,6 +312,10 @@ int infd_cli_serve(int argc, char **argv)
                     err.msg[0] ? ": " : "", err.msg);
             return INFD_EXIT_USAGE;
         }
+    }
+    if (!co.etcd != !co.advertise) {
+        fprintf(stderr, "infd serve: --cluster and --advertise go together\n");
+        return INFD_EXIT_USAGE;
     }
     so.startup_models = load;
     so.n_startup_models = n_load;
@@ -317,6 +341,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_raw *raw = NULL;
     infd_video *video = NULL;
     infd_redisq *redisq = NULL;
+    cluster_member *member = NULL;
     serve_extras extras = { NULL, NULL };
     infd_cli_video_routes video_routes;
     infd_cli_video_routes_init(&video_routes, NULL);
@@ -390,6 +415,15 @@ int infd_cli_serve(int argc, char **argv)
             goto out;
         }
     }
+    /* Registered last: routers find a worker whose frontends all listen. */
+    if (co.etcd) {
+        co.http_port = http ? infd_http_port(http) : -1;
+        co.grpc_port = grpc ? infd_grpc_port(grpc) : -1;
+        if (cluster_member_start(server, &co, &member, &err) != INFD_STATUS_OK) {
+            report("cluster", err.msg);
+            goto out;
+        }
+    }
     infd_log(INFD_LOG_LEVEL_INFO, "ready; SIGTERM or Ctrl-C drains and stops");
     int sig = 0;
     sigwait(&stop, &sig);
@@ -402,6 +436,10 @@ out:
      * frontends, which stop afterwards. The queue reads no more jobs from
      * here on; those it read finish in the drain, and its stop writes
      * their results. */
+    /* Routers stop choosing this worker first (the lease is revoked, its
+     * key goes), then the in-flight requests finish. */
+    cluster_member_leave(member);
+    cluster_member_stop(member);
     infd_redisq_quiesce(redisq);
     if (video) {
         infd_metrics_stop(metrics); /* it renders the app's families */
