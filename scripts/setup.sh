@@ -71,7 +71,7 @@ packages=(
     # The cluster (src/cluster): etcd's JSON gateway client (base64 from
     # OpenSSL's libcrypto) and ZeroMQ between routers and workers; the
     # tests run a real 3-member etcd cluster.
-    libssl-dev libzmq3-dev etcd-server
+    libssl-dev libzmq3-dev etcd-server python3-zmq
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel

@@ -28,6 +28,7 @@
 #include "frontends/raw/raw.h"
 #include "frontends/redisq/redisq.h"
 #include "cluster/member.h"
+#include "cluster/worker.h"
 #include "plugins/plugins.h"
 #include "apps/video/video.h"
 #include "infd/asr.h"
@@ -342,6 +343,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_video *video = NULL;
     infd_redisq *redisq = NULL;
     cluster_member *member = NULL;
+    cluster_worker *link = NULL;
     serve_extras extras = { NULL, NULL };
     infd_cli_video_routes video_routes;
     infd_cli_video_routes_init(&video_routes, NULL);
@@ -417,6 +419,15 @@ int infd_cli_serve(int argc, char **argv)
     }
     /* Registered last: routers find a worker whose frontends all listen. */
     if (co.etcd) {
+        /* The link listens before the key says where it is. */
+        cluster_worker_options wo;
+        cluster_worker_options_init(&wo);
+        wo.bind = co.advertise;
+        wo.id = co.id;
+        if (cluster_worker_start(server, &wo, &link, &err) != INFD_STATUS_OK) {
+            report("cluster", err.msg);
+            goto out;
+        }
         co.http_port = http ? infd_http_port(http) : -1;
         co.grpc_port = grpc ? infd_grpc_port(grpc) : -1;
         if (cluster_member_start(server, &co, &member, &err) != INFD_STATUS_OK) {
@@ -453,6 +464,7 @@ out:
         metrics = NULL;
         infd_redisq_stop(redisq);
     }
+    cluster_worker_stop(link); /* after the drain: every call answered */
     infd_raw_stop(raw);
     infd_http_stop(http);
     infd_grpc_stop(grpc);

@@ -63,6 +63,7 @@
  * queues are shut down and drained once every call has been recycled.
  */
 #include "frontends/grpc/grpc.h"
+#include "frontends/grpc/infer_params.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer.h>
@@ -1203,95 +1204,6 @@ static infd_status split_raw(infd_arena *a, const uint8_t *p, size_t n, const ui
     return INFD_STATUS_OK;
 }
 
-/* An integer request parameter ("priority", "timeout"); false when absent. */
-static bool param_int(const Inference__ModelInferRequest *r, const char *key, int64_t *out,
-                      bool *bad)
-{
-    for (size_t i = 0; i < r->n_parameters; i++) {
-        const Inference__ModelInferRequest__ParametersEntry *e = r->parameters[i];
-        if (!e->key || strcmp(e->key, key) != 0 || !e->value)
-            continue;
-        switch (e->value->parameter_choice_case) {
-        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
-            *out = e->value->int64_param;
-            return true;
-        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
-            *out = e->value->uint64_param > INT64_MAX ? INT64_MAX : (int64_t)e->value->uint64_param;
-            return true;
-        default:
-            *bad = true;
-            return false;
-        }
-    }
-    return false;
-}
-
-/* An output's "classification" parameter (Triton's extension; tritonclient
- * sends int64): *out 0 when absent; false when it is not 1..1000000. */
-static bool output_class_count(const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
-                               int64_t *out)
-{
-    *out = 0;
-    for (size_t i = 0; i < o->n_parameters; i++) {
-        const Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry *e =
-            o->parameters[i];
-        if (!e->key || strcmp(e->key, "classification") != 0 || !e->value)
-            continue;
-        switch (e->value->parameter_choice_case) {
-        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
-            *out = e->value->int64_param;
-            break;
-        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
-            *out = e->value->uint64_param > 1000000 ? -1 : (int64_t)e->value->uint64_param;
-            break;
-        default:
-            return false;
-        }
-        return *out >= 1 && *out <= 1000000;
-    }
-    return true;
-}
-
-/* Triton's sequence parameters: sequence_id (int64, uint64 or string),
- * sequence_start and sequence_end (bool). OK when there are none. */
-static infd_status set_sequence(const Inference__ModelInferRequest *r, infd_request *req,
-                                infd_error *err)
-{
-    bool has = false;
-    uint64_t id = 0;
-    const char *sid = NULL;
-    uint32_t flags = 0;
-    for (size_t i = 0; i < r->n_parameters; i++) {
-        const Inference__ModelInferRequest__ParametersEntry *e = r->parameters[i];
-        if (!e->key || !e->value)
-            continue;
-        int c = e->value->parameter_choice_case;
-        if (strcmp(e->key, "sequence_id") == 0) {
-            has = true;
-            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM &&
-                e->value->int64_param >= 0)
-                id = (uint64_t)e->value->int64_param;
-            else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-                id = e->value->uint64_param;
-            else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
-                sid = e->value->string_param;
-            else
-                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                      "parameter 'sequence_id' must be a non-negative integer or "
-                                      "a string");
-        } else if (strcmp(e->key, "sequence_start") == 0 || strcmp(e->key, "sequence_end") == 0) {
-            if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                      "parameter '%s' must be a bool", e->key);
-            if (e->value->bool_param)
-                flags |= e->key[9] == 's' ? INFD_SEQUENCE_START : INFD_SEQUENCE_END;
-        }
-    }
-    if (!has)
-        return INFD_STATUS_OK;
-    return infd_request_set_sequence(req, id, sid, flags, err);
-}
-
 /* Converts a typed `contents` to the tensor's row-major bytes: a view of
  * the unpacked array when it has the element size, else a converted copy
  * in the arena. */
@@ -1599,13 +1511,13 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     infd_request_set_id(gi->req, r->id);
     bool bad = false;
     int64_t v = 0;
-    if (param_int(r, "priority", &v, &bad) && (v < 0 || v > UINT32_MAX))
+    if (grpc_param_int(r, "priority", &v, &bad) && (v < 0 || v > UINT32_MAX))
         bad = true;
     if (!bad && v > 0 &&
         (st = infd_request_set_priority(gi->req, (uint32_t)v, err)) != INFD_STATUS_OK)
         return st;
     int64_t timeout_us = 0, left_us;
-    if (!bad && param_int(r, "timeout", &v, &bad) && v > 0)
+    if (!bad && grpc_param_int(r, "timeout", &v, &bad) && v > 0)
         timeout_us = v;
     if (bad)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -1620,7 +1532,7 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     }
     if (timeout_us > 0)
         infd_request_set_timeout_us(gi->req, (uint64_t)timeout_us);
-    if ((st = set_sequence(r, gi->req, err)) != INFD_STATUS_OK)
+    if ((st = grpc_set_sequence(r, gi->req, err)) != INFD_STATUS_OK)
         return st;
 
     for (size_t i = 0; i < r->n_inputs; i++) {
@@ -1659,7 +1571,7 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     }
     for (size_t j = 0; j < r->n_outputs; j++) {
         int64_t classes = 0;
-        if (!output_class_count(r->outputs[j], &classes))
+        if (!grpc_output_class_count(r->outputs[j], &classes))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "output '%.127s': parameter 'classification' must be an integer "
                                   "from 1 to 1000000",

@@ -1,0 +1,685 @@
+/*
+ * worker.c - a worker's end of the router-worker link over ZeroMQ
+ * (worker.h has the life of a call, load and threads).
+ *
+ * The loop: libevent watches the ROUTER socket's ZMQ_FD, which is
+ * edge-triggered, so every wake-up (and every send, and the 250 ms
+ * heartbeat timer) drains the socket until ZMQ_EVENTS has no POLLIN.
+ *
+ * A call (wcall) holds the router's identity, the received frames (the
+ * request's inputs point into them), the request, and a reference count:
+ * one for the loop and one per output frame ZeroMQ still holds. The last
+ * release destroys the request and frees the call, on whichever thread
+ * that is (ZeroMQ's I/O thread for the frames).
+ */
+#include "cluster/worker.h"
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "cluster.pb-c.h"
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "frontends/grpc/infer_params.h"
+
+#define HEARTBEAT_MS   250
+#define ROUTER_LOST_MS 3000
+#define MAX_ROUTERS    64
+#define MAX_FRAMES     (INFD_MAX_MODEL_IO + 1)
+#define ID_BYTES       256
+#define STOP_WAIT_MS   10000
+
+typedef struct wcall wcall;
+
+struct wcall {
+    wcall *next; /* the mailbox */
+    cluster_worker *w;
+    atomic_int refs;
+    uint8_t ident[ID_BYTES];
+    size_t ident_n;
+    uint64_t call;
+    zmq_msg_t in[MAX_FRAMES]; /* the header and the inputs' frames */
+    int n_in;
+    infd_model *model;
+    infd_request *req;
+    infd_status status;
+    char message[INFD_ERROR_MSG_BYTES];
+    char id[128];
+};
+
+typedef struct wrouter {
+    uint8_t ident[ID_BYTES];
+    size_t ident_n;
+    uint64_t last_heard_ns;
+} wrouter;
+
+struct cluster_worker {
+    infd_server *server;
+    char id[128], bind[256];
+    int capacity;
+    void *zctx, *sock;
+    struct event_base *base;
+    struct event *readable, *tick, *wake;
+    pthread_t thread;
+    bool thread_started;
+
+    /* Loop thread. */
+    wrouter routers[MAX_ROUTERS];
+    int n_routers;
+    uint64_t seq;
+    uint64_t next_complaint_ns;
+    bool stopping;
+    uint64_t stop_deadline_ns;
+
+    atomic_int inflight;
+    pthread_mutex_t mu;
+    wcall *done; /* completed, for the loop */
+};
+
+void cluster_worker_options_init(cluster_worker_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->capacity = 1024;
+    o->max_message_bytes = 64u << 20;
+}
+
+/* ZeroMQ's errno as a status, once for the component. */
+static infd_status zmq_status(int e)
+{
+    switch (e) {
+    case ENOMEM:
+        return INFD_STATUS_OUT_OF_MEMORY;
+    case EINVAL:
+    case EPROTONOSUPPORT:
+        return INFD_STATUS_INVALID_ARGUMENT;
+    case EADDRINUSE:
+    case EADDRNOTAVAIL:
+    case ENODEV:
+        return INFD_STATUS_UNAVAILABLE;
+    case EHOSTUNREACH:
+    case EAGAIN:
+        return INFD_STATUS_UNAVAILABLE;
+    default:
+        return INFD_STATUS_INTERNAL;
+    }
+}
+
+/* A peer's misbehaviour, logged at most once a second. */
+static void complain(cluster_worker *w, const char *fmt, ...) INFD_PRINTF(2, 3);
+static void complain(cluster_worker *w, const char *fmt, ...)
+{
+    uint64_t now = infd_clock_ns();
+    if (now < w->next_complaint_ns)
+        return;
+    w->next_complaint_ns = now + 1000000000ull;
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    infd_log(INFD_LOG_LEVEL_WARN, "cluster link %s: %s", w->bind, text);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Calls                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void call_release(wcall *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    for (int i = 0; i < c->n_in; i++)
+        zmq_msg_close(&c->in[i]);
+    if (c->req)
+        infd_request_destroy(c->req);
+    if (c->model)
+        infd_model_release(c->model);
+    atomic_fetch_sub(&c->w->inflight, 1);
+    infd_free(c);
+}
+
+/* ZeroMQ is done with an output frame (any thread). */
+static void frame_free(void *data, void *hint)
+{
+    (void)data;
+    call_release(hint);
+}
+
+/* Sends [ident][header][frames...]; false when the router is gone or
+ * full (ROUTER_MANDATORY: EHOSTUNREACH / EAGAIN), the frames then closed. */
+static bool send_parts(cluster_worker *w, const uint8_t *ident, size_t ident_n,
+                       const Infd__Cluster__LinkMessage *h, zmq_msg_t *frames, int n_frames)
+{
+    size_t hn = protobuf_c_message_get_packed_size(&h->base);
+    zmq_msg_t id, head;
+    bool ok = zmq_msg_init_size(&id, ident_n) == 0;
+    if (ok)
+        memcpy(zmq_msg_data(&id), ident, ident_n);
+    if (ok && zmq_msg_init_size(&head, hn) != 0) {
+        zmq_msg_close(&id);
+        ok = false;
+    }
+    if (ok) {
+        protobuf_c_message_pack(&h->base, zmq_msg_data(&head));
+        ok = zmq_msg_send(&id, w->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
+        if (!ok) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&head);
+        }
+    }
+    if (ok) {
+        ok = zmq_msg_send(&head, w->sock, (n_frames ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) >= 0;
+        if (!ok)
+            zmq_msg_close(&head);
+    }
+    int sent = 0;
+    for (; ok && sent < n_frames; sent++)
+        if (zmq_msg_send(&frames[sent], w->sock,
+                         (sent + 1 < n_frames ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+            ok = false;
+    for (int i = sent; i < n_frames; i++)
+        zmq_msg_close(&frames[i]);
+    return ok;
+}
+
+static void send_error(cluster_worker *w, const uint8_t *ident, size_t ident_n, uint64_t call,
+                       infd_status st, const char *message)
+{
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__RESULT;
+    h.call = call;
+    h.status = st == INFD_STATUS_OK ? INFD_STATUS_INTERNAL : st;
+    h.message = (char *)message;
+    send_parts(w, ident, ident_n, &h, NULL, 0);
+}
+
+/* The call's answer: its outputs' frames straight from the request. */
+static void send_result(cluster_worker *w, wcall *c)
+{
+    if (c->status != INFD_STATUS_OK) {
+        send_error(w, c->ident, c->ident_n, c->call, c->status, c->message);
+        return;
+    }
+    int n = infd_request_n_outputs(c->req);
+    if (n > INFD_MAX_MODEL_IO)
+        n = INFD_MAX_MODEL_IO;
+    Inference__ModelInferResponse resp = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    Inference__ModelInferResponse__InferOutputTensor ot[INFD_MAX_MODEL_IO];
+    Inference__ModelInferResponse__InferOutputTensor *pot[INFD_MAX_MODEL_IO];
+    int64_t dims[INFD_MAX_MODEL_IO][INFD_MAX_RANK];
+    zmq_msg_t frames[INFD_MAX_MODEL_IO];
+    char ver[24];
+    snprintf(ver, sizeof(ver), "%" PRId64, infd_model_version(c->model));
+    resp.model_name = (char *)infd_model_name(c->model);
+    resp.model_version = ver;
+    resp.id = c->id;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = NULL;
+        infd_tensor t;
+        if (infd_request_output(c->req, i, &name, &t) != INFD_STATUS_OK)
+            continue;
+        inference__model_infer_response__infer_output_tensor__init(&ot[k]);
+        ot[k].name = (char *)name;
+        ot[k].datatype = (char *)infd_dtype_name(t.dtype);
+        for (int d = 0; d < t.shape.rank; d++)
+            dims[k][d] = t.shape.dims[d];
+        ot[k].n_shape = (size_t)t.shape.rank;
+        ot[k].shape = dims[k];
+        pot[k] = &ot[k];
+        /* ZeroMQ holds the request's bytes until sent: one reference each. */
+        atomic_fetch_add(&c->refs, 1);
+        if (zmq_msg_init_data(&frames[k], t.nbytes ? t.data : (void *)"", t.nbytes, frame_free,
+                              c) != 0) {
+            atomic_fetch_sub(&c->refs, 1);
+            for (int j = 0; j < k; j++)
+                zmq_msg_close(&frames[j]);
+            send_error(w, c->ident, c->ident_n, c->call, INFD_STATUS_OUT_OF_MEMORY,
+                       "out of memory for the result's frames");
+            return;
+        }
+        k++;
+    }
+    resp.n_outputs = (size_t)k;
+    resp.outputs = pot;
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__RESULT;
+    h.call = c->call;
+    h.response = &resp;
+    if (!send_parts(w, c->ident, c->ident_n, &h, frames, k))
+        complain(w, "the router of call %" PRIu64 " is gone or full: its result is dropped",
+                 c->call);
+}
+
+/* infd_infer_async's callback, on a runtime thread: to the loop. */
+static void on_call_done(void *user, infd_request *req, infd_status status, const char *message)
+{
+    (void)req;
+    wcall *c = user;
+    cluster_worker *w = c->w;
+    c->status = status;
+    snprintf(c->message, sizeof(c->message), "%s", message ? message : "");
+    pthread_mutex_lock(&w->mu);
+    c->next = w->done;
+    w->done = c;
+    pthread_mutex_unlock(&w->mu);
+    event_active(w->wake, EV_READ, 0);
+}
+
+static void drain_done(cluster_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    wcall *list = w->done;
+    w->done = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (list) {
+        wcall *c = list;
+        list = c->next;
+        send_result(w, c);
+        call_release(c); /* the loop's reference */
+    }
+}
+
+/* Builds and submits the request of an INFER; an error is the router's
+ * RESULT. */
+static infd_status start_call(cluster_worker *w, wcall *c, const Inference__ModelInferRequest *r,
+                              uint64_t timeout_us, infd_error *err)
+{
+    snprintf(c->id, sizeof(c->id), "%s", r->id ? r->id : "");
+    int64_t version = -1;
+    if (r->model_version && *r->model_version) {
+        char *end;
+        version = strtoll(r->model_version, &end, 10);
+        if (*end || version < 1)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "model version '%.40s' is not a positive integer",
+                                  r->model_version);
+    }
+    infd_status st = infd_server_model_acquire(w->server, r->model_name, version, &c->model, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (r->n_inputs == 0 || (int)r->n_inputs != c->n_in - 1)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%zu inputs in the header, %d frames after it: one frame per "
+                              "input",
+                              r->n_inputs, c->n_in - 1);
+    if ((st = infd_request_create(c->model, &c->req, err)) != INFD_STATUS_OK)
+        return st;
+    infd_request_set_id(c->req, c->id);
+    if (timeout_us > 0)
+        infd_request_set_timeout_us(c->req, timeout_us);
+    int64_t v = 0;
+    bool bad = false;
+    if (grpc_param_int(r, "priority", &v, &bad) && !bad && v > 0 && v <= UINT32_MAX &&
+        (st = infd_request_set_priority(c->req, (uint32_t)v, err)) != INFD_STATUS_OK)
+        return st;
+    if ((st = grpc_set_sequence(r, c->req, err)) != INFD_STATUS_OK)
+        return st;
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];
+        infd_dtype dt = infd_dtype_from_name(t->datatype);
+        if (dt == INFD_DTYPE_INVALID)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input '%.127s': unknown datatype '%.32s'", t->name, t->datatype);
+        if (t->n_shape > INFD_MAX_RANK)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input '%.127s': rank %zu is above %d", t->name, t->n_shape,
+                                  INFD_MAX_RANK);
+        zmq_msg_t *f = &c->in[i + 1];
+        st = infd_request_add_input(c->req, t->name, dt, t->shape, (int)t->n_shape, zmq_msg_data(f),
+                                    zmq_msg_size(f), err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    for (size_t j = 0; j < r->n_outputs; j++) {
+        int64_t classes = 0;
+        if (!grpc_output_class_count(r->outputs[j], &classes))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "output '%.127s': parameter 'classification' must be an integer "
+                                  "from 1 to 1000000",
+                                  r->outputs[j]->name);
+        st = classes > 0 ? infd_request_add_output_classification(c->req, r->outputs[j]->name,
+                                                                  (int)classes, err)
+                         : infd_request_add_output(c->req, r->outputs[j]->name, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return infd_infer_async(c->req, on_call_done, c, err);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Routers and messages                                                      */
+/* ------------------------------------------------------------------------- */
+
+static wrouter *router_find(cluster_worker *w, const uint8_t *ident, size_t n, bool add)
+{
+    for (int i = 0; i < w->n_routers; i++)
+        if (w->routers[i].ident_n == n && memcmp(w->routers[i].ident, ident, n) == 0)
+            return &w->routers[i];
+    if (!add)
+        return NULL;
+    uint64_t now = infd_clock_ns();
+    int slot = -1;
+    if (w->n_routers < MAX_ROUTERS) {
+        slot = w->n_routers++;
+    } else { /* the longest silent one goes */
+        slot = 0;
+        for (int i = 1; i < w->n_routers; i++)
+            if (w->routers[i].last_heard_ns < w->routers[slot].last_heard_ns)
+                slot = i;
+    }
+    memcpy(w->routers[slot].ident, ident, n);
+    w->routers[slot].ident_n = n;
+    w->routers[slot].last_heard_ns = now;
+    return &w->routers[slot];
+}
+
+static void send_heartbeat(cluster_worker *w, const wrouter *r)
+{
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__HEARTBEAT;
+    h.seq = w->seq;
+    h.inflight = (uint32_t)atomic_load(&w->inflight);
+    h.capacity = (uint32_t)w->capacity;
+    h.worker_id = w->id;
+    send_parts(w, r->ident, r->ident_n, &h, NULL, 0);
+}
+
+/* One multipart message, its frames received into `parts` (frame 0 the
+ * router's identity). */
+static void on_message(cluster_worker *w, zmq_msg_t *parts, int n)
+{
+    const uint8_t *ident = zmq_msg_data(&parts[0]);
+    size_t ident_n = zmq_msg_size(&parts[0]);
+    if (n < 2 || ident_n == 0 || ident_n > ID_BYTES) {
+        complain(w, "a message of %d frames without a header: dropped", n);
+        return;
+    }
+    Infd__Cluster__LinkMessage *h =
+        infd__cluster__link_message__unpack(NULL, zmq_msg_size(&parts[1]), zmq_msg_data(&parts[1]));
+    if (!h) {
+        complain(w,
+                 "a header of %zu bytes that is not a LinkMessage: dropped (not an infd "
+                 "router?)",
+                 zmq_msg_size(&parts[1]));
+        return;
+    }
+    if (h->version != 1) {
+        complain(w, "a message of link version %u (this worker speaks 1): dropped", h->version);
+        infd__cluster__link_message__free_unpacked(h, NULL);
+        return;
+    }
+    wrouter *r = router_find(w, ident, ident_n, h->kind != INFD__CLUSTER__LINK_MESSAGE__KIND__BYE);
+    if (r)
+        r->last_heard_ns = infd_clock_ns();
+    switch (h->kind) {
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__HELLO:
+        send_heartbeat(w, r);
+        break;
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__BYE:
+        if (r) {
+            *r = w->routers[--w->n_routers];
+        }
+        break;
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__INFER: {
+        if (!h->request || n - 1 > MAX_FRAMES) {
+            send_error(w, ident, ident_n, h->call, INFD_STATUS_INVALID_ARGUMENT,
+                       h->request ? "more tensor frames than a model has inputs"
+                                  : "an INFER without a request");
+            break;
+        }
+        if (w->stopping || atomic_load(&w->inflight) >= w->capacity) {
+            send_error(w, ident, ident_n, h->call,
+                       w->stopping ? INFD_STATUS_UNAVAILABLE : INFD_STATUS_RESOURCE_EXHAUSTED,
+                       w->stopping ? "the worker is stopping" : "the worker is at capacity");
+            break;
+        }
+        wcall *c = infd_calloc(1, sizeof(*c));
+        if (!c) {
+            send_error(w, ident, ident_n, h->call, INFD_STATUS_OUT_OF_MEMORY,
+                       "the worker is out of memory");
+            break;
+        }
+        atomic_fetch_add(&w->inflight, 1);
+        atomic_init(&c->refs, 1);
+        c->w = w;
+        memcpy(c->ident, ident, ident_n);
+        c->ident_n = ident_n;
+        c->call = h->call;
+        /* The header and the tensors' frames move into the call. */
+        for (int i = 1; i < n; i++) {
+            zmq_msg_init(&c->in[i - 1]);
+            zmq_msg_move(&c->in[i - 1], &parts[i]);
+        }
+        c->n_in = n - 1;
+        infd_error err;
+        infd_error_clear(&err);
+        if (start_call(w, c, h->request, h->timeout_us, &err) != INFD_STATUS_OK) {
+            send_error(w, ident, ident_n, h->call, err.code, err.msg);
+            call_release(c);
+        }
+        break;
+    }
+    default:
+        complain(w, "a message of kind %d from a router: dropped", (int)h->kind);
+        break;
+    }
+    infd__cluster__link_message__free_unpacked(h, NULL);
+}
+
+/* Receives every whole message waiting (the socket's fd is edge-triggered:
+ * stop only when ZMQ_EVENTS says nothing is left). */
+static void drain_socket(cluster_worker *w)
+{
+    for (;;) {
+        int events = 0;
+        size_t len = sizeof(events);
+        if (zmq_getsockopt(w->sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))
+            return;
+        zmq_msg_t parts[MAX_FRAMES + 2];
+        int n = 0, more = 1;
+        bool over = false;
+        while (more) {
+            zmq_msg_t extra;
+            zmq_msg_t *part = n < MAX_FRAMES + 2 ? &parts[n] : &extra;
+            zmq_msg_init(part);
+            if (zmq_msg_recv(part, w->sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(part);
+                break;
+            }
+            more = zmq_msg_more(part);
+            if (part == &extra) {
+                zmq_msg_close(part);
+                over = true;
+            } else {
+                n++;
+            }
+        }
+        if (over)
+            complain(w, "a message of more than %d frames: dropped", MAX_FRAMES + 2);
+        else if (n > 0)
+            on_message(w, parts, n);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&parts[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The loop                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    drain_socket(arg);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_worker *w = arg;
+    drain_done(w);
+    drain_socket(w); /* sending may have taken the fd's edge */
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_worker *w = arg;
+    uint64_t now = infd_clock_ns();
+    drain_done(w);
+    w->seq++;
+    for (int i = 0; i < w->n_routers;) {
+        if (now - w->routers[i].last_heard_ns > ROUTER_LOST_MS * 1000000ull) {
+            w->routers[i] = w->routers[--w->n_routers];
+            continue;
+        }
+        send_heartbeat(w, &w->routers[i]);
+        i++;
+    }
+    drain_socket(w);
+    if (w->stopping && (atomic_load(&w->inflight) == 0 || now >= w->stop_deadline_ns))
+        event_base_loopbreak(w->base);
+}
+
+static void *loop_main(void *arg)
+{
+    cluster_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_worker *w = arg;
+    w->stopping = true;
+    w->stop_deadline_ns = infd_clock_ns() + STOP_WAIT_MS * 1000000ull;
+}
+
+static void worker_free(cluster_worker *w)
+{
+    if (w->readable)
+        event_free(w->readable);
+    if (w->tick)
+        event_free(w->tick);
+    if (w->wake)
+        event_free(w->wake);
+    if (w->base)
+        event_base_free(w->base);
+    if (w->sock)
+        zmq_close(w->sock);
+    if (w->zctx)
+        zmq_ctx_term(w->zctx);
+    pthread_mutex_destroy(&w->mu);
+    infd_free(w);
+}
+
+void cluster_worker_stop(cluster_worker *w)
+{
+    if (!w)
+        return;
+    if (w->thread_started) {
+        event_base_once(w->base, -1, EV_TIMEOUT, on_stop, w, NULL);
+        pthread_join(w->thread, NULL);
+        drain_done(w);
+        Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+        h.version = 1;
+        h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__BYE;
+        h.worker_id = w->id;
+        for (int i = 0; i < w->n_routers; i++)
+            send_parts(w, w->routers[i].ident, w->routers[i].ident_n, &h, NULL, 0);
+        if (atomic_load(&w->inflight) > 0)
+            infd_log(INFD_LOG_LEVEL_WARN,
+                     "cluster link: %d call(s) not answered at stop (their routers retry them)",
+                     atomic_load(&w->inflight));
+    }
+    /* Linger 0: nothing queued holds the context's termination up. */
+    worker_free(w);
+}
+
+infd_status cluster_worker_start(infd_server *server, const cluster_worker_options *o,
+                                 cluster_worker **out, infd_error *err)
+{
+    *out = NULL;
+    if (!o->bind || strncmp(o->bind, "tcp://", 6) != 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "cluster link: '%.200s': expected tcp://HOST:PORT",
+                              o->bind ? o->bind : "");
+    if (o->capacity < 1 || o->max_message_bytes < 4096)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "cluster link: capacity >= 1 and max message >= 4096 bytes");
+    cluster_worker *w = infd_calloc(1, sizeof(*w));
+    if (!w)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "cluster link: out of memory");
+    pthread_mutex_init(&w->mu, NULL);
+    w->server = server;
+    w->capacity = o->capacity;
+    snprintf(w->bind, sizeof(w->bind), "%s", o->bind);
+    if (o->id && *o->id) {
+        snprintf(w->id, sizeof(w->id), "%s", o->id);
+    } else { /* member.c's default */
+        char host[100];
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "host");
+        host[sizeof(host) - 1] = '\0';
+        snprintf(w->id, sizeof(w->id), "%s-%d", host, (int)getpid());
+    }
+    infd_status st = INFD_STATUS_OK;
+    int zero = 0, one = 1;
+    int64_t max = (int64_t)o->max_message_bytes;
+    if (!(w->zctx = zmq_ctx_new()) || !(w->sock = zmq_socket(w->zctx, ZMQ_ROUTER)) ||
+        zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+        zmq_setsockopt(w->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one)) != 0 ||
+        zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &max, sizeof(max)) != 0) {
+        st = infd_error_set(err, zmq_status(zmq_errno()), "cluster link: %s",
+                            zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (zmq_bind(w->sock, o->bind) != 0) {
+        st = infd_error_set(err, zmq_status(zmq_errno()), "cluster link: cannot bind %s: %s",
+                            o->bind, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    int fd = -1;
+    size_t fd_len = sizeof(fd);
+    if (zmq_getsockopt(w->sock, ZMQ_FD, &fd, &fd_len) != 0 || evthread_use_pthreads() != 0 ||
+        !(w->base = event_base_new()) ||
+        !(w->readable = event_new(w->base, fd, EV_READ | EV_PERSIST, on_readable, w)) ||
+        !(w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w)) ||
+        !(w->wake = event_new(w->base, -1, 0, on_wake, w))) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot make the event loop");
+        goto fail;
+    }
+    struct timeval tv = { 0, HEARTBEAT_MS * 1000 };
+    event_add(w->readable, NULL);
+    event_add(w->tick, &tv);
+    if (pthread_create(&w->thread, NULL, loop_main, w) != 0) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot start its thread");
+        goto fail;
+    }
+    w->thread_started = true;
+    infd_log(INFD_LOG_LEVEL_INFO, "cluster link: routers reach worker %s at %s", w->id, w->bind);
+    *out = w;
+    return INFD_STATUS_OK;
+fail:
+    worker_free(w);
+    return st;
+}
