@@ -147,11 +147,20 @@ static const char *jstr(yajl_val v, const char *key)
 }
 
 /* proto3 JSON: int64 fields are strings (numbers accepted too); absent: 0. */
+/* Revisions, ids and TTLs are far below this; a reply claiming more is
+ * held to it, so revision + 1 never overflows. */
+#define INT_LIMIT (INT64_MAX / 2)
+
+static int64_t clamp(long long v)
+{
+    return v > INT_LIMIT ? INT_LIMIT : v < -INT_LIMIT ? -INT_LIMIT : v;
+}
+
 /* An int64 in a proto3 JSON string; 0 when it is not one. */
 static int64_t sint(yajl_val x)
 {
     const char *s = x && YAJL_IS_STRING(x) ? YAJL_GET_STRING(x) : NULL;
-    return s ? strtoll(s, NULL, 10) : 0;
+    return s ? clamp(strtoll(s, NULL, 10)) : 0;
 }
 
 static int64_t jint(yajl_val v, const char *key)
@@ -163,7 +172,7 @@ static int64_t jint(yajl_val v, const char *key)
     if (YAJL_IS_STRING(x))
         return sint(x);
     if (YAJL_IS_INTEGER(x))
-        return YAJL_GET_INTEGER(x);
+        return clamp(YAJL_GET_INTEGER(x));
     return 0;
 }
 
@@ -738,13 +747,11 @@ static bool watch_message(etcd_watch *w, const char *text, bool *resync, char *w
     return ok;
 }
 
-/* Whole JSON messages out of the stream's bytes, by brace depth (strings
- * and escapes skipped); the rest waits for the next chunk. */
-static void on_watch_chunk(struct evhttp_request *req, void *arg)
+/* Whole JSON messages out of the stream's bytes in w->acc, by brace depth
+ * (strings and escapes skipped); the rest waits for the next chunk. */
+static void watch_feed(etcd_watch *w)
 {
-    etcd_watch *w = arg;
-    evbuffer_add_buffer(w->acc, evhttp_request_get_input_buffer(req));
-    for (;;) {
+    while (w->state == W_STREAMING) {
         size_t n = evbuffer_get_length(w->acc);
         if (n > MAX_REPLY_BYTES) {
             watch_schedule(w, 0, true, "etcd watch: a message over 64 MiB");
@@ -797,11 +804,22 @@ static void on_watch_chunk(struct evhttp_request *req, void *arg)
     }
 }
 
+static void on_watch_chunk(struct evhttp_request *req, void *arg)
+{
+    etcd_watch *w = arg;
+    if (w->state != W_STREAMING)
+        return; /* a restart is scheduled: the rest of this stream is moot */
+    evbuffer_add_buffer(w->acc, evhttp_request_get_input_buffer(req));
+    watch_feed(w);
+}
+
 static void on_watch_done(struct evhttp_request *req, void *arg)
 {
     etcd_watch *w = arg;
     int code = req ? evhttp_request_get_response_code(req) : 0;
     w->req = NULL; /* libevent frees it after this callback */
+    if (w->state != W_STREAMING)
+        return; /* a restart is scheduled already */
     char why[384];
     if (code == 0)
         snprintf(why, sizeof(why), "etcd %s: watch stream ended (connection lost or idle)",
