@@ -147,20 +147,17 @@ static const char *jstr(yajl_val v, const char *key)
 }
 
 /* proto3 JSON: int64 fields are strings (numbers accepted too); absent: 0. */
-/* Revisions, ids and TTLs are far below this; a reply claiming more is
- * held to it, so revision + 1 never overflows. */
-#define INT_LIMIT (INT64_MAX / 2)
-
-static int64_t clamp(long long v)
+/* The revision after r (a reply may claim INT64_MAX: no overflow). */
+static int64_t rev_after(int64_t r)
 {
-    return v > INT_LIMIT ? INT_LIMIT : v < -INT_LIMIT ? -INT_LIMIT : v;
+    return r < INT64_MAX ? r + 1 : r;
 }
 
 /* An int64 in a proto3 JSON string; 0 when it is not one. */
 static int64_t sint(yajl_val x)
 {
     const char *s = x && YAJL_IS_STRING(x) ? YAJL_GET_STRING(x) : NULL;
-    return s ? clamp(strtoll(s, NULL, 10)) : 0;
+    return s ? strtoll(s, NULL, 10) : 0;
 }
 
 static int64_t jint(yajl_val v, const char *key)
@@ -172,7 +169,7 @@ static int64_t jint(yajl_val v, const char *key)
     if (YAJL_IS_STRING(x))
         return sint(x);
     if (YAJL_IS_INTEGER(x))
-        return clamp(YAJL_GET_INTEGER(x));
+        return YAJL_GET_INTEGER(x);
     return 0;
 }
 
@@ -710,8 +707,8 @@ static bool watch_message(etcd_watch *w, const char *text, bool *resync, char *w
     size_t n = evs ? YAJL_GET_ARRAY(evs)->len : 0;
     if (n == 0) {
         /* Created, or a progress notification: nothing before rev is pending. */
-        if (!jget(res, "created", yajl_t_true) && rev + 1 > w->next_rev)
-            w->next_rev = rev + 1;
+        if (!jget(res, "created", yajl_t_true) && rev_after(rev) > w->next_rev)
+            w->next_rev = rev_after(rev);
         yajl_tree_free(root);
         return true;
     }
@@ -730,7 +727,7 @@ static bool watch_message(etcd_watch *w, const char *text, bool *resync, char *w
     }
     if (ok && ev) {
         int64_t last = ev[got - 1].kv.mod_revision;
-        w->next_rev = (last > rev ? last : rev) + 1;
+        w->next_rev = rev_after(last > rev ? last : rev);
         w->cbs.on_events(w->cbs.user, ev, (int)got, last > rev ? last : rev);
     } else {
         snprintf(why, why_n, "etcd %s: watch: %s", w->c->name[w->ep],
@@ -883,7 +880,7 @@ static void on_watch_list(void *user, infd_status st, const char *message, const
     }
     watch_found(w);
     w->ep = w->c->cur;
-    w->next_rev = r->revision + 1;
+    w->next_rev = rev_after(r->revision);
     w->cbs.on_sync(w->cbs.user, r->kvs, r->n_kvs, r->revision);
     watch_stream(w);
 }
