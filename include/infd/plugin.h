@@ -169,6 +169,19 @@ INFD_API infd_status infd_request_output_set(infd_request *req, int j, const inf
  * skip computing the others (infd_request_output_set ignores them). */
 INFD_API bool infd_request_output_wanted(const infd_request *req, int j);
 
+/*
+ * Finishing later: run_batch may defer request `req` (infd_request_defer,
+ * during run_batch) and return; the instance takes its next batch, and the
+ * request completes when infd_request_done is called for it, exactly once,
+ * from any thread, after its outputs are set (infd_request_output_set) or
+ * it failed (infd_request_fail). A server drain waits for it. For kinds
+ * whose requests wait on something else than the instance (the cluster
+ * router's, whose requests wait on the network). INVALID_ARGUMENT for a
+ * model with sequence batching, whose slots follow the batch.
+ */
+INFD_API infd_status infd_request_defer(infd_request *req, infd_error *err);
+INFD_API void infd_request_done(infd_request *req);
+
 /* Fails one request of the batch with `status` and `message`. */
 INFD_API void infd_request_fail(infd_request *req, infd_status status, const char *message);
 

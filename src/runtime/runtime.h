@@ -118,6 +118,7 @@ struct infd_request {
     uint64_t kind_set;
     infd_status kind_status;
     char kind_msg[256];
+    bool deferred; /* infd_request_defer: run_batch left it for infd_request_done */
     /* Requested outputs (model output indices); n_req 0: all. */
     int n_req;
     int req[INFD_MAX_MODEL_IO];

@@ -834,6 +834,8 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         infd_request *r = inst->batch[k];
         inst->batch[k] = NULL;
         r->compute_ns = t3 - t0;
+        if (r->deferred)
+            continue; /* infd_request_done completes it */
         infd_status rs = st;
         const char *msg = err.msg;
         if (st == INFD_STATUS_OK && r->kind_status != INFD_STATUS_OK) {
@@ -851,6 +853,36 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         }
         complete(m, r, rs, msg);
     }
+}
+
+infd_status infd_request_defer(infd_request *req, infd_error *err)
+{
+    if (req->model->seq)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "model '%s': a request of a sequence-batched model cannot be "
+                              "deferred",
+                              req->model->name);
+    req->deferred = true;
+    return INFD_STATUS_OK;
+}
+
+void infd_request_done(infd_request *r)
+{
+    infd_model *m = r->model;
+    r->deferred = false;
+    r->compute_ns = infd_clock_ns() - r->t_submit_ns - r->queue_ns;
+    infd_status rs = r->kind_status;
+    const char *msg = r->kind_msg;
+    if (rs == INFD_STATUS_OK) {
+        int j = rt_plugin_missing_output(r);
+        if (j >= 0) {
+            snprintf(r->kind_msg, sizeof(r->kind_msg),
+                     "model '%s' (backend %s) produced no output '%s'", m->name, m->config->backend,
+                     m->out[j].name);
+            rs = INFD_STATUS_INTERNAL;
+        }
+    }
+    complete(m, r, rs, msg);
 }
 
 static void *worker_main(void *arg)

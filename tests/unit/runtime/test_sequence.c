@@ -495,6 +495,138 @@ static void test_onnx_model_with_sequences(void)
     infd_server_destroy(s);
 }
 
+/* ----- deferred completion (infd_request_defer / infd_request_done) ----- */
+
+/* "later" holds every request it gets, unfinished, for the test to finish. */
+static infd_request *held[16];
+static atomic_int n_held;
+
+static infd_status later_load(void *user, infd_kind_model *km, void **state, infd_error *err)
+{
+    (void)user;
+    int64_t one = 1;
+    *state = NULL;
+    infd_status st = infd_kind_model_add_input(km, "IN", INFD_DTYPE_INT64, 1, &one, err);
+    if (st == INFD_STATUS_OK)
+        st = infd_kind_model_add_output(km, "OUT", INFD_DTYPE_INT64, 1, &one, err);
+    return st;
+}
+
+static void later_unload(void *state)
+{
+    (void)state;
+}
+
+static infd_status later_run(void *state, int instance, infd_batch *b, infd_error *err)
+{
+    (void)state;
+    (void)instance;
+    for (int k = 0; k < infd_batch_size(b); k++) {
+        infd_request *req = infd_batch_request(b, k);
+        if (infd_request_defer(req, err) != INFD_STATUS_OK)
+            return err->code;
+        held[atomic_fetch_add(&n_held, 1)] = req;
+    }
+    return INFD_STATUS_OK;
+}
+
+static const infd_model_kind later_kind = {
+    .name = "later",
+    .platform = "test_later",
+    .load = later_load,
+    .unload = later_unload,
+    .run_batch = later_run,
+};
+
+typedef struct later_call {
+    infd_request *req;
+    int64_t in, out;
+    infd_status status;
+    char message[128];
+    atomic_int done;
+} later_call;
+
+static void later_done(void *user, infd_request *req, infd_status status, const char *message)
+{
+    later_call *c = user;
+    c->status = status;
+    snprintf(c->message, sizeof(c->message), "%s", message ? message : "");
+    infd_tensor t;
+    if (status == INFD_STATUS_OK && infd_request_output(req, 0, NULL, &t) == INFD_STATUS_OK)
+        c->out = *(int64_t *)t.data;
+    atomic_store(&c->done, 1);
+}
+
+/* One instance runs three requests' batches one after another without
+ * finishing any; they finish later, out of order, one of them failed. */
+static void test_deferred_requests_finish_later(void)
+{
+    register_once();
+    infd_error err = { 0 };
+    ASSERT_STATUS(infd_model_kind_register(&later_kind, &err), INFD_STATUS_OK);
+    const char *repo = test_repo_new("sequence", "later");
+    write_config(repo, "later",
+                 "backend: \"later\"\nmax_batch_size: 0\n"
+                 "instance_group [ { count: 1 kind: KIND_CPU } ]\n");
+    write_config(repo, "acc",
+                 "backend: \"acc\"\nmax_batch_size: 4\n"
+                 "sequence_batching { direct { } }\n");
+    infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    infd_model *m = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "later", -1, &m, &err), INFD_STATUS_OK);
+    static later_call c[3];
+    int64_t one = 1;
+    for (int k = 0; k < 3; k++) {
+        c[k].in = 10 + k;
+        ASSERT_STATUS(infd_request_create(m, &c[k].req, &err), INFD_STATUS_OK);
+        ASSERT_STATUS(
+            infd_request_add_input(c[k].req, "IN", INFD_DTYPE_INT64, &one, 1, &c[k].in, 8, &err),
+            INFD_STATUS_OK);
+        ASSERT_STATUS(infd_infer_async(c[k].req, later_done, &c[k], &err), INFD_STATUS_OK);
+    }
+    for (int i = 0; i < 5000 && atomic_load(&n_held) < 3; i++)
+        infd_clock_sleep_us(1000);
+    ASSERT_EQ_INT(atomic_load(&n_held), 3); /* the instance went on to the next */
+    infd_clock_sleep_us(20000);
+    for (int k = 0; k < 3; k++)
+        ASSERT_EQ_INT(atomic_load(&c[k].done), 0); /* none finished by itself */
+    /* Finished in reverse order; the middle one fails. */
+    for (int k = 2; k >= 0; k--) {
+        infd_request *req = held[k];
+        infd_tensor in;
+        ASSERT_STATUS(infd_request_input(req, 0, &in, &err), INFD_STATUS_OK);
+        int64_t v = *(const int64_t *)in.data * 2;
+        infd_tensor out = { .dtype = INFD_DTYPE_INT64, .data = &v, .nbytes = 8 };
+        out.shape.rank = 1;
+        out.shape.dims[0] = 1;
+        if (k == 1)
+            infd_request_fail(req, INFD_STATUS_UNAVAILABLE, "the worker went away");
+        else
+            ASSERT_STATUS(infd_request_output_set(req, 0, &out, &err), INFD_STATUS_OK);
+        infd_request_done(req);
+    }
+    for (int k = 0; k < 3; k++) {
+        ASSERT_EQ_INT(atomic_load(&c[k].done), 1);
+        int64_t want = k == 1 ? 0 : c[k].in * 2;
+        ASSERT_EQ_I64(c[k].out, want);
+        infd_request_destroy(c[k].req);
+    }
+    ASSERT_STATUS(c[0].status, INFD_STATUS_OK);
+    ASSERT_STATUS(c[1].status, INFD_STATUS_UNAVAILABLE);
+    ASSERT_STR_EQ(c[1].message, "the worker went away");
+    /* A sequence-batched model's requests cannot be deferred. */
+    infd_model *seq = NULL;
+    infd_request *r = NULL;
+    ASSERT_STATUS(infd_server_model_acquire(s, "acc", -1, &seq, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_create(seq, &r, &err), INFD_STATUS_OK);
+    ASSERT_STATUS(infd_request_defer(r, &err), INFD_STATUS_INVALID_ARGUMENT);
+    infd_request_destroy(r);
+    infd_model_release(seq);
+    infd_model_release(m);
+    infd_server_destroy(s);
+}
+
 static void test_cleanup(void)
 {
     test_rm_rf(test_repo_root);
@@ -502,4 +634,4 @@ static void test_cleanup(void)
 
 TEST_MAIN(test_direct_batches_sequences_in_order, test_oldest_backlog_and_string_ids,
           test_sequence_errors, test_idle_sequence_is_released, test_kind_registration_and_config,
-          test_onnx_model_with_sequences, test_cleanup)
+          test_onnx_model_with_sequences, test_deferred_requests_finish_later, test_cleanup)
