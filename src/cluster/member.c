@@ -127,6 +127,20 @@ static char *build_value(cluster_member *m)
         yajl_gen_integer(g, rows[i].version);
         gen_str(g, "state");
         gen_str(g, infd_model_state_name(rows[i].state));
+        /* A READY version's config, so a router serves its metadata
+         * without asking (JSON in a string: read it with a second parse). */
+        infd_model *model = NULL;
+        char *cfg = NULL;
+        size_t cfg_n = 0;
+        if (rows[i].state == INFD_MODEL_STATE_READY &&
+            infd_server_model_acquire(m->server, rows[i].name, rows[i].version, &model, &err) ==
+                INFD_STATUS_OK &&
+            infd_model_config_json(model, &cfg, &cfg_n, &err) == INFD_STATUS_OK) {
+            gen_str(g, "config");
+            yajl_gen_string(g, (const unsigned char *)cfg, cfg_n);
+        }
+        infd_free(cfg);
+        infd_model_release(model);
         yajl_gen_map_close(g);
     }
     yajl_gen_array_close(g);

@@ -5,7 +5,8 @@
  * The worker holds one etcd lease (TTL 5 s by default, kept alive every
  * TTL/3) and, under it, the key <prefix>/workers/<id> whose value is a JSON
  * document: its id, the advertised address, its HTTP and gRPC ports, infd's
- * version, the models with their versions and states, and when it started.
+ * version, the models with their versions, states and (READY ones) configs
+ * as JSON text, and when it started.
  * The value is written again when the models change (the index is looked at
  * once a second, so a worker writes to etcd at most once a second). A lease
  * that etcd lost (expired while etcd was unreachable, or a new cluster) is

@@ -61,7 +61,11 @@ def test_worker_registers_and_follows_its_models(serve, add_sub_repo, etcd_clust
     v = wait_for("the key", lambda: etcd_cluster.get(key))
     assert v["id"] == "w1" and v["address"].startswith("tcp://127.0.0.1:")
     assert v["http_port"] == srv.http_port and v["grpc_port"] == srv.grpc_port
-    assert {"name": "add_sub", "version": 1, "state": "READY"} in v["models"]
+    models = {(x["name"], x["version"], x["state"]): x for x in v["models"]}
+    assert ("add_sub", 1, "READY") in models
+    config = json.loads(models[("add_sub", 1, "READY")]["config"])  # what a router serves
+    assert config["name"] == "add_sub" and [i["name"] for i in config["input"]] == [
+        "INPUT0", "INPUT1"]
     assert etcd_cluster.lease_of(key) > 0
     assert "cluster: registered as /infd/workers/w1" in srv.log()
     # Unloading shows in the value within about a second.
@@ -71,8 +75,8 @@ def test_worker_registers_and_follows_its_models(serve, add_sub_repo, etcd_clust
         m["state"] == "READY" for m in etcd_cluster.get(key)["models"]))
     r = requests.post(f"{srv.url}/v2/repository/models/add_sub/load", json={}, timeout=30)
     assert r.status_code == 200, r.text
-    wait_for("the load in etcd", lambda: {"name": "add_sub", "version": 1, "state": "READY"}
-             in etcd_cluster.get(key)["models"])
+    wait_for("the load in etcd", lambda: any(
+        (x["name"], x["state"]) == ("add_sub", "READY") for x in etcd_cluster.get(key)["models"]))
     # SIGTERM: the lease is revoked before the server drains; the key is gone
     # as soon as the process has exited.
     assert srv.stop() == 0
