@@ -343,19 +343,8 @@ static infd_status start_call(cluster_worker *w, wcall *c, const Inference__Mode
         if (st != INFD_STATUS_OK)
             return st;
     }
-    for (size_t j = 0; j < r->n_outputs; j++) {
-        int64_t classes = 0;
-        if (!grpc_output_class_count(r->outputs[j], &classes))
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "output '%.127s': parameter 'classification' must be an integer "
-                                  "from 1 to 1000000",
-                                  r->outputs[j]->name);
-        st = classes > 0 ? infd_request_add_output_classification(c->req, r->outputs[j]->name,
-                                                                  (int)classes, err)
-                         : infd_request_add_output(c->req, r->outputs[j]->name, err);
-        if (st != INFD_STATUS_OK)
-            return st;
-    }
+    if ((st = grpc_add_outputs(r, c->req, err)) != INFD_STATUS_OK)
+        return st;
     return infd_infer_async(c->req, on_call_done, c, err);
 }
 

@@ -1569,19 +1569,8 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
                                          nbytes, err)) != INFD_STATUS_OK)
             return client_error(err);
     }
-    for (size_t j = 0; j < r->n_outputs; j++) {
-        int64_t classes = 0;
-        if (!grpc_output_class_count(r->outputs[j], &classes))
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "output '%.127s': parameter 'classification' must be an integer "
-                                  "from 1 to 1000000",
-                                  r->outputs[j]->name);
-        st = classes > 0 ? infd_request_add_output_classification(gi->req, r->outputs[j]->name,
-                                                                  (int)classes, err)
-                         : infd_request_add_output(gi->req, r->outputs[j]->name, err);
-        if (st != INFD_STATUS_OK)
-            return client_error(err);
-    }
+    if (grpc_add_outputs(r, gi->req, err) != INFD_STATUS_OK)
+        return client_error(err);
     int64_t batch = 0;
     if (infd_model_max_batch_size(gi->model) > 0 && r->inputs[0]->n_shape > 0)
         batch = r->inputs[0]->shape[0];

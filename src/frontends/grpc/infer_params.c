@@ -32,8 +32,9 @@ bool grpc_param_int(const Inference__ModelInferRequest *r, const char *key, int6
 
 /* An output's "classification" parameter (Triton's extension; tritonclient
  * sends int64): *out 0 when absent; false when it is not 1..1000000. */
-bool grpc_output_class_count(const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
-                             int64_t *out)
+static bool
+grpc_output_class_count(const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
+                        int64_t *out)
 {
     *out = 0;
     for (size_t i = 0; i < o->n_parameters; i++) {
@@ -94,4 +95,23 @@ infd_status grpc_set_sequence(const Inference__ModelInferRequest *r, infd_reques
     if (!has)
         return INFD_STATUS_OK;
     return infd_request_set_sequence(req, id, sid, flags, err);
+}
+
+infd_status grpc_add_outputs(const Inference__ModelInferRequest *r, infd_request *req,
+                             infd_error *err)
+{
+    for (size_t j = 0; j < r->n_outputs; j++) {
+        int64_t classes = 0;
+        if (!grpc_output_class_count(r->outputs[j], &classes))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "output '%.127s': parameter 'classification' must be an integer "
+                                  "from 1 to 1000000",
+                                  r->outputs[j]->name);
+        infd_status st = classes > 0 ? infd_request_add_output_classification(
+                                           req, r->outputs[j]->name, (int)classes, err)
+                                     : infd_request_add_output(req, r->outputs[j]->name, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return INFD_STATUS_OK;
 }

@@ -1,8 +1,8 @@
 /*
  * infer_params.h - Triton's ModelInferRequest parameters (priority,
- * timeout, sequence_id / sequence_start / sequence_end, and an output's
- * classification), shared by the gRPC frontend and the cluster's worker
- * link.
+ * timeout, sequence_id / sequence_start / sequence_end) and requested
+ * outputs (with their classification), shared by the gRPC frontend and the
+ * cluster's worker link.
  */
 #ifndef INFD_FRONTENDS_GRPC_INFER_PARAMS_H
 #define INFD_FRONTENDS_GRPC_INFER_PARAMS_H
@@ -18,10 +18,10 @@
 bool grpc_param_int(const Inference__ModelInferRequest *r, const char *key, int64_t *out,
                     bool *bad);
 
-/* An output's "classification" parameter (tritonclient sends int64): *out
- * 0 when absent; false when it is not 1..1000000. */
-bool grpc_output_class_count(const Inference__ModelInferRequest__InferRequestedOutputTensor *o,
-                             int64_t *out);
+/* Asks `req` for the outputs `r` names (none: all), with the
+ * classification extension where an output's parameters ask for it. */
+infd_status grpc_add_outputs(const Inference__ModelInferRequest *r, infd_request *req,
+                             infd_error *err);
 
 /* Sets the request's sequence from sequence_id (int64, uint64 or string),
  * sequence_start and sequence_end (bool). OK when there are none. */
