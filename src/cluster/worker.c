@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "frontends/common/mailbox.h"
 #include "frontends/grpc/infer_params.h"
 
 #define HEARTBEAT_MS   250
@@ -69,7 +71,7 @@ struct cluster_worker {
     int capacity;
     void *zctx, *sock;
     struct event_base *base;
-    struct event *readable, *tick, *wake;
+    struct event *readable, *tick;
     pthread_t thread;
     bool thread_started;
 
@@ -82,8 +84,7 @@ struct cluster_worker {
     uint64_t stop_deadline_ns;
 
     atomic_int inflight;
-    pthread_mutex_t mu;
-    wcall *done; /* completed, for the loop */
+    infd_mailbox done; /* completed, for the loop */
 };
 
 void cluster_worker_options_init(cluster_worker_options *o)
@@ -271,19 +272,12 @@ static void on_call_done(void *user, infd_request *req, infd_status status, cons
     cluster_worker *w = c->w;
     c->status = status;
     snprintf(c->message, sizeof(c->message), "%s", message ? message : "");
-    pthread_mutex_lock(&w->mu);
-    c->next = w->done;
-    w->done = c;
-    pthread_mutex_unlock(&w->mu);
-    event_active(w->wake, EV_READ, 0);
+    infd_mailbox_post(&w->done, c);
 }
 
 static void drain_done(cluster_worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    wcall *list = w->done;
-    w->done = NULL;
-    pthread_mutex_unlock(&w->mu);
+    wcall *list = infd_mailbox_take(&w->done);
     while (list) {
         wcall *c = list;
         list = c->next;
@@ -569,15 +563,13 @@ static void worker_free(cluster_worker *w)
         event_free(w->readable);
     if (w->tick)
         event_free(w->tick);
-    if (w->wake)
-        event_free(w->wake);
+    infd_mailbox_fini(&w->done);
     if (w->base)
         event_base_free(w->base);
     if (w->sock)
         zmq_close(w->sock);
     if (w->zctx)
         zmq_ctx_term(w->zctx);
-    pthread_mutex_destroy(&w->mu);
     infd_free(w);
 }
 
@@ -618,7 +610,6 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
     cluster_worker *w = infd_calloc(1, sizeof(*w));
     if (!w)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "cluster link: out of memory");
-    pthread_mutex_init(&w->mu, NULL);
     w->server = server;
     w->capacity = o->capacity;
     snprintf(w->bind, sizeof(w->bind), "%s", o->bind);
@@ -653,7 +644,7 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
         !(w->base = event_base_new()) ||
         !(w->readable = event_new(w->base, fd, EV_READ | EV_PERSIST, on_readable, w)) ||
         !(w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w)) ||
-        !(w->wake = event_new(w->base, -1, 0, on_wake, w))) {
+        !infd_mailbox_init(&w->done, w->base, offsetof(wcall, next), on_wake, w)) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot make the event loop");
         goto fail;
     }

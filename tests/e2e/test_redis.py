@@ -364,11 +364,15 @@ class Producer(threading.Thread):
                 job_id = f"{self.prefix}{k}"
                 a = rng.integers(-50, 50, 16).astype(np.float32)
                 b = rng.integers(-50, 50, 16).astype(np.float32)
-                try:
-                    c.xadd("infd:jobs:add_sub", {"id": job_id, "request": add_sub_request(a, b)})
-                except redis.exceptions.ConnectionError:
-                    time.sleep(0.05)  # Redis restarting: submit it again
-                    continue
+                while True:
+                    try:
+                        c.xadd("infd:jobs:add_sub",
+                               {"id": job_id, "request": add_sub_request(a, b)})
+                        break
+                    except redis.exceptions.ConnectionError:
+                        # Redis restarting: the same job again (the lost reply's
+                        # XADD may have landed too: a duplicate of the same data).
+                        time.sleep(0.05)
                 self.ids.append(job_id)
                 self.inputs[job_id] = (a, b)
                 k += 1

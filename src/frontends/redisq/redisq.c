@@ -43,6 +43,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "frontends/common/mailbox.h"
 #include "frontends/http/kserve_json.h"
 #include "frontends/redisq/job.h"
 
@@ -137,7 +138,7 @@ struct infd_redisq {
     bool publish;
 
     struct event_base *base;
-    struct event *tick, *wake;
+    struct event *tick;
     pthread_t thread;
     bool thread_started;
     rq_conn cmd;
@@ -152,10 +153,10 @@ struct infd_redisq {
     bool stopping;
     uint64_t stop_deadline_ns;
 
-    pthread_mutex_t done_mu;
-    pthread_cond_t quiet_cv; /* with done_mu: quiet set */
+    infd_mailbox done; /* completed by workers, for the loop */
+    pthread_mutex_t quiet_mu;
+    pthread_cond_t quiet_cv; /* with quiet_mu: quiet set */
     bool quiet;              /* no read in flight after quiesce */
-    rq_job *done;            /* completed by workers, for the loop */
     _Atomic bool quiesce;
     _Atomic uint64_t n_reconnects;
     _Atomic bool connected;
@@ -438,13 +439,7 @@ static void on_infer_done(void *user, infd_request *req, infd_status status, con
     j->status = status;
     snprintf(j->message, sizeof(j->message), "%s", message ? message : "");
     j->finished_ms = now_ms();
-    pthread_mutex_lock(&q->done_mu);
-    bool was_empty = q->done == NULL;
-    j->link = q->done;
-    q->done = j;
-    pthread_mutex_unlock(&q->done_mu);
-    if (was_empty)
-        event_active(q->wake, EV_READ, 0);
+    infd_mailbox_post(&q->done, j);
 }
 
 static void job_submit(rq_job *j);
@@ -1309,10 +1304,7 @@ static void scan_models(infd_redisq *q)
 
 static void drain_done(infd_redisq *q)
 {
-    pthread_mutex_lock(&q->done_mu);
-    rq_job *list = q->done;
-    q->done = NULL;
-    pthread_mutex_unlock(&q->done_mu);
+    rq_job *list = infd_mailbox_take(&q->done);
     while (list) {
         rq_job *j = list;
         list = j->link;
@@ -1387,10 +1379,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             reading = false;
         }
         if (!reading) {
-            pthread_mutex_lock(&q->done_mu);
+            pthread_mutex_lock(&q->quiet_mu);
             q->quiet = true;
             pthread_cond_broadcast(&q->quiet_cv);
-            pthread_mutex_unlock(&q->done_mu);
+            pthread_mutex_unlock(&q->quiet_mu);
         }
     }
     if (q->stopping && (idle(q) || now >= q->stop_deadline_ns)) {
@@ -1459,15 +1451,14 @@ static void q_free(infd_redisq *q)
 {
     if (q->tick)
         event_free(q->tick);
-    if (q->wake)
-        event_free(q->wake);
+    infd_mailbox_fini(&q->done);
     if (q->base)
         event_base_free(q->base);
     int n = atomic_load(&q->n_models);
     for (int i = 0; i < n; i++)
         infd_free(q->models[i]);
     infd_free(q->models_filter);
-    pthread_mutex_destroy(&q->done_mu);
+    pthread_mutex_destroy(&q->quiet_mu);
     pthread_cond_destroy(&q->quiet_cv);
     infd_free(q);
 }
@@ -1479,7 +1470,7 @@ infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd
     infd_redisq *q = infd_calloc(1, sizeof(*q));
     if (!q)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    pthread_mutex_init(&q->done_mu, NULL);
+    pthread_mutex_init(&q->quiet_mu, NULL);
     pthread_cond_init(&q->quiet_cv, NULL);
     q->server = s;
     infd_status st = parse_url(q, o->url ? o->url : "", err);
@@ -1525,7 +1516,7 @@ infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd
 
     if (evthread_use_pthreads() != 0 || !(q->base = event_base_new()) ||
         !(q->tick = event_new(q->base, -1, EV_PERSIST, on_tick, q)) ||
-        !(q->wake = event_new(q->base, -1, 0, on_wake, q))) {
+        !infd_mailbox_init(&q->done, q->base, offsetof(rq_job, link), on_wake, q)) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "redis: cannot make the event loop");
         goto fail;
     }
@@ -1554,11 +1545,11 @@ void infd_redisq_quiesce(infd_redisq *q)
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += QUIET_WAIT_MS / 1000 + 1;
-    pthread_mutex_lock(&q->done_mu);
+    pthread_mutex_lock(&q->quiet_mu);
     while (!q->quiet)
-        if (pthread_cond_timedwait(&q->quiet_cv, &q->done_mu, &until) != 0)
+        if (pthread_cond_timedwait(&q->quiet_cv, &q->quiet_mu, &until) != 0)
             break;
-    pthread_mutex_unlock(&q->done_mu);
+    pthread_mutex_unlock(&q->quiet_mu);
 }
 
 /* Runs on the loop thread: asks the loop to finish. */
