@@ -55,7 +55,7 @@ test: setup
 	    tests/e2e/test_plugins.py tests/e2e/test_python_backend.py tests/e2e/test_ensemble.py \
 	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py \
 	    tests/e2e/test_image_preprocess.py tests/e2e/test_cluster_member.py \
-	    tests/e2e/test_cluster_link.py
+	    tests/e2e/test_cluster_link.py tests/e2e/test_router.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"

@@ -26,6 +26,7 @@ int infd_cli_serve(int argc, char **argv);
 int infd_cli_build(int argc, char **argv);
 int infd_cli_asr(int argc, char **argv);
 int infd_cli_video(int argc, char **argv);
+int infd_cli_router(int argc, char **argv);
 
 /* The video app's HTTP routes (an infd_http_extension with prefix "video",
  * `user` an infd_cli_video_routes): GET /v2/video/streams (the streams as

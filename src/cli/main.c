@@ -63,8 +63,9 @@ static const command commands[] = {
       "[--latency-ms N]",
       "live face detection: H.264 over SRT in, boxes drawn, H.264 over SRT out", infd_cli_video,
       NULL },
-    { "router", "router --etcd URL [--http-port 8000 --grpc-port 8001]",
-      "spread requests over infd workers registered in etcd", NULL, "the cluster issue" },
+    { "router",
+      "router --etcd URL[,URL...] [--http-port 8000 --grpc-port 8001 --metrics-port 8002]",
+      "spread requests over infd workers registered in etcd", infd_cli_router, NULL },
 };
 
 static void print_version(FILE *out)

@@ -65,6 +65,10 @@ typedef struct rt_instance {
     void *in_buf[INFD_MAX_MODEL_IO];
     void *out_buf[INFD_MAX_MODEL_IO];
     infd_request *batch[INFD_STATS_MAX_BATCH]; /* requests of the running batch */
+    /* infd_request_defer marks the batch's slot: the request may be done
+     * (and reused) by another thread before run_batch returns, so execute
+     * reads this, never the request, to skip it. */
+    bool deferred[INFD_STATS_MAX_BATCH];
     /* The running batch's gather (scheduler.c): each request's first row,
      * where each input's rows go, the chunk size, and the first chunk of
      * each input (chunks of all inputs are numbered in one sequence). */
@@ -118,7 +122,9 @@ struct infd_request {
     uint64_t kind_set;
     infd_status kind_status;
     char kind_msg[256];
-    bool deferred; /* infd_request_defer: run_batch left it for infd_request_done */
+    bool deferred;                 /* infd_request_defer: run_batch left it for infd_request_done */
+    struct rt_instance *exec_inst; /* while its batch runs: the instance, and its slot */
+    int exec_slot;
     /* Requested outputs (model output indices); n_req 0: all. */
     int n_req;
     int req[INFD_MAX_MODEL_IO];

@@ -804,6 +804,9 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         ADD(m->st.queue_ns, r->queue_ns);
         r->kind_set = 0;
         r->kind_status = INFD_STATUS_OK;
+        r->exec_inst = inst;
+        r->exec_slot = k;
+        inst->deferred[k] = false;
     }
     uint64_t t[2] = { t0, t0 };
     infd_status st;
@@ -833,9 +836,10 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
     for (int k = 0; k < n; k++) {
         infd_request *r = inst->batch[k];
         inst->batch[k] = NULL;
+        if (inst->deferred[k])
+            continue; /* infd_request_done completes it: `r` may be gone already */
+        r->exec_inst = NULL;
         r->compute_ns = t3 - t0;
-        if (r->deferred)
-            continue; /* infd_request_done completes it */
         infd_status rs = st;
         const char *msg = err.msg;
         if (st == INFD_STATUS_OK && r->kind_status != INFD_STATUS_OK) {
@@ -862,7 +866,12 @@ infd_status infd_request_defer(infd_request *req, infd_error *err)
                               "model '%s': a request of a sequence-batched model cannot be "
                               "deferred",
                               req->model->name);
+    if (!req->exec_inst)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "model '%s': a request is deferred only inside run_batch",
+                              req->model->name);
     req->deferred = true;
+    req->exec_inst->deferred[req->exec_slot] = true;
     return INFD_STATUS_OK;
 }
 
@@ -870,6 +879,7 @@ void infd_request_done(infd_request *r)
 {
     infd_model *m = r->model;
     r->deferred = false;
+    r->exec_inst = NULL;
     r->compute_ns = infd_clock_ns() - r->t_submit_ns - r->queue_ns;
     infd_status rs = r->kind_status;
     const char *msg = r->kind_msg;

@@ -1,0 +1,1007 @@
+/*
+ * router.c - `infd router`'s core (router.h has the design).
+ *
+ * The life of a call (rcall): a remote model's instance defers the request
+ * and posts the call to the loop's mailbox; the loop picks a worker, sends
+ * an INFER (header, then one frame per input straight from the request's
+ * memory) and files the call under its number; the worker's RESULT sets the
+ * request's outputs (copied from the frames) or its failure. The call
+ * finishes (infd_request_done) when both the result is in and ZeroMQ has
+ * let go of the input frames: a reference count, since ZeroMQ's I/O thread
+ * releases frames.
+ *
+ * A worker (rworker) is a DEALER socket connected to its advertised
+ * address, with a libevent event on its (edge-triggered) ZMQ_FD, drained
+ * after every wake-up and every send.
+ */
+#include "cluster/router.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yajl/yajl_tree.h>
+#include <zmq.h>
+
+#include "cluster.pb-c.h"
+#include "cluster/etcd.h"
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "frontends/common/mailbox.h"
+#include "infd/plugin.h"
+
+#define MAX_WORKERS    64
+#define MAX_MODELS     128
+#define MAX_CALLS      65536 /* in flight at once, all workers */
+#define HEARTBEAT_MS   250
+#define DEAD_AFTER_MS  (3 * HEARTBEAT_MS)
+#define CALL_TIMEOUT_S 60 /* a worker that heartbeats but never answers a call */
+#define NAME_BYTES     128
+
+typedef struct rcall rcall;
+typedef struct rworker rworker;
+
+struct rcall {
+    rcall *next; /* the mailbox */
+    cluster_router *r;
+    infd_request *req;
+    uint64_t id; /* the call's number on the wire (0: not sent) */
+    rworker *w;  /* where it is in flight */
+    uint64_t sent_ns;
+    int tries;
+    atomic_int refs; /* the result, and each input frame ZeroMQ holds */
+};
+
+typedef struct rmodel_ref {
+    char name[NAME_BYTES];
+    int64_t version;
+} rmodel_ref;
+
+struct rworker {
+    bool used;
+    char key[512];
+    char id[NAME_BYTES];
+    char address[256];
+    rmodel_ref models[32]; /* READY ones */
+    int n_models;
+    void *sock;
+    struct event *ev;
+    cluster_router *r;
+    bool alive; /* heard from in the last DEAD_AFTER_MS */
+    uint64_t last_heard_ns;
+    uint32_t inflight_hb; /* the worker's own count, from its heartbeat */
+    int outstanding;      /* this router's calls there */
+};
+
+typedef struct rmodel {
+    char name[NAME_BYTES];
+    char *config; /* its config JSON, from a worker's value */
+    bool loaded, queued;
+} rmodel;
+
+struct cluster_router {
+    infd_server *server;
+    char prefix[128], repository[512];
+    struct event_base *base;
+    struct event *tick;
+    pthread_t thread;
+    bool thread_started;
+    etcd_client *etcd;
+    etcd_watch *watch;
+    void *zctx;
+    infd_mailbox calls_box;
+
+    rworker workers[MAX_WORKERS];
+    rcall **calls; /* [MAX_CALLS] by id % MAX_CALLS */
+    uint64_t next_id;
+    uint64_t next_sweep_ns;
+
+    pthread_mutex_t mu; /* models and the load queue */
+    pthread_cond_t cv;
+    rmodel models[MAX_MODELS];
+    int n_models;
+    bool stop_loader;
+    pthread_t loader;
+    bool loader_started;
+};
+
+static void send_call(cluster_router *r, rcall *c);
+static bool remote_registered;
+static void drain_worker(rworker *w);
+
+/* ------------------------------------------------------------------------- */
+/* The remote kind                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* A string value ("" when it is not one). */
+static const char *jstr(yajl_val v)
+{
+    const char *s = v && YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL;
+    return s ? s : "";
+}
+
+typedef struct remote_state {
+    cluster_router *r;
+} remote_state;
+
+static infd_status declare_io(infd_kind_model *km, yajl_val list, bool output, infd_error *err)
+{
+    const char *what = output ? "output" : "input";
+    if (!list || !YAJL_IS_ARRAY(list))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "remote model '%s': the worker's config has no %s list",
+                              infd_kind_model_name(km), what);
+    for (size_t i = 0; i < YAJL_GET_ARRAY(list)->len; i++) {
+        yajl_val io = YAJL_GET_ARRAY(list)->values[i];
+        const char *np[] = { "name", NULL }, *tp[] = { "data_type", NULL },
+                   *dp[] = { "dims", NULL };
+        yajl_val name = yajl_tree_get(io, np, yajl_t_string);
+        yajl_val type = yajl_tree_get(io, tp, yajl_t_string);
+        yajl_val dims = yajl_tree_get(io, dp, yajl_t_array);
+        const char *t = type ? jstr(type) : NULL;
+        const char *n = name ? jstr(name) : NULL;
+        if (!n || !t || strncmp(t, "TYPE_", 5) != 0)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "remote model '%s': %s %zu of the worker's config is "
+                                  "malformed",
+                                  infd_kind_model_name(km), what, i);
+        infd_dtype dt =
+            strcmp(t + 5, "STRING") == 0 ? INFD_DTYPE_BYTES : infd_dtype_from_name(t + 5);
+        int64_t d[INFD_MAX_RANK];
+        size_t rank = dims ? YAJL_GET_ARRAY(dims)->len : 0;
+        if (rank >= INFD_MAX_RANK)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s '%s': rank %zu", what, n,
+                                  rank);
+        for (size_t k = 0; k < rank; k++) {
+            yajl_val v = YAJL_GET_ARRAY(dims)->values[k];
+            d[k] = YAJL_IS_INTEGER(v)  ? YAJL_GET_INTEGER(v)
+                   : YAJL_IS_STRING(v) ? strtoll(jstr(v), NULL, 10)
+                                       : -1;
+        }
+        infd_status st = output ? infd_kind_model_add_output(km, n, dt, (int)rank, d, err)
+                                : infd_kind_model_add_input(km, n, dt, (int)rank, d, err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return INFD_STATUS_OK;
+}
+
+static infd_status remote_load(void *user, infd_kind_model *km, void **state, infd_error *err)
+{
+    *state = NULL;
+    cluster_router *r = user;
+    if (!r)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "backend remote is the router's own (its models are made by "
+                              "`infd router`)");
+    char *config = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_models; i++)
+        if (strcmp(r->models[i].name, infd_kind_model_name(km)) == 0 && r->models[i].config)
+            config = infd_strdup(r->models[i].config);
+    pthread_mutex_unlock(&r->mu);
+    if (!config)
+        return infd_error_set(err, INFD_STATUS_NOT_FOUND,
+                              "remote model '%s': no worker has it READY now",
+                              infd_kind_model_name(km));
+    char ebuf[128];
+    yajl_val root = yajl_tree_parse(config, ebuf, sizeof(ebuf));
+    infd_free(config);
+    const char *ip[] = { "input", NULL }, *op[] = { "output", NULL };
+    infd_status st = root ? declare_io(km, yajl_tree_get(root, ip, yajl_t_array), false, err)
+                          : infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                           "remote model '%s': the worker's config is not JSON "
+                                           "(%s)",
+                                           infd_kind_model_name(km), ebuf);
+    if (st == INFD_STATUS_OK)
+        st = declare_io(km, yajl_tree_get(root, op, yajl_t_array), true, err);
+    yajl_tree_free(root);
+    if (st != INFD_STATUS_OK)
+        return st;
+    remote_state *s = infd_calloc(1, sizeof(*s));
+    if (!s)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    s->r = r;
+    *state = s;
+    return INFD_STATUS_OK;
+}
+
+static void remote_unload(void *state)
+{
+    infd_free(state);
+}
+
+static infd_status remote_run_batch(void *state, int instance, infd_batch *batch, infd_error *err)
+{
+    (void)instance;
+    remote_state *s = state;
+    for (int k = 0; k < infd_batch_size(batch); k++) {
+        infd_request *req = infd_batch_request(batch, k);
+        rcall *c = infd_calloc(1, sizeof(*c));
+        if (!c) {
+            infd_request_fail(req, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
+            continue;
+        }
+        if (infd_request_defer(req, err) != INFD_STATUS_OK) {
+            infd_free(c);
+            infd_request_fail(req, err->code, err->msg);
+            continue;
+        }
+        c->r = s->r;
+        c->req = req;
+        infd_mailbox_post(&s->r->calls_box, c);
+    }
+    return INFD_STATUS_OK;
+}
+
+/* One router per process: its start sets `user` before the kind loads. */
+static infd_model_kind remote_kind = {
+    .name = "remote",
+    .platform = "infd_remote",
+    .load = remote_load,
+    .unload = remote_unload,
+    .run_batch = remote_run_batch,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Calls                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void call_release(rcall *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    infd_request *req = c->req;
+    infd_free(c);
+    infd_request_done(req);
+}
+
+static void frame_free(void *data, void *hint)
+{
+    (void)data;
+    call_release(hint);
+}
+
+static void call_fail(rcall *c, infd_status st, const char *fmt, ...) INFD_PRINTF(3, 4);
+static void call_fail(rcall *c, infd_status st, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    infd_request_fail(c->req, st, text);
+    call_release(c); /* the result's reference */
+}
+
+static void call_file(cluster_router *r, rcall *c)
+{
+    r->calls[c->id % MAX_CALLS] = c;
+}
+
+static rcall *call_take(cluster_router *r, uint64_t id)
+{
+    rcall **slot = &r->calls[id % MAX_CALLS];
+    rcall *c = *slot;
+    if (!c || c->id != id)
+        return NULL;
+    *slot = NULL;
+    if (c->w)
+        c->w->outstanding--;
+    c->w = NULL;
+    return c;
+}
+
+static bool serves(const rworker *w, const char *model)
+{
+    for (int i = 0; i < w->n_models; i++)
+        if (strcmp(w->models[i].name, model) == 0)
+            return true;
+    return false;
+}
+
+/* The power of two choices among the live workers with the model, `avoid`
+ * excluded when another is there. */
+static rworker *pick(cluster_router *r, const char *model, const rworker *avoid)
+{
+    rworker *cand[MAX_WORKERS];
+    int n = 0;
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        rworker *w = &r->workers[i];
+        if (w->used && w->alive && w->sock && serves(w, model) && w != avoid)
+            cand[n++] = w;
+    }
+    if (n == 0)
+        return NULL;
+    rworker *a = cand[(unsigned)rand() % (unsigned)n], *b = cand[(unsigned)rand() % (unsigned)n];
+    uint64_t la = (uint64_t)a->outstanding + a->inflight_hb;
+    uint64_t lb = (uint64_t)b->outstanding + b->inflight_hb;
+    return lb < la ? b : a;
+}
+
+static void send_call(cluster_router *r, rcall *c)
+{
+    infd_model *m = infd_request_model(c->req);
+    const char *model = infd_model_name(m);
+    rworker *w = pick(r, model, c->w);
+    if (!w) {
+        call_fail(c, INFD_STATUS_UNAVAILABLE, "router: no live worker serves model '%s'", model);
+        return;
+    }
+    if (r->calls[(r->next_id + 1) % MAX_CALLS]) {
+        call_fail(c, INFD_STATUS_RESOURCE_EXHAUSTED, "router: %d calls in flight already",
+                  MAX_CALLS);
+        return;
+    }
+    c->id = ++r->next_id;
+    int n_in = infd_model_n_inputs(m);
+    Inference__ModelInferRequest req = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    Inference__ModelInferRequest__InferInputTensor in[INFD_MAX_MODEL_IO];
+    Inference__ModelInferRequest__InferInputTensor *pin[INFD_MAX_MODEL_IO];
+    Inference__ModelInferRequest__InferRequestedOutputTensor out[INFD_MAX_MODEL_IO];
+    Inference__ModelInferRequest__InferRequestedOutputTensor *pout[INFD_MAX_MODEL_IO];
+    int64_t dims[INFD_MAX_MODEL_IO][INFD_MAX_RANK];
+    infd_tensor t[INFD_MAX_MODEL_IO];
+    req.model_name = (char *)model;
+    req.model_version = (char *)"";
+    req.id = (char *)(infd_request_id(c->req) ? infd_request_id(c->req) : "");
+    infd_error err;
+    infd_error_clear(&err);
+    for (int i = 0; i < n_in; i++) {
+        infd_model_io io;
+        if (infd_model_input(m, i, &io) != INFD_STATUS_OK ||
+            infd_request_input(c->req, i, &t[i], &err) != INFD_STATUS_OK) {
+            call_fail(c, err.code ? err.code : INFD_STATUS_INTERNAL, "router: input %d: %s", i,
+                      err.msg);
+            return;
+        }
+        inference__model_infer_request__infer_input_tensor__init(&in[i]);
+        in[i].name = (char *)io.name;
+        in[i].datatype = (char *)infd_dtype_name(t[i].dtype);
+        for (int d = 0; d < t[i].shape.rank; d++)
+            dims[i][d] = t[i].shape.dims[d];
+        in[i].n_shape = (size_t)t[i].shape.rank;
+        in[i].shape = dims[i];
+        pin[i] = &in[i];
+    }
+    req.n_inputs = (size_t)n_in;
+    req.inputs = pin;
+    int n_out = 0;
+    for (int j = 0; j < infd_model_n_outputs(m); j++) {
+        infd_model_io io;
+        if (!infd_request_output_wanted(c->req, j) || infd_model_output(m, j, &io))
+            continue;
+        inference__model_infer_request__infer_requested_output_tensor__init(&out[n_out]);
+        out[n_out].name = (char *)io.name;
+        pout[n_out] = &out[n_out];
+        n_out++;
+    }
+    req.n_outputs = (size_t)n_out;
+    req.outputs = pout;
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__INFER;
+    h.call = c->id;
+    h.request = &req;
+    size_t hn = protobuf_c_message_get_packed_size(&h.base);
+    zmq_msg_t head;
+    if (zmq_msg_init_size(&head, hn) != 0) {
+        call_fail(c, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory for a header");
+        return;
+    }
+    protobuf_c_message_pack(&h.base, zmq_msg_data(&head));
+    bool ok = zmq_msg_send(&head, w->sock, (n_in ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) >= 0;
+    if (!ok)
+        zmq_msg_close(&head);
+    int sent = 0;
+    for (; ok && sent < n_in; sent++) {
+        /* The request's bytes go as they are: ZeroMQ holds a reference. */
+        zmq_msg_t f;
+        atomic_fetch_add(&c->refs, 1);
+        if (zmq_msg_init_data(&f, t[sent].nbytes ? t[sent].data : (void *)"", t[sent].nbytes,
+                              frame_free, c) != 0) {
+            atomic_fetch_sub(&c->refs, 1);
+            ok = false;
+            break;
+        }
+        if (zmq_msg_send(&f, w->sock, (sent + 1 < n_in ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f); /* releases its reference */
+            ok = false;
+            break;
+        }
+    }
+    if (!ok) {
+        /* A DEALER refuses only when the peer's queue is full: busy. */
+        call_fail(c, INFD_STATUS_RESOURCE_EXHAUSTED,
+                  "router: worker %s does not take more now (%s)", w->id,
+                  zmq_strerror(zmq_errno()));
+        return;
+    }
+    c->w = w;
+    c->sent_ns = infd_clock_ns();
+    w->outstanding++;
+    call_file(r, c);
+    drain_worker(w); /* sending may have taken the fd's edge */
+}
+
+static void on_calls(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_router *r = arg;
+    rcall *list = infd_mailbox_take(&r->calls_box);
+    while (list) {
+        rcall *c = list;
+        list = c->next;
+        c->next = NULL;
+        atomic_init(&c->refs, 1);
+        send_call(r, c);
+    }
+}
+
+/* The calls in flight at a worker that died: once more elsewhere, or
+ * failed. */
+static void fail_over(cluster_router *r, rworker *w, const char *why)
+{
+    for (int i = 0; i < MAX_CALLS; i++) {
+        rcall *c = r->calls[i];
+        if (!c || c->w != w)
+            continue;
+        r->calls[i] = NULL;
+        w->outstanding--;
+        if (c->tries++ == 0) {
+            c->id = 0;
+            send_call(r, c); /* c->w is still the dead one: avoided */
+            continue;
+        }
+        c->w = NULL;
+        call_fail(c, INFD_STATUS_UNAVAILABLE, "router: worker %s %s with the request", w->id, why);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Worker messages                                                           */
+/* ------------------------------------------------------------------------- */
+
+static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zmq_msg_t *frames,
+                      int n)
+{
+    rcall *c = call_take(r, h->call);
+    if (!c)
+        return; /* late: failed over already */
+    if (h->status != 0) {
+        call_fail(c, (infd_status)h->status, "%s", h->message ? h->message : "worker error");
+        return;
+    }
+    const Inference__ModelInferResponse *resp = h->response;
+    infd_model *m = infd_request_model(c->req);
+    if (!resp || (int)resp->n_outputs != n) {
+        call_fail(c, INFD_STATUS_INTERNAL, "router: a result of %d frames for %zu outputs", n,
+                  resp ? resp->n_outputs : 0);
+        return;
+    }
+    infd_error err;
+    infd_error_clear(&err);
+    for (size_t k = 0; k < resp->n_outputs; k++) {
+        const Inference__ModelInferResponse__InferOutputTensor *o = resp->outputs[k];
+        int j = infd_model_output_index(m, o->name);
+        infd_tensor t;
+        memset(&t, 0, sizeof(t));
+        t.dtype = infd_dtype_from_name(o->datatype);
+        if (j < 0 || o->n_shape > INFD_MAX_RANK) {
+            call_fail(c, INFD_STATUS_INTERNAL, "router: the worker's output '%.100s' is unknown",
+                      o->name);
+            return;
+        }
+        t.shape.rank = (int)o->n_shape;
+        for (size_t d = 0; d < o->n_shape; d++)
+            t.shape.dims[d] = o->shape[d];
+        t.data = zmq_msg_data(&frames[k]);
+        t.nbytes = zmq_msg_size(&frames[k]);
+        if (infd_request_output_set(c->req, j, &t, &err) != INFD_STATUS_OK) {
+            call_fail(c, INFD_STATUS_INTERNAL, "router: %s", err.msg);
+            return;
+        }
+    }
+    call_release(c);
+}
+
+static void on_message(rworker *w, zmq_msg_t *parts, int n)
+{
+    cluster_router *r = w->r;
+    Infd__Cluster__LinkMessage *h =
+        infd__cluster__link_message__unpack(NULL, zmq_msg_size(&parts[0]), zmq_msg_data(&parts[0]));
+    if (!h || h->version != 1) {
+        if (h)
+            infd__cluster__link_message__free_unpacked(h, NULL);
+        infd_log(INFD_LOG_LEVEL_WARN, "router: worker %s sent an unreadable message", w->id);
+        return;
+    }
+    uint64_t now = infd_clock_ns();
+    switch (h->kind) {
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__HEARTBEAT:
+        if (!w->alive)
+            infd_log(INFD_LOG_LEVEL_INFO, "router: worker %s at %s is live", w->id, w->address);
+        w->alive = true;
+        w->last_heard_ns = now;
+        w->inflight_hb = h->inflight;
+        break;
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__RESULT:
+        w->last_heard_ns = now;
+        on_result(r, h, parts + 1, n - 1);
+        break;
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__BYE:
+        w->alive = false;
+        fail_over(r, w, "left");
+        break;
+    default:
+        break;
+    }
+    infd__cluster__link_message__free_unpacked(h, NULL);
+}
+
+static void drain_worker(rworker *w)
+{
+    for (;;) {
+        int events = 0;
+        size_t len = sizeof(events);
+        if (!w->sock || zmq_getsockopt(w->sock, ZMQ_EVENTS, &events, &len) != 0 ||
+            !(events & ZMQ_POLLIN))
+            return;
+        zmq_msg_t parts[INFD_MAX_MODEL_IO + 2];
+        int n = 0, more = 1;
+        while (more) {
+            zmq_msg_t extra;
+            zmq_msg_t *p = n < INFD_MAX_MODEL_IO + 2 ? &parts[n] : &extra;
+            zmq_msg_init(p);
+            if (zmq_msg_recv(p, w->sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(p);
+                break;
+            }
+            more = zmq_msg_more(p);
+            if (p == &extra)
+                zmq_msg_close(p);
+            else
+                n++;
+        }
+        if (n > 0)
+            on_message(w, parts, n);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&parts[i]);
+    }
+}
+
+static void on_worker_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    drain_worker(arg);
+}
+
+static void send_hello(rworker *w)
+{
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__HELLO;
+    uint8_t buf[32];
+    size_t n = protobuf_c_message_pack(&h.base, buf);
+    zmq_send(w->sock, buf, n, ZMQ_DONTWAIT);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The view from etcd                                                        */
+/* ------------------------------------------------------------------------- */
+
+/* A fresh DEALER to the worker (linger 0: closing the old one drops what
+ * it still queued, and ZeroMQ lets go of those calls' input frames). */
+static bool worker_connect(cluster_router *r, rworker *w)
+{
+    if (w->ev)
+        event_free(w->ev);
+    if (w->sock)
+        zmq_close(w->sock);
+    w->ev = NULL;
+    int zero = 0, fd = -1;
+    size_t fd_len = sizeof(fd);
+    w->sock = zmq_socket(r->zctx, ZMQ_DEALER);
+    if (!w->sock || zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+        zmq_connect(w->sock, w->address) != 0 ||
+        zmq_getsockopt(w->sock, ZMQ_FD, &fd, &fd_len) != 0 ||
+        !(w->ev = event_new(r->base, fd, EV_READ | EV_PERSIST, on_worker_readable, w)))
+        return false;
+    event_add(w->ev, NULL);
+    send_hello(w);
+    return true;
+}
+
+static void worker_close(cluster_router *r, rworker *w, const char *why)
+{
+    if (w->alive || w->outstanding)
+        fail_over(r, w, why);
+    w->alive = false;
+    if (w->ev)
+        event_free(w->ev);
+    if (w->sock)
+        zmq_close(w->sock);
+    memset(w, 0, sizeof(*w));
+}
+
+static void model_seen(cluster_router *r, const char *name, const char *config)
+{
+    pthread_mutex_lock(&r->mu);
+    int i = 0;
+    while (i < r->n_models && strcmp(r->models[i].name, name) != 0)
+        i++;
+    if (i == r->n_models && r->n_models < MAX_MODELS) {
+        snprintf(r->models[i].name, sizeof(r->models[i].name), "%s", name);
+        r->n_models++;
+    }
+    if (i < r->n_models && config && !r->models[i].config) {
+        r->models[i].config = infd_strdup(config);
+        if (!r->models[i].loaded && !r->models[i].queued) {
+            r->models[i].queued = true;
+            pthread_cond_signal(&r->cv);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* A worker's key and value: (re)connects and refreshes its models. */
+static void worker_put(cluster_router *r, const etcd_kv *kv)
+{
+    char ebuf[128];
+    yajl_val root = yajl_tree_parse(kv->value, ebuf, sizeof(ebuf));
+    const char *ap[] = { "address", NULL }, *ip[] = { "id", NULL }, *mp[] = { "models", NULL };
+    yajl_val addr = root ? yajl_tree_get(root, ap, yajl_t_string) : NULL;
+    yajl_val id = root ? yajl_tree_get(root, ip, yajl_t_string) : NULL;
+    yajl_val models = root ? yajl_tree_get(root, mp, yajl_t_array) : NULL;
+    if (!addr || !id) {
+        infd_log(INFD_LOG_LEVEL_WARN, "router: %s: not a worker's value (%s)", kv->key,
+                 root ? "no address or id" : ebuf);
+        yajl_tree_free(root);
+        return;
+    }
+    rworker *w = NULL, *free_slot = NULL;
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        if (r->workers[i].used && strcmp(r->workers[i].key, kv->key) == 0)
+            w = &r->workers[i];
+        else if (!r->workers[i].used && !free_slot)
+            free_slot = &r->workers[i];
+    }
+    if (w && strcmp(w->address, jstr(addr)) != 0)
+        worker_close(r, w, "moved"), w = NULL;
+    if (!w) {
+        w = free_slot;
+        if (!w) {
+            infd_log(INFD_LOG_LEVEL_WARN, "router: more than %d workers: %s ignored", MAX_WORKERS,
+                     kv->key);
+            yajl_tree_free(root);
+            return;
+        }
+        memset(w, 0, sizeof(*w));
+        w->used = true;
+        w->r = r;
+        snprintf(w->key, sizeof(w->key), "%s", kv->key);
+        snprintf(w->address, sizeof(w->address), "%s", jstr(addr));
+        if (!worker_connect(r, w)) {
+            infd_log(INFD_LOG_LEVEL_WARN, "router: cannot connect to worker %s at %s: %s", jstr(id),
+                     w->address, zmq_strerror(zmq_errno()));
+            worker_close(r, w, "failed");
+            yajl_tree_free(root);
+            return;
+        }
+        infd_log(INFD_LOG_LEVEL_INFO, "router: worker %s at %s joined", jstr(id), w->address);
+    }
+    snprintf(w->id, sizeof(w->id), "%s", jstr(id));
+    w->n_models = 0;
+    for (size_t i = 0; models && i < YAJL_GET_ARRAY(models)->len; i++) {
+        yajl_val mo = YAJL_GET_ARRAY(models)->values[i];
+        const char *np[] = { "name", NULL }, *sp[] = { "state", NULL }, *cp[] = { "config", NULL };
+        yajl_val name = yajl_tree_get(mo, np, yajl_t_string);
+        yajl_val state = yajl_tree_get(mo, sp, yajl_t_string);
+        yajl_val config = yajl_tree_get(mo, cp, yajl_t_string);
+        if (!name || !state || strcmp(jstr(state), "READY") != 0)
+            continue;
+        if (w->n_models < (int)(sizeof(w->models) / sizeof(w->models[0]))) {
+            snprintf(w->models[w->n_models].name, NAME_BYTES, "%s", jstr(name));
+            w->n_models++;
+        }
+        model_seen(r, jstr(name), config ? jstr(config) : NULL);
+    }
+    yajl_tree_free(root);
+}
+
+static void worker_gone(cluster_router *r, const char *key)
+{
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used && strcmp(r->workers[i].key, key) == 0) {
+            infd_log(INFD_LOG_LEVEL_INFO, "router: worker %s left etcd", r->workers[i].id);
+            worker_close(r, &r->workers[i], "left etcd");
+        }
+}
+
+static void on_sync(void *user, const etcd_kv *kvs, int n, int64_t revision)
+{
+    (void)revision;
+    cluster_router *r = user;
+    /* Workers not listed any more are gone. */
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        if (!r->workers[i].used)
+            continue;
+        bool listed = false;
+        for (int k = 0; k < n && !listed; k++)
+            listed = strcmp(kvs[k].key, r->workers[i].key) == 0;
+        if (!listed)
+            worker_close(r, &r->workers[i], "left etcd");
+    }
+    for (int k = 0; k < n; k++)
+        worker_put(r, &kvs[k]);
+}
+
+static void on_events(void *user, const etcd_event *ev, int n, int64_t revision)
+{
+    (void)revision;
+    cluster_router *r = user;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].deleted)
+            worker_gone(r, ev[i].kv.key);
+        else
+            worker_put(r, &ev[i].kv);
+    }
+}
+
+static void on_watch_state(void *user, const char *message)
+{
+    (void)user;
+    if (message)
+        infd_log(INFD_LOG_LEVEL_WARN, "router: %s; routing on with the last view", message);
+    else
+        infd_log(INFD_LOG_LEVEL_INFO, "router: etcd watch back");
+}
+
+/* ------------------------------------------------------------------------- */
+/* Loading remote models                                                     */
+/* ------------------------------------------------------------------------- */
+
+static bool write_config(cluster_router *r, const char *name, const char *config)
+{
+    char ebuf[64];
+    yajl_val root = yajl_tree_parse(config, ebuf, sizeof(ebuf));
+    const char *bp[] = { "max_batch_size", NULL };
+    yajl_val mb = root ? yajl_tree_get(root, bp, yajl_t_any) : NULL;
+    long long max_batch = mb && YAJL_IS_INTEGER(mb) ? YAJL_GET_INTEGER(mb) : 0;
+    yajl_tree_free(root);
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", r->repository, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/1", r->repository, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/config.pbtxt", r->repository, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    /* One instance: it only hands requests to the loop. */
+    fprintf(f,
+            "name: \"%s\"\nbackend: \"remote\"\nmax_batch_size: %lld\n"
+            "instance_group [ { count: 1 kind: KIND_CPU } ]\n",
+            name, max_batch);
+    return fclose(f) == 0;
+}
+
+static void *loader_main(void *arg)
+{
+    cluster_router *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop_loader) {
+        int i = 0;
+        while (i < r->n_models && !r->models[i].queued)
+            i++;
+        if (i == r->n_models) {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        char name[NAME_BYTES];
+        snprintf(name, sizeof(name), "%s", r->models[i].name);
+        char *config = infd_strdup(r->models[i].config);
+        r->models[i].queued = false;
+        pthread_mutex_unlock(&r->mu);
+        infd_error err;
+        infd_error_clear(&err);
+        bool ok = config && write_config(r, name, config) &&
+                  infd_server_load_model(r->server, name, &err) == INFD_STATUS_OK;
+        infd_free(config);
+        if (ok)
+            infd_log(INFD_LOG_LEVEL_INFO, "router: model '%s' routable", name);
+        else
+            infd_log(INFD_LOG_LEVEL_WARN, "router: model '%s' not loaded: %s", name,
+                     err.msg[0] ? err.msg : "cannot write its config");
+        pthread_mutex_lock(&r->mu);
+        r->models[i].loaded = ok;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The loop                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_router *r = arg;
+    uint64_t now = infd_clock_ns();
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        rworker *w = &r->workers[i];
+        if (!w->used)
+            continue;
+        if (w->alive && now - w->last_heard_ns > DEAD_AFTER_MS * 1000000ull) {
+            infd_log(INFD_LOG_LEVEL_WARN, "router: worker %s missed 3 heartbeats: not routed to",
+                     w->id);
+            w->alive = false;
+            fail_over(r, w, "stopped answering");
+            /* Its queue goes with the old socket; a new one says HELLO, so
+             * a worker that was only paused comes back. */
+            if (!worker_connect(r, w))
+                infd_log(INFD_LOG_LEVEL_WARN, "router: cannot reconnect to worker %s: %s", w->id,
+                         zmq_strerror(zmq_errno()));
+        }
+        send_hello(w);
+        drain_worker(w);
+    }
+    /* Calls a live worker never answered. */
+    if (now >= r->next_sweep_ns) {
+        r->next_sweep_ns = now + 1000000000ull;
+        for (int i = 0; i < MAX_CALLS; i++) {
+            rcall *c = r->calls[i];
+            if (!c || now - c->sent_ns < CALL_TIMEOUT_S * 1000000000ull)
+                continue;
+            rcall *t = call_take(r, c->id);
+            if (t)
+                call_fail(t, INFD_STATUS_DEADLINE_EXCEEDED,
+                          "router: no answer from the worker in %d s", CALL_TIMEOUT_S);
+        }
+    }
+}
+
+static void *loop_main(void *arg)
+{
+    cluster_router *r = arg;
+    event_base_dispatch(r->base);
+    return NULL;
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+void cluster_router_options_init(cluster_router_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->prefix = "/infd";
+}
+
+static void router_free(cluster_router *r)
+{
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used)
+            worker_close(r, &r->workers[i], "was dropped at the router's stop");
+    /* Calls posted and not sent: failed. */
+    rcall *list = r->calls_box.wake ? infd_mailbox_take(&r->calls_box) : NULL;
+    while (list) {
+        rcall *c = list;
+        list = c->next;
+        atomic_init(&c->refs, 1);
+        call_fail(c, INFD_STATUS_UNAVAILABLE, "router: stopping");
+    }
+    etcd_watch_stop(r->watch);
+    etcd_client_destroy(r->etcd);
+    infd_mailbox_fini(&r->calls_box);
+    if (r->tick)
+        event_free(r->tick);
+    if (r->base)
+        event_base_free(r->base);
+    if (r->zctx)
+        zmq_ctx_term(r->zctx);
+    for (int i = 0; i < r->n_models; i++)
+        infd_free(r->models[i].config);
+    infd_free(r->calls);
+    remote_kind.user = NULL;
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    infd_free(r);
+}
+
+void cluster_router_stop(cluster_router *r)
+{
+    if (!r)
+        return;
+    if (r->loader_started) {
+        pthread_mutex_lock(&r->mu);
+        r->stop_loader = true;
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        pthread_join(r->loader, NULL);
+    }
+    if (r->thread_started) {
+        event_base_once(r->base, -1, EV_TIMEOUT, on_stop, r->base, NULL);
+        pthread_join(r->thread, NULL);
+    }
+    router_free(r);
+}
+
+infd_status cluster_router_start(infd_server *server, const cluster_router_options *o,
+                                 cluster_router **out, infd_error *err)
+{
+    *out = NULL;
+    if (remote_kind.user)
+        return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "router: one per process");
+    if (!o->etcd || !o->repository)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "router: --etcd and a repository folder are needed");
+    cluster_router *r = infd_calloc(1, sizeof(*r));
+    if (!r)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
+    infd_status st = INFD_STATUS_OK;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->server = server;
+    remote_kind.user = r;
+    if (!remote_registered) {
+        if ((st = infd_model_kind_register(&remote_kind, err)) != INFD_STATUS_OK) {
+            remote_kind.user = NULL;
+            pthread_mutex_destroy(&r->mu);
+            pthread_cond_destroy(&r->cv);
+            infd_free(r);
+            return st;
+        }
+        remote_registered = true;
+    }
+    snprintf(r->prefix, sizeof(r->prefix), "%s", o->prefix ? o->prefix : "/infd");
+    snprintf(r->repository, sizeof(r->repository), "%s", o->repository);
+    r->calls = infd_calloc(MAX_CALLS, sizeof(rcall *));
+    if (!r->calls || evthread_use_pthreads() != 0 || !(r->base = event_base_new()) ||
+        !(r->tick = event_new(r->base, -1, EV_PERSIST, on_tick, r)) ||
+        !infd_mailbox_init(&r->calls_box, r->base, offsetof(rcall, next), on_calls, r) ||
+        !(r->zctx = zmq_ctx_new())) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot make the event loop");
+        goto fail;
+    }
+    if ((st = etcd_client_create(r->base, o->etcd, &r->etcd, err)) != INFD_STATUS_OK)
+        goto fail;
+    char prefix[160];
+    snprintf(prefix, sizeof(prefix), "%s/workers/", r->prefix);
+    etcd_watch_callbacks cbs = { on_sync, on_events, on_watch_state, r };
+    if ((st = etcd_watch_start(r->etcd, prefix, &cbs, &r->watch, err)) != INFD_STATUS_OK)
+        goto fail;
+    struct timeval tv = { 0, HEARTBEAT_MS * 1000 };
+    event_add(r->tick, &tv);
+    if (pthread_create(&r->loader, NULL, loader_main, r) != 0) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot start its loader");
+        goto fail;
+    }
+    r->loader_started = true;
+    if (pthread_create(&r->thread, NULL, loop_main, r) != 0) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot start its loop");
+        goto fail;
+    }
+    r->thread_started = true;
+    infd_log(INFD_LOG_LEVEL_INFO, "router: watching %s at etcd %s", prefix, o->etcd);
+    *out = r;
+    return INFD_STATUS_OK;
+fail:
+    cluster_router_stop(r);
+    return st;
+}

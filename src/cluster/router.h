@@ -1,0 +1,52 @@
+/*
+ * router.h - `infd router` (docs/CLUSTER.md): the KServe v2 HTTP and gRPC
+ * API of a server whose models are served by workers found in etcd and
+ * reached over ZeroMQ.
+ *
+ * The design keeps the layers (DESIGN.md): the router is an infd_server
+ * whose models are of the kind "remote" (registered here), so the HTTP and
+ * gRPC frontends serve it unchanged. A remote model's instance defers each
+ * request (infd_request_defer) to the router's loop, which sends it to a
+ * worker and finishes it (infd_request_done) when the worker answers.
+ *
+ * The view: a watch of <prefix>/workers/ gives the workers, their addresses
+ * and their READY models with configs. A model READY on some worker is
+ * loaded into the router's own (temporary) repository as a remote model
+ * with that config's inputs, outputs and max_batch_size.
+ *
+ * Routing: among the live workers with the model READY, the power of two
+ * choices on (calls this router has in flight there + the worker's own
+ * count from its last heartbeat). A worker is dead after 3 missed
+ * heartbeats (750 ms) or when its key goes; its calls in flight are sent
+ * once more to another worker when they have not been retried yet, else
+ * they fail UNAVAILABLE. No worker for a model: UNAVAILABLE at once.
+ *
+ * Threads: one loop thread owns the etcd client and the ZeroMQ sockets
+ * (one DEALER per worker); the remote models' instances post to it through
+ * a mailbox; loads run on a thread of their own (they block).
+ */
+#ifndef INFD_CLUSTER_ROUTER_H
+#define INFD_CLUSTER_ROUTER_H
+
+#include "infd/infd.h"
+
+typedef struct cluster_router cluster_router;
+
+typedef struct cluster_router_options {
+    const char *etcd;       /* "http://HOST:PORT[,...]" (required) */
+    const char *prefix;     /* default "/infd" */
+    const char *repository; /* a folder of the router's own for its remote models (required) */
+} cluster_router_options;
+
+void cluster_router_options_init(cluster_router_options *o);
+
+/* Registers the "remote" kind (once per process) and starts the loop.
+ * `server` must be in EXPLICIT control mode over o->repository. */
+infd_status cluster_router_start(infd_server *server, const cluster_router_options *o,
+                                 cluster_router **out, infd_error *err);
+
+/* Stops the loop (calls in flight fail UNAVAILABLE) and frees. Call
+ * before infd_server_destroy. NULL: no-op. */
+void cluster_router_stop(cluster_router *r);
+
+#endif /* INFD_CLUSTER_ROUTER_H */
