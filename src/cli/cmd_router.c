@@ -143,6 +143,8 @@ int infd_cli_router(int argc, char **argv)
         fprintf(stderr, "infd router: http: %s\n", err.msg);
         goto out;
     }
+    mo.extra = cluster_router_metrics;
+    mo.extra_user = router;
     if (mo.port >= 0 && infd_metrics_start(server, &mo, &metrics, &err) != INFD_STATUS_OK) {
         fprintf(stderr, "infd router: metrics: %s\n", err.msg);
         goto out;
@@ -157,10 +159,10 @@ out:
      * loop (answered by workers, or failed over or timed out); then the
      * loop stops, then the frontends. */
     infd_server_drain(server);
+    infd_metrics_stop(metrics); /* it renders the router's families */
     cluster_router_stop(router);
     infd_http_stop(http);
     infd_grpc_stop(grpc);
-    infd_metrics_stop(metrics);
     infd_server_destroy(server);
     remove_tree(repo);
     return rc;

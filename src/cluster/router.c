@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <yajl/yajl_tree.h>
 #include <zmq.h>
 
@@ -35,6 +36,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/strbuf.h"
 #include "frontends/common/mailbox.h"
 #include "infd/plugin.h"
 
@@ -79,7 +81,16 @@ struct rworker {
     uint64_t last_heard_ns;
     uint32_t inflight_hb; /* the worker's own count, from its heartbeat */
     int outstanding;      /* this router's calls there */
+    /* For the metrics (loop thread; rendered there too). */
+    uint64_t n_requests, n_failures, n_retries, n_missed;
+    uint64_t lat_buckets[12], lat_count; /* LAT_BOUNDS_US, then +Inf */
+    double lat_sum_s;
 };
+
+/* The latency histogram's upper bounds, in microseconds. */
+static const double LAT_BOUNDS_US[] = { 100,   250,   500,   1000,   2500,   5000,
+                                        10000, 25000, 50000, 100000, 1000000 };
+#define N_LAT_BOUNDS (sizeof(LAT_BOUNDS_US) / sizeof(LAT_BOUNDS_US[0]))
 
 typedef struct rmodel {
     char name[NAME_BYTES];
@@ -103,6 +114,7 @@ struct cluster_router {
     rcall **calls; /* [MAX_CALLS] by id % MAX_CALLS */
     uint64_t next_id;
     uint64_t next_sweep_ns;
+    uint64_t n_evictions; /* workers dropped (their key left etcd) */
 
     pthread_mutex_t mu; /* models and the load queue */
     pthread_cond_t cv;
@@ -287,6 +299,13 @@ static void call_file(cluster_router *r, rcall *c)
     r->calls[c->id % MAX_CALLS] = c;
 }
 
+/* The worker a filed call is at, or NULL. */
+static rworker *c_worker_of(cluster_router *r, uint64_t id)
+{
+    rcall *c = r->calls[id % MAX_CALLS];
+    return c && c->id == id ? c->w : NULL;
+}
+
 static rcall *call_take(cluster_router *r, uint64_t id)
 {
     rcall **slot = &r->calls[id % MAX_CALLS];
@@ -428,6 +447,7 @@ static void send_call(cluster_router *r, rcall *c)
     c->w = w;
     c->sent_ns = infd_clock_ns();
     w->outstanding++;
+    w->n_requests++;
     call_file(r, c);
     drain_worker(w); /* sending may have taken the fd's edge */
 }
@@ -459,9 +479,11 @@ static void fail_over(cluster_router *r, rworker *w, const char *why)
         w->outstanding--;
         if (c->tries++ == 0) {
             c->id = 0;
+            w->n_retries++;
             send_call(r, c); /* c->w is still the dead one: avoided */
             continue;
         }
+        w->n_failures++;
         c->w = NULL;
         call_fail(c, INFD_STATUS_UNAVAILABLE, "router: worker %s %s with the request", w->id, why);
     }
@@ -474,9 +496,21 @@ static void fail_over(cluster_router *r, rworker *w, const char *why)
 static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zmq_msg_t *frames,
                       int n)
 {
+    rworker *w = c_worker_of(r, h->call);
     rcall *c = call_take(r, h->call);
     if (!c)
         return; /* late: failed over already */
+    if (w) {
+        double us = (double)(infd_clock_ns() - c->sent_ns) / 1000.0;
+        size_t b = 0;
+        while (b < N_LAT_BOUNDS && us > LAT_BOUNDS_US[b])
+            b++;
+        w->lat_buckets[b]++;
+        w->lat_count++;
+        w->lat_sum_s += us / 1e6;
+        if (h->status != 0)
+            w->n_failures++;
+    }
     if (h->status != 0) {
         call_fail(c, (infd_status)h->status, "%s", h->message ? h->message : "worker error");
         return;
@@ -724,6 +758,7 @@ static void worker_gone(cluster_router *r, const char *key)
     for (int i = 0; i < MAX_WORKERS; i++)
         if (r->workers[i].used && strcmp(r->workers[i].key, key) == 0) {
             infd_log(INFD_LOG_LEVEL_INFO, "router: worker %s left etcd", r->workers[i].id);
+            r->n_evictions++;
             worker_close(r, &r->workers[i], "left etcd");
         }
 }
@@ -848,6 +883,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             infd_log(INFD_LOG_LEVEL_WARN, "router: worker %s missed 3 heartbeats: not routed to",
                      w->id);
             w->alive = false;
+            w->n_missed++;
             fail_over(r, w, "stopped answering");
             /* Its queue goes with the old socket; a new one says HELLO, so
              * a worker that was only paused comes back. */
@@ -863,7 +899,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         r->next_sweep_ns = now + 1000000000ull;
         for (int i = 0; i < MAX_CALLS; i++) {
             rcall *c = r->calls[i];
-            if (!c || now - c->sent_ns < CALL_TIMEOUT_S * 1000000000ull)
+            /* (sent_ns may be after `now`: failed over in this tick) */
+            if (!c || c->sent_ns + CALL_TIMEOUT_S * 1000000000ull > now)
                 continue;
             rcall *t = call_take(r, c->id);
             if (t)
@@ -922,6 +959,139 @@ static void router_free(cluster_router *r)
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     infd_free(r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Metrics                                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct render_job {
+    cluster_router *r;
+    infd_strbuf text;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} render_job;
+
+static void counter_family(infd_strbuf *b, cluster_router *r, const char *name, const char *help,
+                           size_t off)
+{
+    infd_strbuf_printf(b, "# HELP infd_router_%s %s\n# TYPE infd_router_%s counter\n", name, help,
+                       name);
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used)
+            infd_strbuf_printf(b, "infd_router_%s{worker=\"%s\"} %" PRIu64 "\n", name,
+                               r->workers[i].id,
+                               *(const uint64_t *)((const char *)&r->workers[i] + off));
+}
+
+/* On the loop, which owns the worker table. */
+static void on_render(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    render_job *j = arg;
+    cluster_router *r = j->r;
+    infd_strbuf *b = &j->text;
+    infd_strbuf_puts(b, "# HELP infd_router_worker_up Whether the worker answers heartbeats "
+                        "(1) or missed 3 (0).\n# TYPE infd_router_worker_up gauge\n");
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used)
+            infd_strbuf_printf(b, "infd_router_worker_up{worker=\"%s\"} %d\n", r->workers[i].id,
+                               r->workers[i].alive ? 1 : 0);
+    infd_strbuf_puts(b, "# HELP infd_router_inflight Calls this router has at the worker.\n"
+                        "# TYPE infd_router_inflight gauge\n");
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used)
+            infd_strbuf_printf(b, "infd_router_inflight{worker=\"%s\"} %d\n", r->workers[i].id,
+                               r->workers[i].outstanding);
+    counter_family(b, r, "requests_total", "Calls sent to the worker.",
+                   offsetof(rworker, n_requests));
+    counter_family(b, r, "failures_total",
+                   "Calls the worker answered with an error, or lost twice.",
+                   offsetof(rworker, n_failures));
+    counter_family(b, r, "retries_total", "Calls sent again elsewhere when the worker died.",
+                   offsetof(rworker, n_retries));
+    counter_family(b, r, "heartbeats_missed_total",
+                   "Times the worker missed 3 heartbeats and was not routed to.",
+                   offsetof(rworker, n_missed));
+    infd_strbuf_printf(b,
+                       "# HELP infd_router_evictions_total Workers dropped because their key "
+                       "left etcd.\n# TYPE infd_router_evictions_total counter\n"
+                       "infd_router_evictions_total %" PRIu64 "\n",
+                       r->n_evictions);
+    infd_strbuf_puts(b, "# HELP infd_router_request_duration_seconds From sending a call to the "
+                        "worker to its result.\n"
+                        "# TYPE infd_router_request_duration_seconds histogram\n");
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        const rworker *w = &r->workers[i];
+        if (!w->used)
+            continue;
+        uint64_t cum = 0;
+        for (size_t k = 0; k <= N_LAT_BOUNDS; k++) {
+            cum += w->lat_buckets[k];
+            if (k < N_LAT_BOUNDS)
+                infd_strbuf_printf(b,
+                                   "infd_router_request_duration_seconds_bucket{worker=\"%s\","
+                                   "le=\"%g\"} %" PRIu64 "\n",
+                                   w->id, LAT_BOUNDS_US[k] / 1e6, cum);
+            else
+                infd_strbuf_printf(b,
+                                   "infd_router_request_duration_seconds_bucket{worker=\"%s\","
+                                   "le=\"+Inf\"} %" PRIu64 "\n",
+                                   w->id, cum);
+        }
+        infd_strbuf_printf(b,
+                           "infd_router_request_duration_seconds_sum{worker=\"%s\"} %.9f\n"
+                           "infd_router_request_duration_seconds_count{worker=\"%s\"} %" PRIu64
+                           "\n",
+                           w->id, w->lat_sum_s, w->id, w->lat_count);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->done = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+infd_status cluster_router_metrics(void *user, char **out, size_t *n, infd_error *err)
+{
+    cluster_router *r = user;
+    *out = NULL;
+    *n = 0;
+    render_job *j = infd_calloc(1, sizeof(*j));
+    if (!j)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router metrics: out of memory");
+    j->r = r;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    bool done = false;
+    if (event_base_once(r->base, -1, EV_TIMEOUT, on_render, j, NULL) == 0) {
+        pthread_mutex_lock(&j->mu);
+        while (!j->done)
+            if (pthread_cond_timedwait(&j->cv, &j->mu, &until) != 0)
+                break;
+        done = j->done;
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (!done) {
+        /* The loop may still run it: the job is left to it (a small leak
+         * on a stuck loop beats a use after free). */
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE,
+                              "router metrics: the loop did not answer in 2 s");
+    }
+    infd_status st = INFD_STATUS_OK;
+    if (j->text.oom)
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router metrics: out of memory");
+    else
+        *out = infd_strbuf_take(&j->text, n);
+    infd_strbuf_fini(&j->text);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    infd_free(j);
+    return st;
 }
 
 void cluster_router_stop(cluster_router *r)

@@ -45,6 +45,12 @@ void cluster_router_options_init(cluster_router_options *o);
 infd_status cluster_router_start(infd_server *server, const cluster_router_options *o,
                                  cluster_router **out, infd_error *err);
 
+/* The router's Prometheus families (an infd_metrics_extra_fn: `user` is
+ * the router): per worker, up, calls in flight, requests, failures,
+ * retries, heartbeats missed and a latency histogram; evictions. Rendered
+ * on the loop, which owns the worker table; any thread may call it. */
+infd_status cluster_router_metrics(void *user, char **out, size_t *n, infd_error *err);
+
 /* Stops the loop (calls in flight fail UNAVAILABLE) and frees. Call
  * before infd_server_destroy. NULL: no-op. */
 void cluster_router_stop(cluster_router *r);

@@ -52,13 +52,23 @@ def start_router(infd_bin, etcd, tmp_path):
         [str(infd_bin), "router", "--etcd", etcd.endpoints, "--host", "127.0.0.1",
          "--http-port", str(http), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return RouterProc(proc, http, grpc_port, tmp_path / "router.log")
+    return RouterProc(proc, http, grpc_port, metrics, tmp_path / "router.log")
 
 
 class RouterProc:
-    def __init__(self, proc, http, grpc_port, log):
+    def __init__(self, proc, http, grpc_port, metrics, log):
         self.proc, self.http_port, self.grpc_port, self.log_path = proc, http, grpc_port, log
         self.url = f"http://127.0.0.1:{http}"
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+
+    def metrics(self):
+        """{series: value} of the router's scrape."""
+        out = {}
+        for line in requests.get(self.metrics_url, timeout=10).text.splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                out[k] = float(v)
+        return out
 
     def log(self):
         return self.log_path.read_text(errors="replace")
@@ -124,6 +134,13 @@ def test_requests_through_the_router(cluster):
     served = [requests.get(f"{w.url}/v2/models/add_sub/stats", timeout=5).json()
               ["model_stats"][0]["inference_count"] for w in workers]
     assert all(n > 10 for n in served), served
+    # The router's own families: requests and latency per worker.
+    m = router.metrics()
+    sent = sum(m.get(f'infd_router_requests_total{{worker="{w}"}}', 0) for w in ("w1", "w2"))
+    assert sent >= 200, m
+    assert m['infd_router_worker_up{worker="w1"}'] == 1
+    assert m['infd_router_request_duration_seconds_count{worker="w1"}'] == m[
+        'infd_router_request_duration_seconds_bucket{worker="w1",le="+Inf"}']
 
 
 def test_bad_input_gets_the_servers_errors(cluster):
@@ -177,3 +194,6 @@ def test_a_killed_worker_costs_no_request(cluster):
     assert count[0] > 100
     assert failures == [], failures[:5]
     assert "missed 3 heartbeats" in router.log() or "left etcd" in router.log()
+    m = router.metrics()
+    assert (m.get('infd_router_heartbeats_missed_total{worker="w1"}', 0) >= 1
+            or m["infd_router_evictions_total"] >= 1), m
