@@ -7,6 +7,7 @@
  * each model some worker has READY; the frontends serve it as they serve
  * `infd serve`. SIGTERM or Ctrl-C drains and stops.
  */
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +35,20 @@ static void usage(FILE *out)
             "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
-/* The temporary repository's folders, removed at exit. */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+/* The temporary repository (the remote models' configs), removed at exit:
+ * its entries first (FTW_DEPTH), links not followed (FTW_PHYS). */
 static void remove_tree(const char *dir)
 {
-    char cmd[1200];
-    if (strlen(dir) > 5 && strncmp(dir, "/tmp/", 5) == 0) {
-        snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
-        if (system(cmd) != 0)
-            infd_log(INFD_LOG_LEVEL_WARN, "router: could not remove %s", dir);
-    }
+    if (nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS) != 0)
+        infd_log(INFD_LOG_LEVEL_WARN, "router: could not remove %s", dir);
 }
 
 int infd_cli_router(int argc, char **argv)
