@@ -37,6 +37,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "frontends/common/freelist.h"
 #include "frontends/common/mailbox.h"
 #include "infd/plugin.h"
 
@@ -109,6 +110,7 @@ struct cluster_router {
     etcd_watch *watch;
     void *zctx;
     infd_mailbox calls_box;
+    infd_freelist records; /* rcall, recycled */
 
     rworker workers[MAX_WORKERS];
     rcall **calls; /* [MAX_CALLS] by id % MAX_CALLS */
@@ -237,13 +239,13 @@ static infd_status remote_run_batch(void *state, int instance, infd_batch *batch
     remote_state *s = state;
     for (int k = 0; k < infd_batch_size(batch); k++) {
         infd_request *req = infd_batch_request(batch, k);
-        rcall *c = infd_calloc(1, sizeof(*c));
+        rcall *c = infd_freelist_get(&s->r->records);
         if (!c) {
             infd_request_fail(req, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
             continue;
         }
         if (infd_request_defer(req, err) != INFD_STATUS_OK) {
-            infd_free(c);
+            infd_freelist_put(&s->r->records, c);
             infd_request_fail(req, err->code, err->msg);
             continue;
         }
@@ -272,7 +274,7 @@ static void call_release(rcall *c)
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     infd_request *req = c->req;
-    infd_free(c);
+    infd_freelist_put(&c->r->records, c);
     infd_request_done(req);
 }
 
@@ -956,6 +958,7 @@ static void router_free(cluster_router *r)
         infd_free(r->models[i].config);
     infd_free(r->calls);
     remote_kind.user = NULL;
+    infd_freelist_fini(&r->records); /* after zmq_ctx_term: every frame released */
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     infd_free(r);
@@ -1127,11 +1130,13 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
     infd_status st = INFD_STATUS_OK;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    infd_freelist_init(&r->records, sizeof(rcall), offsetof(rcall, next), 4096);
     r->server = server;
     remote_kind.user = r;
     if (!remote_registered) {
         if ((st = infd_model_kind_register(&remote_kind, err)) != INFD_STATUS_OK) {
             remote_kind.user = NULL;
+            infd_freelist_fini(&r->records);
             pthread_mutex_destroy(&r->mu);
             pthread_cond_destroy(&r->cv);
             infd_free(r);

@@ -31,6 +31,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "frontends/common/freelist.h"
 #include "frontends/common/mailbox.h"
 #include "frontends/grpc/infer_params.h"
 
@@ -84,7 +85,8 @@ struct cluster_worker {
     uint64_t stop_deadline_ns;
 
     atomic_int inflight;
-    infd_mailbox done; /* completed, for the loop */
+    infd_mailbox done;     /* completed, for the loop */
+    infd_freelist records; /* wcall, recycled */
 };
 
 void cluster_worker_options_init(cluster_worker_options *o)
@@ -145,8 +147,9 @@ static void call_release(wcall *c)
         infd_request_destroy(c->req);
     if (c->model)
         infd_model_release(c->model);
-    atomic_fetch_sub(&c->w->inflight, 1);
-    infd_free(c);
+    cluster_worker *w = c->w;
+    atomic_fetch_sub(&w->inflight, 1);
+    infd_freelist_put(&w->records, c);
 }
 
 /* ZeroMQ is done with an output frame (any thread). */
@@ -430,7 +433,7 @@ static void on_message(cluster_worker *w, zmq_msg_t *parts, int n)
                        w->stopping ? "the worker is stopping" : "the worker is at capacity");
             break;
         }
-        wcall *c = infd_calloc(1, sizeof(*c));
+        wcall *c = infd_freelist_get(&w->records);
         if (!c) {
             send_error(w, ident, ident_n, h->call, INFD_STATUS_OUT_OF_MEMORY,
                        "the worker is out of memory");
@@ -569,7 +572,8 @@ static void worker_free(cluster_worker *w)
     if (w->sock)
         zmq_close(w->sock);
     if (w->zctx)
-        zmq_ctx_term(w->zctx);
+        zmq_ctx_term(w->zctx); /* every frame released: no call left */
+    infd_freelist_fini(&w->records);
     infd_free(w);
 }
 
@@ -610,6 +614,7 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
     cluster_worker *w = infd_calloc(1, sizeof(*w));
     if (!w)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "cluster link: out of memory");
+    infd_freelist_init(&w->records, sizeof(wcall), offsetof(wcall, next), o->capacity);
     w->server = server;
     w->capacity = o->capacity;
     snprintf(w->bind, sizeof(w->bind), "%s", o->bind);
