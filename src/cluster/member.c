@@ -50,8 +50,9 @@ struct cluster_member {
     int64_t lease; /* 0: none */
     bool granting, putting, keeping;
     uint64_t next_grant_ns, next_put_ns, next_keepalive_ns, last_alive_ns, next_index_ns;
-    char *value;   /* what the key should hold */
-    char *written; /* what it holds under this lease (NULL: not put yet) */
+    char *value;         /* what the key should hold */
+    uint64_t value_hash; /* index_hash of the index it was built from */
+    char *written;       /* what it holds under this lease (NULL: not put yet) */
     char *putting_value;
     bool away; /* etcd unreachable was logged */
 
@@ -87,8 +88,34 @@ static void gen_str(yajl_gen g, const char *s)
     yajl_gen_string(g, (const unsigned char *)s, strlen(s));
 }
 
-/* The key's JSON value from the repository index; NULL when out of memory
- * (the old value stays). */
+/* FNV-1a over what the value depends on: the index's names, versions and
+ * states, and which loaded model each READY row is (a reload with a new
+ * config is a new model), so an unchanged index costs no configs to
+ * serialize. */
+static uint64_t index_hash(cluster_member *m, const infd_repository_entry *rows, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)rows[i].name;
+        for (; *p; p++)
+            h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ (uint64_t)rows[i].version) * 1099511628211ull;
+        h = (h ^ (uint64_t)rows[i].state) * 1099511628211ull;
+        infd_model *model = NULL;
+        infd_error err;
+        if (rows[i].state == INFD_MODEL_STATE_READY &&
+            infd_server_model_acquire(m->server, rows[i].name, rows[i].version, &model, &err) ==
+                INFD_STATUS_OK) {
+            h = (h ^ (uint64_t)(uintptr_t)model) * 1099511628211ull;
+            infd_model_release(model);
+        }
+    }
+    return h;
+}
+
+/* The key's JSON value from the repository index; NULL when the index did
+ * not change since the value was built, or out of memory (the old value
+ * stays either way). */
 static char *build_value(cluster_member *m)
 {
     infd_repository_entry *rows = NULL;
@@ -97,6 +124,11 @@ static char *build_value(cluster_member *m)
     infd_error_clear(&err);
     if (infd_server_repository_index(m->server, false, &rows, &n, &err) != INFD_STATUS_OK)
         n = 0;
+    uint64_t h = index_hash(m, rows, n);
+    if (m->value && h == m->value_hash) {
+        infd_free(rows);
+        return NULL;
+    }
     yajl_gen g = yajl_gen_alloc(NULL);
     if (!g) {
         infd_free(rows);
@@ -154,6 +186,8 @@ static char *build_value(cluster_member *m)
     }
     yajl_gen_free(g);
     infd_free(rows);
+    if (out)
+        m->value_hash = h;
     return out;
 }
 
