@@ -437,6 +437,19 @@ INFD_API infd_status infd_server_load_model(infd_server *server, const char *nam
 INFD_API infd_status infd_server_unload_model(infd_server *server, const char *name,
                                               infd_error *err);
 
+/*
+ * A forwarder of repository requests (the cluster router's, which passes
+ * them on to its workers): infd_server_load_model and
+ * infd_server_unload_model call hook(user, name, load, err) first, on the
+ * caller's thread, after their control-mode checks. OK: the server goes on
+ * with its own repository; an error is returned to the caller as it is.
+ * Set it before the frontends start; NULL removes it.
+ */
+typedef infd_status (*infd_repository_hook)(void *user, const char *name, bool load,
+                                            infd_error *err);
+INFD_API void infd_server_set_repository_hook(infd_server *server, infd_repository_hook hook,
+                                              void *user);
+
 /* Rescans the repository now as POLL mode does: loads new models, reloads
  * those whose files changed, unloads removed ones. Any control mode. */
 INFD_API infd_status infd_server_poll_repository(infd_server *server, infd_error *err);
@@ -581,6 +594,14 @@ INFD_API infd_model *infd_request_model(const infd_request *req);
 /* The client's request id (copied, at most 127 bytes kept); "" by default. */
 INFD_API void infd_request_set_id(infd_request *req, const char *id);
 INFD_API const char *infd_request_id(const infd_request *req);
+
+/* Who sent the request: a client key the frontends take from the HTTP
+ * header or gRPC metadata INFD_CLIENT_HEADER (copied, at most 63 bytes
+ * kept); "" by default. The cluster router's per-client rate limits key on
+ * it. */
+#define INFD_CLIENT_HEADER "infd-client"
+INFD_API void infd_request_set_client(infd_request *req, const char *client);
+INFD_API const char *infd_request_client(const infd_request *req);
 
 /* Priority level: 1 is highest, up to the config's priority_levels; 0 uses
  * default_priority_level. INVALID_ARGUMENT past priority_levels. */

@@ -133,6 +133,22 @@ INFD_API infd_status infd_kind_model_add_output(infd_kind_model *km, const char 
                                                 infd_dtype dtype, int rank, const int64_t *dims,
                                                 infd_error *err);
 
+/*
+ * Taking requests directly: a kind's load may name a function that gets
+ * each request of the model on the thread that submits it, instead of the
+ * model's queue and instances (which then stay idle). infd_infer_async
+ * calls submit(state, req, err) after its own checks. OK: the kind has
+ * taken the request and completes it later with infd_request_done (after
+ * infd_request_output_set or infd_request_fail), exactly once, from any
+ * thread; a server drain waits for it. An error rejects the submit, and the
+ * caller gets it at once (the cluster router answers rate limits and
+ * overload this way). Requests do not batch. INVALID_ARGUMENT for a model
+ * with sequence batching.
+ */
+typedef infd_status (*infd_kind_submit_fn)(void *state, infd_request *req, infd_error *err);
+INFD_API infd_status infd_kind_model_set_submit(infd_kind_model *km, infd_kind_submit_fn submit,
+                                                infd_error *err);
+
 /* ----- while running a batch --------------------------------------------- */
 
 INFD_API int infd_batch_size(const infd_batch *batch);
@@ -181,6 +197,13 @@ INFD_API bool infd_request_output_wanted(const infd_request *req, int j);
  */
 INFD_API infd_status infd_request_defer(infd_request *req, infd_error *err);
 INFD_API void infd_request_done(infd_request *req);
+
+/* What the client asked for: the priority level (1 is highest; 0: none
+ * given, the model's default applies), the queue timeout (0: none given),
+ * and when the request was submitted (CLOCK_MONOTONIC, ns). */
+INFD_API uint32_t infd_request_priority(const infd_request *req);
+INFD_API uint64_t infd_request_timeout_us(const infd_request *req);
+INFD_API uint64_t infd_request_submit_ns(const infd_request *req);
 
 /* Fails one request of the batch with `status` and `message`. */
 INFD_API void infd_request_fail(infd_request *req, infd_status status, const char *message);

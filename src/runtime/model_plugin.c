@@ -166,6 +166,19 @@ infd_device_kind infd_kind_model_device(const infd_kind_model *km, int *gpu)
     return d->kind;
 }
 
+infd_status infd_kind_model_set_submit(infd_kind_model *km, infd_kind_submit_fn submit,
+                                       infd_error *err)
+{
+    infd_model *m = km_model(km);
+    if (m->seq)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "model '%s': a model with sequence batching takes its requests "
+                              "through its queue",
+                              m->name);
+    m->kind_submit = submit;
+    return INFD_STATUS_OK;
+}
+
 int infd_kind_model_n_instances(const infd_kind_model *km)
 {
     return km_model(km)->n_inst;

@@ -96,7 +96,9 @@ struct infd_request {
      * server drains, so the ensemble request can finish. */
     bool internal;
     char id[128];
-    uint32_t priority; /* level index (0-based) once resolved */
+    char client[64];     /* who sent it (infd_request_set_client) */
+    uint32_t priority;   /* level index (0-based) once resolved */
+    bool priority_given; /* by the client (not the default) */
     uint64_t timeout_us;
     int64_t rows; /* batch rows (1 when the model does not batch); 0: no input yet */
     int n_inputs_set;
@@ -263,6 +265,9 @@ struct infd_model {
      * name for metadata. */
     const infd_model_kind *kind;
     void *kind_state;
+    /* Set by the kind's load (infd_kind_model_set_submit): requests go to
+     * it at submit, past the queue and the instances. */
+    infd_kind_submit_fn kind_submit;
     /* Scheduling (config). */
     bool dynamic;      /* dynamic_batching present */
     rt_sequencer *seq; /* sequence_batching present; guarded by mu */

@@ -113,11 +113,37 @@ const char *infd_request_id(const infd_request *req)
     return req->id;
 }
 
+void infd_request_set_client(infd_request *req, const char *client)
+{
+    snprintf(req->client, sizeof(req->client), "%s", client ? client : "");
+}
+
+const char *infd_request_client(const infd_request *req)
+{
+    return req->client;
+}
+
+uint32_t infd_request_priority(const infd_request *req)
+{
+    return req->priority_given ? req->priority + 1 : 0;
+}
+
+uint64_t infd_request_timeout_us(const infd_request *req)
+{
+    return req->timeout_us;
+}
+
+uint64_t infd_request_submit_ns(const infd_request *req)
+{
+    return req->t_submit_ns;
+}
+
 infd_status infd_request_set_priority(infd_request *req, uint32_t priority, infd_error *err)
 {
     const infd_model *m = req->model;
     if (priority == 0) {
         req->priority = m->default_level;
+        req->priority_given = false;
         return INFD_STATUS_OK;
     }
     if (priority > (uint32_t)m->n_levels)
@@ -125,6 +151,7 @@ infd_status infd_request_set_priority(infd_request *req, uint32_t priority, infd
                               "model '%s': priority %u is outside 1..%d (priority_levels)", m->name,
                               priority, m->n_levels);
     req->priority = priority - 1;
+    req->priority_given = true;
     return INFD_STATUS_OK;
 }
 
@@ -518,6 +545,25 @@ infd_status infd_infer_async(infd_request *r, infd_infer_callback callback, void
             err, INFD_STATUS_UNAVAILABLE, "model '%s' version %lld is not accepting requests (%s)",
             m->name, (long long)m->version,
             rt_server_is_draining(m->server) ? "server shutting down" : "unloading");
+        goto rejected;
+    }
+    if (m->kind_submit) {
+        /* The kind takes it now (infd_kind_model_set_submit). */
+        m->pending++;
+        r->in_flight = true;
+        pthread_mutex_unlock(&m->mu);
+        r->kind_set = 0;
+        r->kind_status = INFD_STATUS_OK;
+        r->exec_inst = NULL;
+        r->deadline_ns = 0;
+        st = m->kind_submit(m->kind_state, r, err);
+        if (st == INFD_STATUS_OK)
+            return INFD_STATUS_OK;
+        r->in_flight = false;
+        pthread_mutex_lock(&m->mu);
+        if (--m->pending == 0)
+            pthread_cond_broadcast(&m->drain_cv);
+        pthread_mutex_unlock(&m->mu);
         goto rejected;
     }
     if (m->seq) {

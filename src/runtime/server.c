@@ -46,6 +46,8 @@ struct infd_server {
     char *repo;
     char *id;
     infd_model_control mode;
+    infd_repository_hook hook; /* infd_server_set_repository_hook */
+    void *hook_user;
     int poll_secs;
     int n_threads;
     size_t pinned_pool_bytes;
@@ -489,10 +491,20 @@ infd_status infd_server_load_model(infd_server *server, const char *name, infd_e
                               server->mode == INFD_MODEL_CONTROL_POLL ? "poll" : "none");
     if (rt_server_is_draining(server))
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "the server is shutting down");
+    infd_status hs = server->hook ? server->hook(server->hook_user, name ? name : "", true, err)
+                                  : INFD_STATUS_OK;
+    if (hs != INFD_STATUS_OK)
+        return hs;
     pthread_mutex_lock(&server->load_mu);
     infd_status st = load_locked(server, name ? name : "", err);
     pthread_mutex_unlock(&server->load_mu);
     return st;
+}
+
+void infd_server_set_repository_hook(infd_server *server, infd_repository_hook hook, void *user)
+{
+    server->hook = hook;
+    server->hook_user = user;
 }
 
 infd_status infd_server_unload_model(infd_server *server, const char *name, infd_error *err)
@@ -502,6 +514,10 @@ infd_status infd_server_unload_model(infd_server *server, const char *name, infd
                               "explicit model load / unload is not allowed in model control mode "
                               "'%s' (start with --model-control-mode explicit)",
                               server->mode == INFD_MODEL_CONTROL_POLL ? "poll" : "none");
+    infd_status hs = server->hook ? server->hook(server->hook_user, name ? name : "", false, err)
+                                  : INFD_STATUS_OK;
+    if (hs != INFD_STATUS_OK)
+        return hs;
     pthread_mutex_lock(&server->load_mu);
     pthread_mutex_lock(&server->mu);
     bool known = name && entry_get(server, name, false) != NULL;

@@ -1576,6 +1576,15 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
         batch = r->inputs[0]->shape[0];
     if ((st = plan_outputs(gi, r, stream, batch, err)) != INFD_STATUS_OK)
         return st;
+    for (size_t k = 0; k < c->md.count; k++)
+        if (grpc_slice_str_cmp(c->md.metadata[k].key, INFD_CLIENT_HEADER) == 0) {
+            char client[64];
+            size_t n = GRPC_SLICE_LENGTH(c->md.metadata[k].value);
+            n = n < sizeof(client) - 1 ? n : sizeof(client) - 1;
+            memcpy(client, GRPC_SLICE_START_PTR(c->md.metadata[k].value), n);
+            client[n] = '\0';
+            infd_request_set_client(gi->req, client);
+        }
     return infd_infer_async(gi->req, on_infer_done, gi, err);
 }
 

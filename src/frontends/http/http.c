@@ -232,10 +232,11 @@ static int http_code(infd_status st)
         return 404;
     case INFD_STATUS_UNAVAILABLE:
         return 503;
-    /* Triton answers a full queue ("Exceeds maximum queue size") with 503,
-     * and clients retry on it; we keep its behaviour. */
+    /* Back off and retry: a full queue (Triton answers that one 503), a
+     * router's rate limit or overload. 429 is gRPC's own HTTP mapping of
+     * RESOURCE_EXHAUSTED; one code for it in both protocols. */
     case INFD_STATUS_RESOURCE_EXHAUSTED:
-        return 503;
+        return 429;
     case INFD_STATUS_DEADLINE_EXCEEDED:
         return 504;
     case INFD_STATUS_UNIMPLEMENTED:
@@ -1273,6 +1274,10 @@ static void submit_infer(http_loop *loop, struct evhttp_request *ev, http_call *
         code = err.code == INFD_STATUS_OUT_OF_MEMORY ? 500 : 400;
     } else {
         c->ev = ev;
+        const char *client =
+            evhttp_find_header(evhttp_request_get_input_headers(ev), INFD_CLIENT_HEADER);
+        if (client)
+            infd_request_set_client(c->req, client);
         if (infd_infer_async(c->req, on_infer_done, c, &err) == INFD_STATUS_OK) {
             loop->n_inflight++;
             return;
