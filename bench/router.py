@@ -35,7 +35,8 @@ def identity_model(root):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
               str(d / "1" / "model.onnx"))
     (d / "config.pbtxt").write_text('name: "identity"\nmax_batch_size: 8\n'
-                                    "dynamic_batching { max_queue_delay_microseconds: 0 }\n")
+                                    "dynamic_batching { max_queue_delay_microseconds: 0 }\n"
+                                    "instance_group [ { kind: KIND_CPU } ]\n")
 
 
 def ready(url):

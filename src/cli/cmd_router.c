@@ -32,6 +32,17 @@ static void usage(FILE *out)
             "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
             "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
             "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
+            "  --http-threads N            HTTP event-loop threads (default 1)\n"
+            "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
+            "  --policy P                  p2c (power of two choices on load; default) |\n"
+            "                              round-robin\n"
+            "  --max-inflight N            requests taken and not answered, all models, before\n"
+            "                              RESOURCE_EXHAUSTED/429 at once (default 4096)\n"
+            "  --rate-limit RULE           a token bucket (repeatable): model:NAME=RATE[:BURST]\n"
+            "                              or client:KEY=RATE[:BURST] (KEY * for each other\n"
+            "                              client); the client key is the `infd-client` HTTP\n"
+            "                              header or gRPC metadata; RATE per second\n"
+            "  --request-log LEVEL         level of the per-request log line (default debug)\n"
             "  --log-level LEVEL           error | warn | info | debug (default info)\n");
 }
 
@@ -94,6 +105,31 @@ int infd_cli_router(int argc, char **argv)
         } else if (strcmp(a, "--metrics-port") == 0) {
             bad = infd_cli_parse_long(v, -1, 65535, &n);
             mo.port = (int)n;
+        } else if (strcmp(a, "--http-threads") == 0) {
+            bad = infd_cli_parse_long(v, 1, 64, &n);
+            ho.n_threads = (int)n;
+        } else if (strcmp(a, "--grpc-threads") == 0) {
+            bad = infd_cli_parse_long(v, 1, 64, &n);
+            go.n_threads = (int)n;
+        } else if (strcmp(a, "--policy") == 0) {
+            if (strcmp(v, "p2c") == 0)
+                ro.policy = CLUSTER_ROUTER_P2C;
+            else if (strcmp(v, "round-robin") == 0)
+                ro.policy = CLUSTER_ROUTER_ROUND_ROBIN;
+            else
+                bad = 1;
+        } else if (strcmp(a, "--max-inflight") == 0) {
+            bad = infd_cli_parse_long(v, 1, 1 << 20, &n);
+            ro.max_inflight = (int)n;
+        } else if (strcmp(a, "--rate-limit") == 0) {
+            if (ro.n_rate_limits == CLUSTER_ROUTER_MAX_RULES) {
+                fprintf(stderr, "infd router: more than %d --rate-limit rules\n",
+                        CLUSTER_ROUTER_MAX_RULES);
+                return INFD_EXIT_USAGE;
+            }
+            ro.rate_limits[ro.n_rate_limits++] = v;
+        } else if (strcmp(a, "--request-log") == 0) {
+            bad = infd_log_level_parse(v, &ro.request_log, &err) != INFD_STATUS_OK;
         } else if (strcmp(a, "--log-level") == 0) {
             infd_log_level level;
             bad = infd_log_level_parse(v, &level, &err) != INFD_STATUS_OK;

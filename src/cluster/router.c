@@ -33,6 +33,7 @@
 
 #include "cluster.pb-c.h"
 #include "cluster/etcd.h"
+#include "cluster/ratelimit.h"
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -46,6 +47,7 @@
 #define MAX_CALLS      65536 /* in flight at once, all workers */
 #define HEARTBEAT_MS   250
 #define DEAD_AFTER_MS  (3 * HEARTBEAT_MS)
+#define TICK_MS        50 /* dead workers are seen within DEAD_AFTER_MS + TICK_MS */
 #define CALL_TIMEOUT_S 60 /* a worker that heartbeats but never answers a call */
 #define NAME_BYTES     128
 
@@ -59,6 +61,7 @@ struct rcall {
     uint64_t id; /* the call's number on the wire (0: not sent) */
     rworker *w;  /* where it is in flight */
     uint64_t sent_ns;
+    uint64_t deadline_ns; /* from the client's timeout (0: none) */
     int tries;
     atomic_int refs; /* the result, and each input frame ZeroMQ holds */
 };
@@ -81,6 +84,7 @@ struct rworker {
     bool alive; /* heard from in the last DEAD_AFTER_MS */
     uint64_t last_heard_ns;
     uint32_t inflight_hb; /* the worker's own count, from its heartbeat */
+    uint32_t capacity_hb; /* what it takes at once, from its heartbeat */
     int outstanding;      /* this router's calls there */
     /* For the metrics (loop thread; rendered there too). */
     uint64_t n_requests, n_failures, n_retries, n_missed;
@@ -93,11 +97,35 @@ static const double LAT_BOUNDS_US[] = { 100,   250,   500,   1000,   2500,   500
                                         10000, 25000, 50000, 100000, 1000000 };
 #define N_LAT_BOUNDS (sizeof(LAT_BOUNDS_US) / sizeof(LAT_BOUNDS_US[0]))
 
+/* A model some worker lists READY (or did): the router mirrors the union
+ * of the workers' READY models as remote models of its own. */
 typedef struct rmodel {
     char name[NAME_BYTES];
-    char *config; /* its config JSON, from a worker's value */
-    bool loaded, queued;
+    char *config; /* its config JSON, from a worker's value or a LOAD's answer */
+    int listed;   /* workers in the view that list it READY */
+    bool loaded;  /* as the loader last left it */
+    bool queued;  /* for the loader */
 } rmodel;
+
+/* A repository request forwarded to the workers (LOAD / UNLOAD): made and
+ * waited for by the caller's thread, run by the loop. */
+typedef struct rctl rctl;
+struct rctl {
+    rctl *next; /* the mailbox, then the loop's list */
+    uint64_t id;
+    bool load;
+    char model[NAME_BYTES];
+    bool asked[MAX_WORKERS], answered[MAX_WORKERS];
+    int n_asked, n_answered, n_ok;
+    uint64_t deadline_ns;
+    infd_status first_status;
+    char message[512];
+    char *config; /* a LOAD's: the first worker's answer */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+#define CTL_TIMEOUT_S 120
 
 struct cluster_router {
     infd_server *server;
@@ -111,12 +139,27 @@ struct cluster_router {
     void *zctx;
     infd_mailbox calls_box;
     infd_freelist records; /* rcall, recycled */
+    infd_mailbox ctl_box;  /* rctl from repository requests */
+    rctl *ctls;            /* asked, not all answered (loop) */
+    uint64_t next_ctl;
 
     rworker workers[MAX_WORKERS];
     rcall **calls; /* [MAX_CALLS] by id % MAX_CALLS */
     uint64_t next_id;
     uint64_t next_sweep_ns;
+    uint64_t next_hello_ns;
     uint64_t n_evictions; /* workers dropped (their key left etcd) */
+    unsigned rr;          /* round robin's next */
+
+    /* Options. */
+    cluster_router_policy policy;
+    cluster_ratelimit *limits;
+    int max_inflight;
+    infd_log_level request_log;
+    /* Calls taken (submit) and not finished: the bound on the mailbox. */
+    atomic_int taken;
+    /* Requests refused at submit (rate limits, overload). */
+    atomic_uint_fast64_t n_rate_limited, n_overload;
 
     pthread_mutex_t mu; /* models and the load queue */
     pthread_cond_t cv;
@@ -128,6 +171,8 @@ struct cluster_router {
 };
 
 static void send_call(cluster_router *r, rcall *c);
+static void ctl_worker_gone(cluster_router *r, const rworker *w);
+static infd_status remote_submit(void *state, infd_request *req, infd_error *err);
 static bool remote_registered;
 static void drain_worker(rworker *w);
 
@@ -225,7 +270,7 @@ static infd_status remote_load(void *user, infd_kind_model *km, void **state, in
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     s->r = r;
     *state = s;
-    return INFD_STATUS_OK;
+    return infd_kind_model_set_submit(km, remote_submit, err);
 }
 
 static void remote_unload(void *state)
@@ -233,26 +278,53 @@ static void remote_unload(void *state)
     infd_free(state);
 }
 
+/* On the frontend's thread (infd_kind_model_set_submit): the limits, then
+ * to the loop. Refusals return at once, so the client has them within
+ * microseconds. */
+static infd_status remote_submit(void *state, infd_request *req, infd_error *err)
+{
+    cluster_router *r = ((remote_state *)state)->r;
+    const char *model = infd_model_name(infd_request_model(req));
+    char why[256];
+    if (cluster_ratelimit_any(r->limits) &&
+        !cluster_ratelimit_take(r->limits, model, infd_request_client(req), infd_clock_ns(), why,
+                                sizeof(why))) {
+        atomic_fetch_add(&r->n_rate_limited, 1);
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED, "router: %s", why);
+    }
+    if (atomic_fetch_add(&r->taken, 1) >= r->max_inflight) {
+        atomic_fetch_sub(&r->taken, 1);
+        atomic_fetch_add(&r->n_overload, 1);
+        return infd_error_set(err, INFD_STATUS_RESOURCE_EXHAUSTED,
+                              "router: %d requests in flight already (--max-inflight); try again "
+                              "later",
+                              r->max_inflight);
+    }
+    rcall *c = infd_freelist_get(&r->records);
+    if (!c) {
+        atomic_fetch_sub(&r->taken, 1);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
+    }
+    c->r = r;
+    c->req = req;
+    c->w = NULL;
+    c->id = 0;
+    c->tries = 0;
+    uint64_t t = infd_request_timeout_us(req);
+    c->deadline_ns = t ? infd_request_submit_ns(req) + t * 1000u : 0;
+    infd_mailbox_post(&r->calls_box, c);
+    return INFD_STATUS_OK;
+}
+
+/* Not reached: remote models take their requests at submit. */
 static infd_status remote_run_batch(void *state, int instance, infd_batch *batch, infd_error *err)
 {
+    (void)state;
     (void)instance;
-    remote_state *s = state;
-    for (int k = 0; k < infd_batch_size(batch); k++) {
-        infd_request *req = infd_batch_request(batch, k);
-        rcall *c = infd_freelist_get(&s->r->records);
-        if (!c) {
-            infd_request_fail(req, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
-            continue;
-        }
-        if (infd_request_defer(req, err) != INFD_STATUS_OK) {
-            infd_freelist_put(&s->r->records, c);
-            infd_request_fail(req, err->code, err->msg);
-            continue;
-        }
-        c->r = s->r;
-        c->req = req;
-        infd_mailbox_post(&s->r->calls_box, c);
-    }
+    for (int k = 0; k < infd_batch_size(batch); k++)
+        infd_request_fail(infd_batch_request(batch, k), INFD_STATUS_INTERNAL,
+                          "router: a remote model's request reached its queue");
+    (void)err;
     return INFD_STATUS_OK;
 }
 
@@ -274,8 +346,23 @@ static void call_release(rcall *c)
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     infd_request *req = c->req;
-    infd_freelist_put(&c->r->records, c);
+    cluster_router *r = c->r;
+    infd_freelist_put(&r->records, c);
+    atomic_fetch_sub(&r->taken, 1);
     infd_request_done(req);
+}
+
+/* The request log line (--request-log LEVEL): when a call's fate is known,
+ * on the loop. */
+static void log_call(cluster_router *r, const rcall *c, const char *worker, infd_status st)
+{
+    if (!infd_log_enabled(r->request_log))
+        return;
+    uint64_t t0 = infd_request_submit_ns(c->req);
+    infd_log(r->request_log, "request id=%s model=%s worker=%s status=%s latency_us=%.0f",
+             infd_request_id(c->req)[0] ? infd_request_id(c->req) : "-",
+             infd_model_name(infd_request_model(c->req)), worker && worker[0] ? worker : "-",
+             infd_status_str(st), (double)(infd_clock_ns() - t0) / 1000.0);
 }
 
 static void frame_free(void *data, void *hint)
@@ -292,6 +379,7 @@ static void call_fail(rcall *c, infd_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    log_call(c->r, c, c->w ? c->w->id : NULL, st);
     infd_request_fail(c->req, st, text);
     call_release(c); /* the result's reference */
 }
@@ -331,30 +419,64 @@ static bool serves(const rworker *w, const char *model)
 
 /* The power of two choices among the live workers with the model, `avoid`
  * excluded when another is there. */
-static rworker *pick(cluster_router *r, const char *model, const rworker *avoid)
+static uint64_t load_of(const rworker *w)
+{
+    return (uint64_t)w->outstanding + w->inflight_hb;
+}
+
+/* A worker for a call of `model`: among the live ones that have it READY
+ * and room (this router's calls there below the capacity it heartbeats),
+ * `avoid` excluded when another is there; by the policy. NULL with *busy
+ * set: some have the model but none has room. */
+static rworker *pick(cluster_router *r, const char *model, const rworker *avoid, bool *busy)
 {
     rworker *cand[MAX_WORKERS];
-    int n = 0;
+    int n = 0, n_full = 0;
     for (int i = 0; i < MAX_WORKERS; i++) {
         rworker *w = &r->workers[i];
-        if (w->used && w->alive && w->sock && serves(w, model) && w != avoid)
+        if (!w->used || !w->alive || !w->sock || !serves(w, model))
+            continue;
+        if (w->capacity_hb && (uint32_t)w->outstanding >= w->capacity_hb) {
+            n_full++;
+            continue;
+        }
+        if (w != avoid)
             cand[n++] = w;
     }
+    if (n == 0 && avoid && avoid->used && avoid->alive && avoid->sock && serves(avoid, model) &&
+        !(avoid->capacity_hb && (uint32_t)avoid->outstanding >= avoid->capacity_hb))
+        cand[n++] = (rworker *)avoid;
+    *busy = n == 0 && n_full > 0;
     if (n == 0)
         return NULL;
+    if (r->policy == CLUSTER_ROUTER_ROUND_ROBIN)
+        return cand[r->rr++ % (unsigned)n];
     rworker *a = cand[(unsigned)rand() % (unsigned)n], *b = cand[(unsigned)rand() % (unsigned)n];
-    uint64_t la = (uint64_t)a->outstanding + a->inflight_hb;
-    uint64_t lb = (uint64_t)b->outstanding + b->inflight_hb;
-    return lb < la ? b : a;
+    return load_of(b) < load_of(a) ? b : a;
 }
 
 static void send_call(cluster_router *r, rcall *c)
 {
     infd_model *m = infd_request_model(c->req);
     const char *model = infd_model_name(m);
-    rworker *w = pick(r, model, c->w);
+    bool busy = false;
+    rworker *avoid = c->w;
+    rworker *w = pick(r, model, avoid, &busy);
+    c->w = NULL;
+    uint64_t now = infd_clock_ns();
     if (!w) {
-        call_fail(c, INFD_STATUS_UNAVAILABLE, "router: no live worker serves model '%s'", model);
+        if (busy)
+            call_fail(c, INFD_STATUS_RESOURCE_EXHAUSTED,
+                      "router: every worker with model '%s' is at capacity; try again later",
+                      model);
+        else
+            call_fail(c, INFD_STATUS_UNAVAILABLE, "router: no live worker serves model '%s'",
+                      model);
+        return;
+    }
+    if (c->deadline_ns && now >= c->deadline_ns) {
+        call_fail(c, INFD_STATUS_DEADLINE_EXCEEDED,
+                  "router: the request's timeout passed before a worker took it");
         return;
     }
     if (r->calls[(r->next_id + 1) % MAX_CALLS]) {
@@ -412,6 +534,19 @@ static void send_call(cluster_router *r, rcall *c)
     h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__INFER;
     h.call = c->id;
     h.request = &req;
+    h.timeout_us = c->deadline_ns ? (c->deadline_ns - now + 999) / 1000 : 0;
+    /* The client's priority level, as a request parameter (the worker's
+     * model has the same levels). */
+    Inference__InferParameter prio = INFERENCE__INFER_PARAMETER__INIT;
+    Inference__ModelInferRequest__ParametersEntry pe =
+        INFERENCE__MODEL_INFER_REQUEST__PARAMETERS_ENTRY__INIT;
+    Inference__ModelInferRequest__ParametersEntry *ppe = &pe;
+    prio.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    prio.int64_param = infd_request_priority(c->req);
+    pe.key = (char *)"priority";
+    pe.value = &prio;
+    req.n_parameters = prio.int64_param ? 1 : 0;
+    req.parameters = &ppe;
     size_t hn = protobuf_c_message_get_packed_size(&h.base);
     zmq_msg_t head;
     if (zmq_msg_init_size(&head, hn) != 0) {
@@ -502,6 +637,7 @@ static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zm
     rcall *c = call_take(r, h->call);
     if (!c)
         return; /* late: failed over already */
+    c->w = w;   /* for the log line only: the call is off the worker's books */
     if (w) {
         double us = (double)(infd_clock_ns() - c->sent_ns) / 1000.0;
         size_t b = 0;
@@ -512,6 +648,16 @@ static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zm
         w->lat_sum_s += us / 1e6;
         if (h->status != 0)
             w->n_failures++;
+    }
+    if ((h->status == INFD_STATUS_UNAVAILABLE || h->status == INFD_STATUS_RESOURCE_EXHAUSTED) &&
+        c->tries++ == 0) {
+        /* Refused before it ran (stopping, unloading, full): once more
+         * elsewhere. */
+        if (w)
+            w->n_retries++;
+        c->id = 0;
+        send_call(r, c); /* c->w (this worker) is avoided */
+        return;
     }
     if (h->status != 0) {
         call_fail(c, (infd_status)h->status, "%s", h->message ? h->message : "worker error");
@@ -547,8 +693,12 @@ static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zm
             return;
         }
     }
+    log_call(r, c, w ? w->id : NULL, INFD_STATUS_OK);
     call_release(c);
 }
+
+static void ctl_answer(cluster_router *r, rctl *t, int wi, infd_status st, const char *who,
+                       const char *message, const char *config);
 
 static void on_message(rworker *w, zmq_msg_t *parts, int n)
 {
@@ -569,6 +719,7 @@ static void on_message(rworker *w, zmq_msg_t *parts, int n)
         w->alive = true;
         w->last_heard_ns = now;
         w->inflight_hb = h->inflight;
+        w->capacity_hb = h->capacity;
         break;
     case INFD__CLUSTER__LINK_MESSAGE__KIND__RESULT:
         w->last_heard_ns = now;
@@ -577,6 +728,15 @@ static void on_message(rworker *w, zmq_msg_t *parts, int n)
     case INFD__CLUSTER__LINK_MESSAGE__KIND__BYE:
         w->alive = false;
         fail_over(r, w, "left");
+        break;
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__CONTROL_RESULT:
+        w->last_heard_ns = now;
+        for (rctl *t = r->ctls; t; t = t->next)
+            if (t->id == h->call) {
+                ctl_answer(r, t, (int)(w - r->workers), (infd_status)h->status, w->id,
+                           h->message ? h->message : "", h->config);
+                break;
+            }
         break;
     default:
         break;
@@ -662,6 +822,7 @@ static void worker_close(cluster_router *r, rworker *w, const char *why)
 {
     if (w->alive || w->outstanding)
         fail_over(r, w, why);
+    ctl_worker_gone(r, w);
     w->alive = false;
     if (w->ev)
         event_free(w->ev);
@@ -670,23 +831,54 @@ static void worker_close(cluster_router *r, rworker *w, const char *why)
     memset(w, 0, sizeof(*w));
 }
 
+/* The model's row (made when new; NULL past MAX_MODELS). r->mu held. */
+static rmodel *model_row(cluster_router *r, const char *name)
+{
+    for (int i = 0; i < r->n_models; i++)
+        if (strcmp(r->models[i].name, name) == 0)
+            return &r->models[i];
+    if (r->n_models == MAX_MODELS)
+        return NULL;
+    rmodel *m = &r->models[r->n_models++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    return m;
+}
+
+/* A config for the model, when it has none yet (the first worker's). */
 static void model_seen(cluster_router *r, const char *name, const char *config)
 {
     pthread_mutex_lock(&r->mu);
-    int i = 0;
-    while (i < r->n_models && strcmp(r->models[i].name, name) != 0)
-        i++;
-    if (i == r->n_models && r->n_models < MAX_MODELS) {
-        snprintf(r->models[i].name, sizeof(r->models[i].name), "%s", name);
-        r->n_models++;
-    }
-    if (i < r->n_models && config && !r->models[i].config) {
-        r->models[i].config = infd_strdup(config);
-        if (!r->models[i].loaded && !r->models[i].queued) {
-            r->models[i].queued = true;
+    rmodel *m = model_row(r, name);
+    if (m && config && !m->config)
+        m->config = infd_strdup(config);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* After a change of the view (loop): each model wants loading while some
+ * worker lists it READY, and unloading when none does; the loader does
+ * it. A model no worker lists forgets its config, so it takes the next
+ * worker's. */
+static void reconcile(cluster_router *r)
+{
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_models; i++) {
+        rmodel *m = &r->models[i];
+        m->listed = 0;
+        for (int k = 0; k < MAX_WORKERS; k++)
+            if (r->workers[k].used && serves(&r->workers[k], m->name))
+                m->listed++;
+        bool want = m->listed > 0 && m->config;
+        if (want != m->loaded && !m->queued) {
+            m->queued = true;
             pthread_cond_signal(&r->cv);
         }
+        if (!m->listed && !m->loaded && !m->queued) {
+            infd_free(m->config);
+            m->config = NULL;
+        }
     }
+    pthread_cond_broadcast(&r->cv); /* an unload's caller waits for listed 0 */
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -781,6 +973,7 @@ static void on_sync(void *user, const etcd_kv *kvs, int n, int64_t revision)
     }
     for (int k = 0; k < n; k++)
         worker_put(r, &kvs[k]);
+    reconcile(r);
 }
 
 static void on_events(void *user, const etcd_event *ev, int n, int64_t revision)
@@ -793,6 +986,7 @@ static void on_events(void *user, const etcd_event *ev, int n, int64_t revision)
         else
             worker_put(r, &ev[i].kv);
     }
+    reconcile(r);
 }
 
 static void on_watch_state(void *user, const char *message)
@@ -808,13 +1002,29 @@ static void on_watch_state(void *user, const char *message)
 /* Loading remote models                                                     */
 /* ------------------------------------------------------------------------- */
 
+/* An integer of a config's JSON (uint64s are strings there); 0 when not. */
+static long long json_int(yajl_val v)
+{
+    if (v && YAJL_IS_INTEGER(v))
+        return YAJL_GET_INTEGER(v);
+    if (v && YAJL_IS_STRING(v))
+        return strtoll(jstr(v), NULL, 10);
+    return 0;
+}
+
 static bool write_config(cluster_router *r, const char *name, const char *config)
 {
     char ebuf[64];
     yajl_val root = yajl_tree_parse(config, ebuf, sizeof(ebuf));
     const char *bp[] = { "max_batch_size", NULL };
+    const char *lp[] = { "dynamic_batching", "priority_levels", NULL };
+    const char *dp[] = { "dynamic_batching", "default_priority_level", NULL };
     yajl_val mb = root ? yajl_tree_get(root, bp, yajl_t_any) : NULL;
-    long long max_batch = mb && YAJL_IS_INTEGER(mb) ? YAJL_GET_INTEGER(mb) : 0;
+    long long max_batch = json_int(mb);
+    /* The worker's priority levels, so the frontends take the same
+     * priorities (the router forwards them). */
+    long long levels = json_int(root ? yajl_tree_get(root, lp, yajl_t_any) : NULL);
+    long long level = json_int(root ? yajl_tree_get(root, dp, yajl_t_any) : NULL);
     yajl_tree_free(root);
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s", r->repository, name);
@@ -822,20 +1032,34 @@ static bool write_config(cluster_router *r, const char *name, const char *config
     snprintf(path, sizeof(path), "%s/%s/1", r->repository, name);
     mkdir(path, 0755);
     snprintf(path, sizeof(path), "%s/%s/config.pbtxt", r->repository, name);
+    static pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER; /* the loader and the hook */
+    pthread_mutex_lock(&file_mu);
     FILE *f = fopen(path, "w");
-    if (!f)
+    if (!f) {
+        pthread_mutex_unlock(&file_mu);
         return false;
-    /* One instance: it only hands requests to the loop. */
+    }
+    /* One instance, idle: requests go to the loop at submit. */
     fprintf(f,
             "name: \"%s\"\nbackend: \"remote\"\nmax_batch_size: %lld\n"
             "instance_group [ { count: 1 kind: KIND_CPU } ]\n",
             name, max_batch);
-    return fclose(f) == 0;
+    if (levels > 1 && levels < 1000)
+        fprintf(f, "dynamic_batching { priority_levels: %lld default_priority_level: %lld }\n",
+                levels, level >= 1 && level <= levels ? level : levels);
+    bool ok = fclose(f) == 0;
+    pthread_mutex_unlock(&file_mu);
+    return ok;
 }
+
+/* The loader's thread: its own calls of infd_server_load_model pass the
+ * repository hook (they load the router's remote models). */
+static __thread bool in_loader;
 
 static void *loader_main(void *arg)
 {
     cluster_router *r = arg;
+    in_loader = true;
     pthread_mutex_lock(&r->mu);
     while (!r->stop_loader) {
         int i = 0;
@@ -845,26 +1069,219 @@ static void *loader_main(void *arg)
             pthread_cond_wait(&r->cv, &r->mu);
             continue;
         }
+        rmodel *m = &r->models[i];
+        m->queued = false;
+        bool want = m->listed > 0 && m->config;
+        if (want == m->loaded)
+            continue;
         char name[NAME_BYTES];
-        snprintf(name, sizeof(name), "%s", r->models[i].name);
-        char *config = infd_strdup(r->models[i].config);
-        r->models[i].queued = false;
+        snprintf(name, sizeof(name), "%s", m->name);
+        char *config = want ? infd_strdup(m->config) : NULL;
         pthread_mutex_unlock(&r->mu);
         infd_error err;
         infd_error_clear(&err);
-        bool ok = config && write_config(r, name, config) &&
-                  infd_server_load_model(r->server, name, &err) == INFD_STATUS_OK;
+        bool ok = false;
+        infd_model *have = NULL;
+        if (want && infd_server_model_acquire(r->server, name, -1, &have, &err) == INFD_STATUS_OK &&
+            infd_model_is_ready(have)) {
+            ok = true; /* loaded already (a repository request through the router) */
+        } else if (want) {
+            infd_error_clear(&err);
+            ok = config && write_config(r, name, config) &&
+                 infd_server_load_model(r->server, name, &err) == INFD_STATUS_OK;
+            if (ok)
+                infd_log(INFD_LOG_LEVEL_INFO, "router: model '%s' routable", name);
+            else
+                infd_log(INFD_LOG_LEVEL_WARN, "router: model '%s' not loaded: %s", name,
+                         err.msg[0] ? err.msg : "cannot write its config");
+        } else {
+            infd_server_unload_model(r->server, name, &err);
+            infd_log(INFD_LOG_LEVEL_INFO, "router: model '%s' unloaded: no worker has it READY",
+                     name);
+        }
+        if (have)
+            infd_model_release(have);
         infd_free(config);
-        if (ok)
-            infd_log(INFD_LOG_LEVEL_INFO, "router: model '%s' routable", name);
-        else
-            infd_log(INFD_LOG_LEVEL_WARN, "router: model '%s' not loaded: %s", name,
-                     err.msg[0] ? err.msg : "cannot write its config");
         pthread_mutex_lock(&r->mu);
-        r->models[i].loaded = ok;
+        m->loaded = want && ok;
+        /* Changed meanwhile (a failed load waits for the next change). */
+        bool now = m->listed > 0 && m->config;
+        if (now != want && now != m->loaded)
+            m->queued = true;
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Repository requests, forwarded                                            */
+/* ------------------------------------------------------------------------- */
+
+static void ctl_finish(cluster_router *r, rctl *t)
+{
+    for (rctl **p = &r->ctls; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    t->next = NULL;
+    pthread_mutex_lock(&t->mu);
+    t->done = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void ctl_answer(cluster_router *r, rctl *t, int wi, infd_status st, const char *who,
+                       const char *message, const char *config)
+{
+    if (!t->asked[wi] || t->answered[wi])
+        return;
+    t->answered[wi] = true;
+    t->n_answered++;
+    if (st == INFD_STATUS_OK) {
+        t->n_ok++;
+        /* The worker's routing row follows at once; its etcd value, which
+         * says the same, comes within a second. */
+        rworker *w = &r->workers[wi];
+        int k = 0;
+        while (k < w->n_models && strcmp(w->models[k].name, t->model) != 0)
+            k++;
+        if (t->load && k == w->n_models &&
+            k < (int)(sizeof(w->models) / sizeof(w->models[0]))) {
+            snprintf(w->models[k].name, NAME_BYTES, "%s", t->model);
+            w->n_models++;
+        } else if (!t->load && k < w->n_models) {
+            w->models[k] = w->models[--w->n_models];
+        }
+        if (t->load && !t->config && config && *config)
+            t->config = infd_strdup(config);
+    } else if (t->first_status == INFD_STATUS_OK) {
+        t->first_status = st;
+        snprintf(t->message, sizeof(t->message), "worker %s: %s", who, message);
+    }
+    if (t->n_answered == t->n_asked) {
+        if (t->n_ok && !t->load)
+            reconcile(r);
+        ctl_finish(r, t);
+    }
+}
+
+static void ctl_worker_gone(cluster_router *r, const rworker *w)
+{
+    int wi = (int)(w - r->workers);
+    for (rctl *t = r->ctls, *next; t; t = next) {
+        next = t->next;
+        ctl_answer(r, t, wi, INFD_STATUS_UNAVAILABLE, w->id, "left before it answered", NULL);
+    }
+}
+
+static void on_ctls(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_router *r = arg;
+    rctl *list = infd_mailbox_take(&r->ctl_box);
+    while (list) {
+        rctl *t = list;
+        list = t->next;
+        t->next = NULL;
+        t->id = ++r->next_ctl;
+        t->deadline_ns = infd_clock_ns() + CTL_TIMEOUT_S * 1000000000ull;
+        Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+        h.version = 1;
+        h.kind = t->load ? INFD__CLUSTER__LINK_MESSAGE__KIND__LOAD
+                         : INFD__CLUSTER__LINK_MESSAGE__KIND__UNLOAD;
+        h.call = t->id;
+        h.model = t->model;
+        uint8_t buf[256];
+        size_t n = protobuf_c_message_get_packed_size(&h.base);
+        for (int i = 0; n <= sizeof(buf) && i < MAX_WORKERS; i++) {
+            rworker *w = &r->workers[i];
+            if (!w->used || !w->alive || !w->sock)
+                continue;
+            protobuf_c_message_pack(&h.base, buf);
+            if (zmq_send(w->sock, buf, n, ZMQ_DONTWAIT) < 0)
+                continue;
+            t->asked[i] = true;
+            t->n_asked++;
+            drain_worker(w);
+        }
+        if (t->n_asked == 0) {
+            t->first_status = INFD_STATUS_UNAVAILABLE;
+            snprintf(t->message, sizeof(t->message), "no live worker to %s it",
+                     t->load ? "load" : "unload");
+            ctl_finish(r, t);
+            continue;
+        }
+        t->next = r->ctls;
+        r->ctls = t;
+    }
+}
+
+/* The repository hook (frontends' threads): the request goes to every live
+ * worker, and the router's own remote model follows. */
+static infd_status repo_hook(void *user, const char *name, bool load, infd_error *err)
+{
+    cluster_router *r = user;
+    if (in_loader)
+        return INFD_STATUS_OK;
+    if (strlen(name) >= NAME_BYTES)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "model name of %zu bytes",
+                              strlen(name));
+    rctl *t = infd_calloc(1, sizeof(*t));
+    if (!t)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");
+    t->load = load;
+    snprintf(t->model, sizeof(t->model), "%s", name);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    infd_mailbox_post(&r->ctl_box, t);
+    pthread_mutex_lock(&t->mu);
+    while (!t->done)
+        pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    infd_status st = INFD_STATUS_OK;
+    if (t->n_ok == 0) {
+        st = infd_error_set(err, t->first_status ? t->first_status : INFD_STATUS_UNAVAILABLE,
+                            "router: no worker could %s model '%s' (%s)", load ? "load" : "unload",
+                            name, t->message[0] ? t->message : "no answer");
+    } else if (t->first_status != INFD_STATUS_OK) {
+        infd_log(INFD_LOG_LEVEL_WARN, "router: %d of %d workers did %s model '%s'; %s", t->n_ok,
+                 t->n_asked, load ? "load" : "unload", name, t->message);
+    }
+    if (st == INFD_STATUS_OK && load) {
+        /* The server loads its remote model next, from the answer's config. */
+        pthread_mutex_lock(&r->mu);
+        rmodel *m = model_row(r, name);
+        if (m && t->config) {
+            infd_free(m->config);
+            m->config = infd_strdup(t->config);
+        }
+        bool ok = m && m->config && write_config(r, name, m->config);
+        pthread_mutex_unlock(&r->mu);
+        if (!ok)
+            st = infd_error_set(err, INFD_STATUS_INTERNAL,
+                                "router: the workers loaded model '%s' but it has no config here",
+                                name);
+    } else if (st == INFD_STATUS_OK) {
+        /* Until the workers' keys say so (they write within a second), so
+         * the view does not bring the model back. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 3;
+        pthread_mutex_lock(&r->mu);
+        for (;;) {
+            rmodel *m = model_row(r, name);
+            if (!m || m->listed == 0 || pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0)
+                break;
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
+    infd_free(t->config);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    infd_free(t);
+    return st;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -877,6 +1294,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     cluster_router *r = arg;
     uint64_t now = infd_clock_ns();
+    bool hello = now >= r->next_hello_ns;
+    if (hello)
+        r->next_hello_ns = now + HEARTBEAT_MS * 1000000ull;
     for (int i = 0; i < MAX_WORKERS; i++) {
         rworker *w = &r->workers[i];
         if (!w->used)
@@ -893,8 +1313,21 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
                 infd_log(INFD_LOG_LEVEL_WARN, "router: cannot reconnect to worker %s: %s", w->id,
                          zmq_strerror(zmq_errno()));
         }
-        send_hello(w);
+        if (hello)
+            send_hello(w);
         drain_worker(w);
+    }
+    /* Repository requests some worker never answered. */
+    for (rctl *t = r->ctls, *next; t; t = next) {
+        next = t->next;
+        if (now < t->deadline_ns)
+            continue;
+        if (t->first_status == INFD_STATUS_OK) {
+            t->first_status = INFD_STATUS_DEADLINE_EXCEEDED;
+            snprintf(t->message, sizeof(t->message), "%d worker(s) did not answer in %d s",
+                     t->n_asked - t->n_answered, CTL_TIMEOUT_S);
+        }
+        ctl_finish(r, t);
     }
     /* Calls a live worker never answered. */
     if (now >= r->next_sweep_ns) {
@@ -930,6 +1363,8 @@ void cluster_router_options_init(cluster_router_options *o)
 {
     memset(o, 0, sizeof(*o));
     o->prefix = "/infd";
+    o->max_inflight = 4096;
+    o->request_log = INFD_LOG_LEVEL_DEBUG;
 }
 
 static void router_free(cluster_router *r)
@@ -945,9 +1380,25 @@ static void router_free(cluster_router *r)
         atomic_init(&c->refs, 1);
         call_fail(c, INFD_STATUS_UNAVAILABLE, "router: stopping");
     }
+    /* Repository requests waiting: answered. */
+    rctl *ctls = r->ctl_box.wake ? infd_mailbox_take(&r->ctl_box) : NULL;
+    while (ctls) {
+        rctl *t = ctls;
+        ctls = t->next;
+        t->next = r->ctls;
+        r->ctls = t;
+    }
+    while (r->ctls) {
+        if (r->ctls->first_status == INFD_STATUS_OK) {
+            r->ctls->first_status = INFD_STATUS_UNAVAILABLE;
+            snprintf(r->ctls->message, sizeof(r->ctls->message), "the router is stopping");
+        }
+        ctl_finish(r, r->ctls);
+    }
     etcd_watch_stop(r->watch);
     etcd_client_destroy(r->etcd);
     infd_mailbox_fini(&r->calls_box);
+    infd_mailbox_fini(&r->ctl_box);
     if (r->tick)
         event_free(r->tick);
     if (r->base)
@@ -957,6 +1408,7 @@ static void router_free(cluster_router *r)
     for (int i = 0; i < r->n_models; i++)
         infd_free(r->models[i].config);
     infd_free(r->calls);
+    cluster_ratelimit_destroy(r->limits);
     remote_kind.user = NULL;
     infd_freelist_fini(&r->records); /* after zmq_ctx_term: every frame released */
     pthread_mutex_destroy(&r->mu);
@@ -1023,6 +1475,14 @@ static void on_render(evutil_socket_t fd, short what, void *arg)
                        "left etcd.\n# TYPE infd_router_evictions_total counter\n"
                        "infd_router_evictions_total %" PRIu64 "\n",
                        r->n_evictions);
+    infd_strbuf_printf(b,
+                       "# HELP infd_router_rejected_total Requests refused at once: over a rate "
+                       "limit, or over --max-inflight.\n"
+                       "# TYPE infd_router_rejected_total counter\n"
+                       "infd_router_rejected_total{reason=\"rate_limit\"} %" PRIu64 "\n"
+                       "infd_router_rejected_total{reason=\"overload\"} %" PRIu64 "\n",
+                       (uint64_t)atomic_load(&r->n_rate_limited),
+                       (uint64_t)atomic_load(&r->n_overload));
     infd_strbuf_puts(b, "# HELP infd_router_request_duration_seconds From sending a call to the "
                         "worker to its result.\n"
                         "# TYPE infd_router_request_duration_seconds histogram\n");
@@ -1101,10 +1561,11 @@ void cluster_router_stop(cluster_router *r)
 {
     if (!r)
         return;
+    infd_server_set_repository_hook(r->server, NULL, NULL);
     if (r->loader_started) {
         pthread_mutex_lock(&r->mu);
         r->stop_loader = true;
-        pthread_cond_signal(&r->cv);
+        pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->loader, NULL);
     }
@@ -1146,10 +1607,19 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
     }
     snprintf(r->prefix, sizeof(r->prefix), "%s", o->prefix ? o->prefix : "/infd");
     snprintf(r->repository, sizeof(r->repository), "%s", o->repository);
+    r->policy = o->policy;
+    r->max_inflight = o->max_inflight > 0 ? o->max_inflight : 4096;
+    r->request_log = o->request_log;
+    if ((st = cluster_ratelimit_create(&r->limits, err)) != INFD_STATUS_OK)
+        goto fail;
+    for (int i = 0; i < o->n_rate_limits; i++)
+        if ((st = cluster_ratelimit_add(r->limits, o->rate_limits[i], err)) != INFD_STATUS_OK)
+            goto fail;
     r->calls = infd_calloc(MAX_CALLS, sizeof(rcall *));
     if (!r->calls || evthread_use_pthreads() != 0 || !(r->base = event_base_new()) ||
         !(r->tick = event_new(r->base, -1, EV_PERSIST, on_tick, r)) ||
         !infd_mailbox_init(&r->calls_box, r->base, offsetof(rcall, next), on_calls, r) ||
+        !infd_mailbox_init(&r->ctl_box, r->base, offsetof(rctl, next), on_ctls, r) ||
         !(r->zctx = zmq_ctx_new())) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot make the event loop");
         goto fail;
@@ -1161,7 +1631,7 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
     etcd_watch_callbacks cbs = { on_sync, on_events, on_watch_state, r };
     if ((st = etcd_watch_start(r->etcd, prefix, &cbs, &r->watch, err)) != INFD_STATUS_OK)
         goto fail;
-    struct timeval tv = { 0, HEARTBEAT_MS * 1000 };
+    struct timeval tv = { 0, TICK_MS * 1000 };
     event_add(r->tick, &tv);
     if (pthread_create(&r->loader, NULL, loader_main, r) != 0) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot start its loader");
@@ -1173,6 +1643,7 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
         goto fail;
     }
     r->thread_started = true;
+    infd_server_set_repository_hook(server, repo_hook, r);
     infd_log(INFD_LOG_LEVEL_INFO, "router: watching %s at etcd %s", prefix, o->etcd);
     *out = r;
     return INFD_STATUS_OK;

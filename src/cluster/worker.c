@@ -60,6 +60,21 @@ struct wcall {
     char id[128];
 };
 
+/* A LOAD or UNLOAD from a router, run on the control thread (loads
+ * block), answered by the loop. */
+typedef struct wctl wctl;
+struct wctl {
+    wctl *next;
+    uint8_t ident[ID_BYTES];
+    size_t ident_n;
+    uint64_t call;
+    bool load;
+    char model[128];
+    infd_status status;
+    char message[INFD_ERROR_MSG_BYTES];
+    char *config; /* a LOAD's model config JSON */
+};
+
 typedef struct wrouter {
     uint8_t ident[ID_BYTES];
     size_t ident_n;
@@ -87,6 +102,15 @@ struct cluster_worker {
     atomic_int inflight;
     infd_mailbox done;     /* completed, for the loop */
     infd_freelist records; /* wcall, recycled */
+
+    /* The control thread: LOAD / UNLOAD in order, answered through ctl_done. */
+    pthread_mutex_t ctl_mu;
+    pthread_cond_t ctl_cv;
+    wctl *ctl_head, *ctl_tail;
+    bool ctl_stop;
+    pthread_t ctl_thread;
+    bool ctl_started;
+    infd_mailbox ctl_done;
 };
 
 void cluster_worker_options_init(cluster_worker_options *o)
@@ -289,6 +313,113 @@ static void drain_done(cluster_worker *w)
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* LOAD and UNLOAD                                                           */
+/* ------------------------------------------------------------------------- */
+
+static void *ctl_main(void *arg)
+{
+    cluster_worker *w = arg;
+    pthread_mutex_lock(&w->ctl_mu);
+    for (;;) {
+        while (!w->ctl_head && !w->ctl_stop)
+            pthread_cond_wait(&w->ctl_cv, &w->ctl_mu);
+        if (!w->ctl_head)
+            break;
+        wctl *t = w->ctl_head;
+        w->ctl_head = t->next;
+        if (!w->ctl_head)
+            w->ctl_tail = NULL;
+        t->next = NULL;
+        pthread_mutex_unlock(&w->ctl_mu);
+        infd_error err;
+        infd_error_clear(&err);
+        t->status = t->load ? infd_server_load_model(w->server, t->model, &err)
+                            : infd_server_unload_model(w->server, t->model, &err);
+        snprintf(t->message, sizeof(t->message), "%s", err.msg);
+        infd_model *m = NULL;
+        size_t n = 0;
+        if (t->status == INFD_STATUS_OK && t->load &&
+            infd_server_model_acquire(w->server, t->model, -1, &m, &err) == INFD_STATUS_OK) {
+            if (infd_model_config_json(m, &t->config, &n, &err) != INFD_STATUS_OK)
+                t->config = NULL;
+            infd_model_release(m);
+        }
+        infd_log(t->status == INFD_STATUS_OK ? INFD_LOG_LEVEL_INFO : INFD_LOG_LEVEL_WARN,
+                 "cluster link: a router asked to %s model '%s': %s", t->load ? "load" : "unload",
+                 t->model, t->status == INFD_STATUS_OK ? "done" : t->message);
+        infd_mailbox_post(&w->ctl_done, t);
+        pthread_mutex_lock(&w->ctl_mu);
+    }
+    pthread_mutex_unlock(&w->ctl_mu);
+    return NULL;
+}
+
+static void send_ctl_result(cluster_worker *w, wctl *t)
+{
+    Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
+    h.version = 1;
+    h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__CONTROL_RESULT;
+    h.call = t->call;
+    h.status = t->status;
+    h.message = t->message;
+    h.model = t->model;
+    h.config = t->config ? t->config : (char *)"";
+    if (!send_parts(w, t->ident, t->ident_n, &h, NULL, 0))
+        complain(w, "the router that asked to %s '%s' is gone", t->load ? "load" : "unload",
+                 t->model);
+}
+
+static void drain_socket(cluster_worker *w);
+
+static void on_ctl_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_worker *w = arg;
+    wctl *list = infd_mailbox_take(&w->ctl_done);
+    while (list) {
+        wctl *t = list;
+        list = t->next;
+        send_ctl_result(w, t);
+        infd_free(t->config);
+        infd_free(t);
+    }
+    drain_socket(w); /* sending may have taken the fd's edge */
+}
+
+/* A LOAD or UNLOAD, queued for the control thread. */
+static void ctl_take(cluster_worker *w, const uint8_t *ident, size_t ident_n,
+                     const Infd__Cluster__LinkMessage *h)
+{
+    wctl *t = infd_calloc(1, sizeof(*t));
+    if (!t) {
+        send_error(w, ident, ident_n, h->call, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    memcpy(t->ident, ident, ident_n);
+    t->ident_n = ident_n;
+    t->call = h->call;
+    t->load = h->kind == INFD__CLUSTER__LINK_MESSAGE__KIND__LOAD;
+    snprintf(t->model, sizeof(t->model), "%s", h->model ? h->model : "");
+    if (w->stopping || !h->model || !*h->model) {
+        t->status = w->stopping ? INFD_STATUS_UNAVAILABLE : INFD_STATUS_INVALID_ARGUMENT;
+        snprintf(t->message, sizeof(t->message), "%s",
+                 w->stopping ? "the worker is stopping" : "no model named");
+        send_ctl_result(w, t);
+        infd_free(t);
+        return;
+    }
+    pthread_mutex_lock(&w->ctl_mu);
+    if (w->ctl_tail)
+        w->ctl_tail->next = t;
+    else
+        w->ctl_head = t;
+    w->ctl_tail = t;
+    pthread_cond_signal(&w->ctl_cv);
+    pthread_mutex_unlock(&w->ctl_mu);
+}
+
 /* Builds and submits the request of an INFER; an error is the router's
  * RESULT. */
 static infd_status start_call(cluster_worker *w, wcall *c, const Inference__ModelInferRequest *r,
@@ -459,6 +590,10 @@ static void on_message(cluster_worker *w, zmq_msg_t *parts, int n)
         }
         break;
     }
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__LOAD:
+    case INFD__CLUSTER__LINK_MESSAGE__KIND__UNLOAD:
+        ctl_take(w, ident, ident_n, h);
+        break;
     default:
         complain(w, "a message of kind %d from a router: dropped", (int)h->kind);
         break;
@@ -562,6 +697,25 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 
 static void worker_free(cluster_worker *w)
 {
+    if (w->ctl_started) {
+        pthread_mutex_lock(&w->ctl_mu);
+        w->ctl_stop = true;
+        pthread_cond_signal(&w->ctl_cv);
+        pthread_mutex_unlock(&w->ctl_mu);
+        pthread_join(w->ctl_thread, NULL);
+    }
+    for (wctl *t = w->ctl_head, *next; t; t = next) {
+        next = t->next;
+        infd_free(t);
+    }
+    for (wctl *t = w->ctl_done.wake ? infd_mailbox_take(&w->ctl_done) : NULL, *next; t; t = next) {
+        next = t->next;
+        infd_free(t->config);
+        infd_free(t);
+    }
+    infd_mailbox_fini(&w->ctl_done);
+    pthread_mutex_destroy(&w->ctl_mu);
+    pthread_cond_destroy(&w->ctl_cv);
     if (w->readable)
         event_free(w->readable);
     if (w->tick)
@@ -615,6 +769,8 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
     if (!w)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "cluster link: out of memory");
     infd_freelist_init(&w->records, sizeof(wcall), offsetof(wcall, next), o->capacity);
+    pthread_mutex_init(&w->ctl_mu, NULL);
+    pthread_cond_init(&w->ctl_cv, NULL);
     w->server = server;
     w->capacity = o->capacity;
     snprintf(w->bind, sizeof(w->bind), "%s", o->bind);
@@ -649,13 +805,19 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
         !(w->base = event_base_new()) ||
         !(w->readable = event_new(w->base, fd, EV_READ | EV_PERSIST, on_readable, w)) ||
         !(w->tick = event_new(w->base, -1, EV_PERSIST, on_tick, w)) ||
-        !infd_mailbox_init(&w->done, w->base, offsetof(wcall, next), on_wake, w)) {
+        !infd_mailbox_init(&w->done, w->base, offsetof(wcall, next), on_wake, w) ||
+        !infd_mailbox_init(&w->ctl_done, w->base, offsetof(wctl, next), on_ctl_wake, w)) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot make the event loop");
         goto fail;
     }
     struct timeval tv = { 0, HEARTBEAT_MS * 1000 };
     event_add(w->readable, NULL);
     event_add(w->tick, &tv);
+    if (pthread_create(&w->ctl_thread, NULL, ctl_main, w) != 0) {
+        st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot start its thread");
+        goto fail;
+    }
+    w->ctl_started = true;
     if (pthread_create(&w->thread, NULL, loop_main, w) != 0) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot start its thread");
         goto fail;
