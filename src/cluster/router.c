@@ -1146,8 +1146,7 @@ static void ctl_answer(cluster_router *r, rctl *t, int wi, infd_status st, const
         int k = 0;
         while (k < w->n_models && strcmp(w->models[k].name, t->model) != 0)
             k++;
-        if (t->load && k == w->n_models &&
-            k < (int)(sizeof(w->models) / sizeof(w->models[0]))) {
+        if (t->load && k == w->n_models && k < (int)(sizeof(w->models) / sizeof(w->models[0]))) {
             snprintf(w->models[k].name, NAME_BYTES, "%s", t->model);
             w->n_models++;
         } else if (!t->load && k < w->n_models) {
