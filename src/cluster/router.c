@@ -50,6 +50,9 @@
 #define TICK_MS        50 /* dead workers are seen within DEAD_AFTER_MS + TICK_MS */
 #define CALL_TIMEOUT_S 60 /* a worker that heartbeats but never answers a call */
 #define NAME_BYTES     128
+#define SEQ_KEY        80    /* "#<u64>" or "$<string id>" */
+#define MAX_SEQS       16384 /* sequences open at once, a power of two */
+#define SEQ_IDLE_S     600   /* a sequence silent this long is forgotten */
 
 typedef struct rcall rcall;
 typedef struct rworker rworker;
@@ -63,8 +66,19 @@ struct rcall {
     uint64_t sent_ns;
     uint64_t deadline_ns; /* from the client's timeout (0: none) */
     int tries;
-    atomic_int refs; /* the result, and each input frame ZeroMQ holds */
+    atomic_int refs;    /* the result, and each input frame ZeroMQ holds */
+    char seq[SEQ_KEY];  /* the sequence's key ("" when none): sticky, never retried */
+    uint32_t seq_flags; /* INFD_SEQUENCE_START / END */
 };
+
+/* Where a sequence lives: one worker from its START to its END (its state
+ * is there). */
+typedef struct rseq {
+    char key[SEQ_KEY]; /* "" when free */
+    int wi;            /* the worker's slot */
+    uint64_t gen;      /* ... and its generation (a reused slot is another worker) */
+    uint64_t last_ns;
+} rseq;
 
 typedef struct rmodel_ref {
     char name[NAME_BYTES];
@@ -73,6 +87,7 @@ typedef struct rmodel_ref {
 
 struct rworker {
     bool used;
+    uint64_t gen; /* a new number each time the slot takes a worker */
     char key[512];
     char id[NAME_BYTES];
     char address[256];
@@ -149,7 +164,9 @@ struct cluster_router {
     uint64_t next_sweep_ns;
     uint64_t next_hello_ns;
     uint64_t n_evictions; /* workers dropped (their key left etcd) */
-    unsigned rr;          /* round robin's next */
+    uint64_t next_gen;
+    rseq *seqs;  /* [MAX_SEQS], open addressing by the key's hash (loop) */
+    unsigned rr; /* round robin's next */
 
     /* Options. */
     cluster_router_policy policy;
@@ -312,6 +329,14 @@ static infd_status remote_submit(void *state, infd_request *req, infd_error *err
     c->tries = 0;
     uint64_t t = infd_request_timeout_us(req);
     c->deadline_ns = t ? infd_request_submit_ns(req) + t * 1000u : 0;
+    infd_sequence_info si;
+    infd_request_sequence(req, &si);
+    c->seq[0] = '\0';
+    c->seq_flags = si.flags;
+    if (si.id_string)
+        snprintf(c->seq, sizeof(c->seq), "$%s", si.id_string);
+    else if (si.id)
+        snprintf(c->seq, sizeof(c->seq), "#%" PRIu64, si.id);
     infd_mailbox_post(&r->calls_box, c);
     return INFD_STATUS_OK;
 }
@@ -455,15 +480,86 @@ static rworker *pick(cluster_router *r, const char *model, const rworker *avoid,
     return load_of(b) < load_of(a) ? b : a;
 }
 
+static uint32_t seq_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+/* The sequence's entry, or (make) a free one to take it; NULL when the
+ * table is full. */
+static rseq *seq_find(cluster_router *r, const char *key, bool make)
+{
+    uint32_t h = seq_hash(key);
+    rseq *free_slot = NULL;
+    for (uint32_t i = 0; i < MAX_SEQS; i++) {
+        rseq *e = &r->seqs[(h + i) & (MAX_SEQS - 1)];
+        if (e->key[0] && strcmp(e->key, key) == 0)
+            return e;
+        if (!e->key[0]) {
+            if (!free_slot)
+                free_slot = e;
+            if (e->wi == 0) /* never used: the probe ends here */
+                break;
+        }
+    }
+    return make ? free_slot : NULL;
+}
+
+static void seq_forget(rseq *e)
+{
+    e->key[0] = '\0';
+    e->wi = -1; /* a tombstone: probes go on past it */
+}
+
+/* The worker a sequence is pinned to; NULL with *lost when it was pinned to
+ * one that is gone. */
+static rworker *seq_worker(cluster_router *r, rseq *e, bool *lost)
+{
+    *lost = false;
+    if (!e || e->wi < 1)
+        return NULL;
+    rworker *w = &r->workers[e->wi - 1];
+    if (w->used && w->gen == e->gen && w->alive && w->sock)
+        return w;
+    *lost = true;
+    return NULL;
+}
+
 static void send_call(cluster_router *r, rcall *c)
 {
     infd_model *m = infd_request_model(c->req);
     const char *model = infd_model_name(m);
     bool busy = false;
     rworker *avoid = c->w;
-    rworker *w = pick(r, model, avoid, &busy);
+    rworker *w = NULL;
     c->w = NULL;
     uint64_t now = infd_clock_ns();
+    rseq *sq = NULL;
+    if (c->seq[0]) {
+        /* A sequence stays where its START went: its state is there. */
+        bool lost = false;
+        sq = seq_find(r, c->seq, true);
+        w = (c->seq_flags & INFD_SEQUENCE_START) ? NULL : seq_worker(r, sq, &lost);
+        if (lost || avoid) {
+            if (sq && sq->key[0])
+                seq_forget(sq);
+            call_fail(c, INFD_STATUS_UNAVAILABLE,
+                      "router: the worker that held sequence %s is gone (its state with it); "
+                      "start the sequence again",
+                      c->seq + 1);
+            return;
+        }
+        if (!sq) {
+            call_fail(c, INFD_STATUS_RESOURCE_EXHAUSTED, "router: %d sequences are open already",
+                      MAX_SEQS);
+            return;
+        }
+    }
+    if (!w)
+        w = pick(r, model, avoid, &busy);
     if (!w) {
         if (busy)
             call_fail(c, INFD_STATUS_RESOURCE_EXHAUSTED,
@@ -535,18 +631,49 @@ static void send_call(cluster_router *r, rcall *c)
     h.call = c->id;
     h.request = &req;
     h.timeout_us = c->deadline_ns ? (c->deadline_ns - now + 999) / 1000 : 0;
-    /* The client's priority level, as a request parameter (the worker's
-     * model has the same levels). */
-    Inference__InferParameter prio = INFERENCE__INFER_PARAMETER__INIT;
-    Inference__ModelInferRequest__ParametersEntry pe =
-        INFERENCE__MODEL_INFER_REQUEST__PARAMETERS_ENTRY__INIT;
-    Inference__ModelInferRequest__ParametersEntry *ppe = &pe;
-    prio.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-    prio.int64_param = infd_request_priority(c->req);
-    pe.key = (char *)"priority";
-    pe.value = &prio;
-    req.n_parameters = prio.int64_param ? 1 : 0;
-    req.parameters = &ppe;
+    /* The client's priority level (the worker's model has the same levels)
+     * and the sequence, as request parameters. */
+    Inference__InferParameter pv[4];
+    Inference__ModelInferRequest__ParametersEntry pe[4], *ppe[4];
+    int np = 0;
+    uint32_t prio = infd_request_priority(c->req);
+    if (prio) {
+        inference__infer_parameter__init(&pv[np]);
+        pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        pv[np].int64_param = prio;
+        pe[np].key = (char *)"priority";
+        np++;
+    }
+    if (c->seq[0]) {
+        inference__infer_parameter__init(&pv[np]);
+        if (c->seq[0] == '$') {
+            pv[np].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+            pv[np].string_param = c->seq + 1;
+        } else {
+            pv[np].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+            pv[np].uint64_param = strtoull(c->seq + 1, NULL, 10);
+        }
+        pe[np++].key = (char *)"sequence_id";
+        for (int f = 0; f < 2; f++) {
+            inference__infer_parameter__init(&pv[np]);
+            pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+            pv[np].bool_param = (c->seq_flags & (f ? INFD_SEQUENCE_END : INFD_SEQUENCE_START)) != 0;
+            pe[np++].key = (char *)(f ? "sequence_end" : "sequence_start");
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        Inference__ModelInferRequest__ParametersEntry init =
+            INFERENCE__MODEL_INFER_REQUEST__PARAMETERS_ENTRY__INIT;
+        char *key = pe[i].key;
+        pe[i] = init;
+        pe[i].key = key;
+        pe[i].value = &pv[i];
+        ppe[i] = &pe[i];
+    }
+    req.n_parameters = (size_t)np;
+    req.parameters = ppe;
     size_t hn = protobuf_c_message_get_packed_size(&h.base);
     zmq_msg_t head;
     if (zmq_msg_init_size(&head, hn) != 0) {
@@ -583,6 +710,17 @@ static void send_call(cluster_router *r, rcall *c)
     }
     c->w = w;
     c->sent_ns = infd_clock_ns();
+    if (sq) {
+        if (c->seq_flags & INFD_SEQUENCE_END) {
+            if (sq->key[0])
+                seq_forget(sq);
+        } else {
+            snprintf(sq->key, sizeof(sq->key), "%s", c->seq);
+            sq->wi = (int)(w - r->workers) + 1;
+            sq->gen = w->gen;
+            sq->last_ns = c->sent_ns;
+        }
+    }
     w->outstanding++;
     w->n_requests++;
     call_file(r, c);
@@ -916,6 +1054,7 @@ static void worker_put(cluster_router *r, const etcd_kv *kv)
         }
         memset(w, 0, sizeof(*w));
         w->used = true;
+        w->gen = ++r->next_gen;
         w->r = r;
         snprintf(w->key, sizeof(w->key), "%s", kv->key);
         snprintf(w->address, sizeof(w->address), "%s", jstr(addr));
@@ -1328,9 +1467,12 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         }
         ctl_finish(r, t);
     }
-    /* Calls a live worker never answered. */
+    /* Calls a live worker never answered; sequences long silent. */
     if (now >= r->next_sweep_ns) {
         r->next_sweep_ns = now + 1000000000ull;
+        for (int i = 0; i < MAX_SEQS; i++)
+            if (r->seqs[i].key[0] && now - r->seqs[i].last_ns > SEQ_IDLE_S * 1000000000ull)
+                seq_forget(&r->seqs[i]);
         for (int i = 0; i < MAX_CALLS; i++) {
             rcall *c = r->calls[i];
             /* (sent_ns may be after `now`: failed over in this tick) */
@@ -1407,6 +1549,7 @@ static void router_free(cluster_router *r)
     for (int i = 0; i < r->n_models; i++)
         infd_free(r->models[i].config);
     infd_free(r->calls);
+    infd_free(r->seqs);
     cluster_ratelimit_destroy(r->limits);
     remote_kind.user = NULL;
     infd_freelist_fini(&r->records); /* after zmq_ctx_term: every frame released */
@@ -1615,7 +1758,8 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
         if ((st = cluster_ratelimit_add(r->limits, o->rate_limits[i], err)) != INFD_STATUS_OK)
             goto fail;
     r->calls = infd_calloc(MAX_CALLS, sizeof(rcall *));
-    if (!r->calls || evthread_use_pthreads() != 0 || !(r->base = event_base_new()) ||
+    r->seqs = infd_calloc(MAX_SEQS, sizeof(rseq));
+    if (!r->calls || !r->seqs || evthread_use_pthreads() != 0 || !(r->base = event_base_new()) ||
         !(r->tick = event_new(r->base, -1, EV_PERSIST, on_tick, r)) ||
         !infd_mailbox_init(&r->calls_box, r->base, offsetof(rcall, next), on_calls, r) ||
         !infd_mailbox_init(&r->ctl_box, r->base, offsetof(rctl, next), on_ctls, r) ||

@@ -24,6 +24,12 @@
  * No worker for a model: UNAVAILABLE at once; no room anywhere:
  * RESOURCE_EXHAUSTED at once.
  *
+ * Sequences (requests with a correlation id): the START's worker is
+ * remembered, and every later request of the sequence goes there, since
+ * its state is there; the END forgets it (so does 10 minutes of silence).
+ * Such requests are never retried elsewhere: when their worker is gone
+ * they fail UNAVAILABLE, saying the sequence must start again.
+ *
  * Limits, at submit on the frontend's thread (infd_kind_model_set_submit),
  * so refusals take microseconds: token buckets per model and per client
  * key (src/cluster/ratelimit.h), and a bound on the requests taken and not

@@ -45,11 +45,18 @@ def make_cluster(serve, tmp_path, etcd_cluster, infd_bin):
     -> Cluster. Workers are w1..wN; routers must exit 0 at teardown."""
     made = []
 
-    def make(n_workers=2, n_routers=1, router_args=(), worker_args=(), blazeface=False):
+    def make(n_workers=2, n_routers=1, router_args=(), worker_args=(), blazeface=False,
+             sequences=False):
         root = tmp_path / "repo"
         if not root.exists():
             repo.add_sub(root, dynamic_batching={"max_queue_delay_microseconds": 500})
             repo.identity(root, name="identity")
+            if sequences:
+                from test_sequence import CONTROLS, accumulator
+                accumulator(root / "acc" / "1" / "model.onnx", 8)
+                repo.write_config(root / "acc", "max_batch_size: 8\nsequence_batching {\n"
+                                  "  oldest { max_candidate_sequences: 8 "
+                                  "max_queue_delay_microseconds: 1000 }\n" + CONTROLS + "}\n")
             if blazeface:
                 src = ROOT / "models" / "blazeface"
                 if not (src / "1" / "model.onnx").is_file():
@@ -544,3 +551,50 @@ def test_a_fake_worker_that_speaks_garbage_does_not_hurt(make_cluster, etcd_clus
         t.join()
         sock.close()
         ctx.term()
+
+
+def test_sequences_stay_on_one_worker(make_cluster):
+    c = make_cluster(n_workers=2, sequences=True)
+    router = c.routers[0]
+    wait_routable(router, "acc")
+    for wid in c.workers:
+        wait_for(f"{wid} is not live", lambda: router.metrics().get(
+            f'infd_router_worker_up{{worker="{wid}"}}', 0) == 1)
+
+    def step(seq, values, start=False, end=False):
+        body = {"parameters": {"sequence_id": seq, "sequence_start": start, "sequence_end": end},
+                "inputs": [{"name": "INPUT", "datatype": "FP32", "shape": [1, 4],
+                            "data": [float(v) for v in values]}]}
+        return requests.post(f"{router.url}/v2/models/acc/infer", json=body, timeout=10)
+
+    # Ten sequences interleaved, numeric and string ids: each accumulates
+    # its own inputs, so every step of one went to the worker with its state.
+    ids = list(range(101, 106)) + [f"s-{i}" for i in range(5)]
+    sums = {i: np.zeros(4) for i in ids}
+    for k in range(6):
+        for n, i in enumerate(ids):
+            v = np.arange(4) + n + k
+            r = step(i, v, start=k == 0, end=k == 5)
+            assert r.status_code == 200, r.text
+            sums[i] += v
+            got = {o["name"]: o["data"] for o in r.json()["outputs"]}["OUTPUT"]
+            assert np.allclose(got, sums[i]), (i, k, got, sums[i])
+    # Both workers held some of them.
+    held = [c.served(w, "acc") for w in ("w1", "w2")]
+    assert all(n > 0 for n in held), held
+    # A worker that dies takes its sequences' state: their next step is a
+    # clear 503, never an answer from a fresh state elsewhere.
+    seq = 777
+    assert step(seq, [1, 1, 1, 1], start=True).status_code == 200
+    before = {w: c.served(w, "acc") for w in c.workers}
+    assert step(seq, [1, 1, 1, 1]).status_code == 200
+    holder = next(w for w in c.workers if c.served(w, "acc") > before[w])
+    c.workers[holder].kill()
+    wait_for("the dead worker is still routed to", lambda: router.metrics().get(
+        f'infd_router_worker_up{{worker="{holder}"}}', 0) == 0)
+    r = step(seq, [1, 1, 1, 1])
+    assert r.status_code == 503 and "sequence 777" in r.json()["error"], r.text
+    # Starting it again works, on the worker that is left.
+    r = step(seq, [2, 2, 2, 2], start=True)
+    assert r.status_code == 200, r.text
+    assert {o["name"]: o["data"] for o in r.json()["outputs"]}["OUTPUT"] == [2, 2, 2, 2]
