@@ -25,19 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from router import identity_model  # noqa: E402
+from router import identity_model, ready  # noqa: E402
 from serve_common import DEFAULT_INFD, free_port  # noqa: E402
-
-
-def ready(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 def wait(url, proc, what, timeout=60):

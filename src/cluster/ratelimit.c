@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/common.h"
 
 #define RL_MAX_RULES 64
 #define RL_KEY_BYTES 64
@@ -148,18 +149,10 @@ static bool refill(rl_bucket *b, uint64_t now_ns)
     return b->tokens >= 1.0;
 }
 
-static uint32_t hash(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
-}
-
 /* The bucket of a client without a rule of its own under "client:*". */
 static rl_bucket *client_bucket(cluster_ratelimit *rl, const char *client, uint64_t now_ns)
 {
-    uint32_t h = hash(client);
+    uint32_t h = infd_hash_str(client);
     rl_client *lru = NULL;
     for (uint32_t i = 0; i < RL_WINDOW; i++) {
         rl_client *c = &rl->clients[(h + i) & (RL_CLIENTS - 1)];

@@ -36,6 +36,7 @@
 #include "cluster/ratelimit.h"
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/common.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "frontends/common/freelist.h"
@@ -480,19 +481,11 @@ static rworker *pick(cluster_router *r, const char *model, const rworker *avoid,
     return load_of(b) < load_of(a) ? b : a;
 }
 
-static uint32_t seq_hash(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
-}
-
 /* The sequence's entry, or (make) a free one to take it; NULL when the
  * table is full. */
 static rseq *seq_find(cluster_router *r, const char *key, bool make)
 {
-    uint32_t h = seq_hash(key);
+    uint32_t h = infd_hash_str(key);
     rseq *free_slot = NULL;
     for (uint32_t i = 0; i < MAX_SEQS; i++) {
         rseq *e = &r->seqs[(h + i) & (MAX_SEQS - 1)];

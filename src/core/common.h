@@ -27,6 +27,15 @@ static inline size_t infd_align_up(size_t n, size_t align)
     return (n + align - 1) & ~(align - 1);
 }
 
+/* FNV-1a of a NUL-terminated string (hash tables keyed by names). */
+static inline uint32_t infd_hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
 /* Prints "file:line: assertion failed: expr" through the logger and aborts. */
 void infd_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 
