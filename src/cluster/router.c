@@ -101,6 +101,7 @@ struct rworker {
     uint64_t last_heard_ns;
     uint32_t inflight_hb; /* the worker's own count, from its heartbeat */
     uint32_t capacity_hb; /* what it takes at once, from its heartbeat */
+    uint32_t queued_hb;   /* requests in its model queues, from its heartbeat */
     int outstanding;      /* this router's calls there */
     /* For the metrics (loop thread; rendered there too). */
     uint64_t n_requests, n_failures, n_retries, n_missed;
@@ -851,6 +852,7 @@ static void on_message(rworker *w, zmq_msg_t *parts, int n)
         w->last_heard_ns = now;
         w->inflight_hb = h->inflight;
         w->capacity_hb = h->capacity;
+        w->queued_hb = h->queued;
         break;
     case INFD__CLUSTER__LINK_MESSAGE__KIND__RESULT:
         w->last_heard_ns = now;
@@ -1589,6 +1591,13 @@ static void on_render(evutil_socket_t fd, short what, void *arg)
         if (r->workers[i].used)
             infd_strbuf_printf(b, "infd_router_worker_up{worker=\"%s\"} %d\n", r->workers[i].id,
                                r->workers[i].alive ? 1 : 0);
+    infd_strbuf_puts(b, "# HELP infd_router_worker_queue_depth Requests waiting in the worker's "
+                        "model queues, from its last heartbeat.\n"
+                        "# TYPE infd_router_worker_queue_depth gauge\n");
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (r->workers[i].used)
+            infd_strbuf_printf(b, "infd_router_worker_queue_depth{worker=\"%s\"} %u\n",
+                               r->workers[i].id, r->workers[i].queued_hb);
     infd_strbuf_puts(b, "# HELP infd_router_inflight Calls this router has at the worker.\n"
                         "# TYPE infd_router_inflight gauge\n");
     for (int i = 0; i < MAX_WORKERS; i++)

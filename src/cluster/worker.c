@@ -95,6 +95,7 @@ struct cluster_worker {
     wrouter routers[MAX_ROUTERS];
     int n_routers;
     uint64_t seq;
+    uint32_t queued; /* the models' queue depths, summed each tick */
     uint64_t next_complaint_ns;
     bool stopping;
     uint64_t stop_deadline_ns;
@@ -511,6 +512,7 @@ static void send_heartbeat(cluster_worker *w, const wrouter *r)
     h.seq = w->seq;
     h.inflight = (uint32_t)atomic_load(&w->inflight);
     h.capacity = (uint32_t)w->capacity;
+    h.queued = w->queued;
     h.worker_id = w->id;
     send_parts(w, r->ident, r->ident_n, &h, NULL, 0);
 }
@@ -658,6 +660,31 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     drain_socket(w); /* sending may have taken the fd's edge */
 }
 
+/* Requests waiting in the queues of the server's READY models. */
+static uint32_t queue_depth(infd_server *server)
+{
+    infd_repository_entry *rows = NULL;
+    int n = 0;
+    infd_error err;
+    infd_error_clear(&err);
+    if (infd_server_repository_index(server, true, &rows, &n, &err) != INFD_STATUS_OK)
+        return 0;
+    uint64_t sum = 0;
+    infd_model_stats *st = infd_malloc(sizeof(*st));
+    for (int i = 0; st && i < n; i++) {
+        infd_model *m = NULL;
+        if (infd_server_model_acquire(server, rows[i].name, rows[i].version, &m, &err) !=
+            INFD_STATUS_OK)
+            continue;
+        infd_model_get_stats(m, st);
+        sum += st->queue_depth;
+        infd_model_release(m);
+    }
+    infd_free(st);
+    infd_free(rows);
+    return sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -666,6 +693,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     uint64_t now = infd_clock_ns();
     drain_done(w);
     w->seq++;
+    if (w->n_routers)
+        w->queued = queue_depth(w->server);
     for (int i = 0; i < w->n_routers;) {
         if (now - w->routers[i].last_heard_ns > ROUTER_LOST_MS * 1000000ull) {
             w->routers[i] = w->routers[--w->n_routers];

@@ -263,6 +263,7 @@ def test_two_routers_three_workers_http_and_grpc(make_cluster):
     sent = sum(m.get(f'infd_router_requests_total{{worker="{w}"}}', 0) for w in c.workers)
     assert sent >= 150, m
     assert m['infd_router_worker_up{worker="w1"}'] == 1
+    assert 'infd_router_worker_queue_depth{worker="w2"}' in m
     assert m['infd_router_request_duration_seconds_count{worker="w1"}'] == m[
         'infd_router_request_duration_seconds_bucket{worker="w1",le="+Inf"}']
 
