@@ -199,6 +199,19 @@ static void drain_worker(rworker *w);
 /* The remote kind                                                           */
 /* ------------------------------------------------------------------------- */
 
+/* A model name the router may make a folder of in its repository: the
+ * server's own rule (no leading '.', no separators or control bytes), since
+ * names come from the network (repository requests, workers' values). */
+static bool name_ok(const char *name)
+{
+    if (!name[0] || name[0] == '.' || strlen(name) >= NAME_BYTES)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (*p == '/' || *p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 /* A string value ("" when it is not one). */
 static const char *jstr(yajl_val v)
 {
@@ -1072,6 +1085,11 @@ static void worker_put(cluster_router *r, const etcd_kv *kv)
         yajl_val config = yajl_tree_get(mo, cp, yajl_t_string);
         if (!name || !state || strcmp(jstr(state), "READY") != 0)
             continue;
+        if (!name_ok(jstr(name))) {
+            infd_log(INFD_LOG_LEVEL_WARN, "router: %s lists a model named '%.100s': ignored",
+                     kv->key, jstr(name));
+            continue;
+        }
         if (w->n_models < (int)(sizeof(w->models) / sizeof(w->models[0]))) {
             snprintf(w->models[w->n_models].name, NAME_BYTES, "%s", jstr(name));
             w->n_models++;
@@ -1358,9 +1376,11 @@ static infd_status repo_hook(void *user, const char *name, bool load, infd_error
     cluster_router *r = user;
     if (in_loader)
         return INFD_STATUS_OK;
-    if (strlen(name) >= NAME_BYTES)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "model name of %zu bytes",
-                              strlen(name));
+    if (!name_ok(name))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "router: '%.100s' is not a model name (1 to %d bytes, no leading "
+                              "'.', no '/', '\\' or control characters)",
+                              name, NAME_BYTES - 1);
     rctl *t = infd_calloc(1, sizeof(*t));
     if (!t)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "router: out of memory");

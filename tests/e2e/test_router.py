@@ -387,6 +387,13 @@ def test_repository_load_and_unload_reach_every_worker(make_cluster):
     r = requests.post(f"{router.url}/v2/repository/models/nope/load", timeout=60)
     assert r.status_code in (400, 404), r.text
     assert "nope" in r.json()["error"]
+    # Names from the network never become paths: refused before any worker is asked.
+    g = grpcclient.InferenceServerClient(f"127.0.0.1:{router.grpc_port}")
+    for bad in ("../escape", ".hidden", "a/b"):
+        with pytest.raises(grpcclient.InferenceServerException) as e:
+            g.load_model(bad)
+        assert "not a model name" in str(e.value), str(e.value)
+    assert not (pathlib.Path("/tmp") / "escape").exists()
     # add_sub still routes.
     wait_routable(router)
 
