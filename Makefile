@@ -105,7 +105,7 @@ e2e: build
 # FUZZ_SECONDS each; corpora
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd
+	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd fuzz_link
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -127,6 +127,7 @@ fuzz:
 	    [ $$t = fuzz_redisq_job ] && seeds=tests/fuzz/seeds-redisq; \
 	    [ $$t = fuzz_image ] && seeds=tests/fuzz/seeds-image; \
 	    [ $$t = fuzz_etcd ] && seeds=tests/fuzz/seeds-etcd; \
+	    [ $$t = fuzz_link ] && seeds=tests/fuzz/seeds-link; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

@@ -28,12 +28,12 @@
 #include <zmq.h>
 
 #include "cluster.pb-c.h"
+#include "cluster/link.h"
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "frontends/common/freelist.h"
 #include "frontends/common/mailbox.h"
-#include "frontends/grpc/infer_params.h"
 
 #define HEARTBEAT_MS   250
 #define ROUTER_LOST_MS 3000
@@ -427,52 +427,15 @@ static infd_status start_call(cluster_worker *w, wcall *c, const Inference__Mode
                               uint64_t timeout_us, infd_error *err)
 {
     snprintf(c->id, sizeof(c->id), "%s", r->id ? r->id : "");
-    int64_t version = -1;
-    if (r->model_version && *r->model_version) {
-        char *end;
-        version = strtoll(r->model_version, &end, 10);
-        if (*end || version < 1)
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "model version '%.40s' is not a positive integer",
-                                  r->model_version);
+    const void *data[MAX_FRAMES];
+    size_t size[MAX_FRAMES];
+    for (int i = 1; i < c->n_in; i++) {
+        data[i - 1] = zmq_msg_data(&c->in[i]);
+        size[i - 1] = zmq_msg_size(&c->in[i]);
     }
-    infd_status st = infd_server_model_acquire(w->server, r->model_name, version, &c->model, err);
+    infd_status st = cluster_link_request(w->server, r, timeout_us, data, size, c->n_in - 1,
+                                          &c->model, &c->req, err);
     if (st != INFD_STATUS_OK)
-        return st;
-    if (r->n_inputs == 0 || (int)r->n_inputs != c->n_in - 1)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%zu inputs in the header, %d frames after it: one frame per "
-                              "input",
-                              r->n_inputs, c->n_in - 1);
-    if ((st = infd_request_create(c->model, &c->req, err)) != INFD_STATUS_OK)
-        return st;
-    infd_request_set_id(c->req, c->id);
-    if (timeout_us > 0)
-        infd_request_set_timeout_us(c->req, timeout_us);
-    int64_t v = 0;
-    bool bad = false;
-    if (grpc_param_int(r, "priority", &v, &bad) && !bad && v > 0 && v <= UINT32_MAX &&
-        (st = infd_request_set_priority(c->req, (uint32_t)v, err)) != INFD_STATUS_OK)
-        return st;
-    if ((st = grpc_set_sequence(r, c->req, err)) != INFD_STATUS_OK)
-        return st;
-    for (size_t i = 0; i < r->n_inputs; i++) {
-        const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];
-        infd_dtype dt = infd_dtype_from_name(t->datatype);
-        if (dt == INFD_DTYPE_INVALID)
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "input '%.127s': unknown datatype '%.32s'", t->name, t->datatype);
-        if (t->n_shape > INFD_MAX_RANK)
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "input '%.127s': rank %zu is above %d", t->name, t->n_shape,
-                                  INFD_MAX_RANK);
-        zmq_msg_t *f = &c->in[i + 1];
-        st = infd_request_add_input(c->req, t->name, dt, t->shape, (int)t->n_shape, zmq_msg_data(f),
-                                    zmq_msg_size(f), err);
-        if (st != INFD_STATUS_OK)
-            return st;
-    }
-    if ((st = grpc_add_outputs(r, c->req, err)) != INFD_STATUS_OK)
         return st;
     return infd_infer_async(c->req, on_call_done, c, err);
 }

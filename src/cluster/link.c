@@ -1,0 +1,66 @@
+/*
+ * link.c - an INFER's request, from its header and frames (link.h).
+ */
+#include "cluster/link.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "frontends/grpc/infer_params.h"
+
+infd_status cluster_link_request(infd_server *server, const Inference__ModelInferRequest *r,
+                                 uint64_t timeout_us, const void *const *data, const size_t *size,
+                                 int n_frames, infd_model **model, infd_request **req,
+                                 infd_error *err)
+{
+    *model = NULL;
+    *req = NULL;
+    int64_t version = -1;
+    if (r->model_version && *r->model_version) {
+        char *end;
+        version = strtoll(r->model_version, &end, 10);
+        if (*end || version < 1)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "model version '%.40s' is not a positive integer",
+                                  r->model_version);
+    }
+    infd_status st =
+        infd_server_model_acquire(server, r->model_name ? r->model_name : "", version, model, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (r->n_inputs == 0 || (int)r->n_inputs != n_frames)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%zu inputs in the header, %d frames after it: one frame per "
+                              "input",
+                              r->n_inputs, n_frames);
+    if ((st = infd_request_create(*model, req, err)) != INFD_STATUS_OK)
+        return st;
+    infd_request_set_id(*req, r->id ? r->id : "");
+    if (timeout_us > 0)
+        infd_request_set_timeout_us(*req, timeout_us);
+    int64_t v = 0;
+    bool bad = false;
+    if (grpc_param_int(r, "priority", &v, &bad) && !bad && v > 0 && v <= UINT32_MAX &&
+        (st = infd_request_set_priority(*req, (uint32_t)v, err)) != INFD_STATUS_OK)
+        return st;
+    if ((st = grpc_set_sequence(r, *req, err)) != INFD_STATUS_OK)
+        return st;
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];
+        const char *name = t->name ? t->name : "";
+        infd_dtype dt = infd_dtype_from_name(t->datatype ? t->datatype : "");
+        if (dt == INFD_DTYPE_INVALID)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input '%.127s': unknown datatype '%.32s'", name,
+                                  t->datatype ? t->datatype : "");
+        if (t->n_shape > INFD_MAX_RANK)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input '%.127s': rank %zu is above %d", name, t->n_shape,
+                                  INFD_MAX_RANK);
+        st = infd_request_add_input(*req, name, dt, t->shape, (int)t->n_shape, data[i], size[i],
+                                    err);
+        if (st != INFD_STATUS_OK)
+            return st;
+    }
+    return grpc_add_outputs(r, *req, err);
+}
