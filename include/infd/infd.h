@@ -443,7 +443,8 @@ INFD_API infd_status infd_server_unload_model(infd_server *server, const char *n
  * infd_server_unload_model call hook(user, name, load, err) first, on the
  * caller's thread, after their control-mode checks. OK: the server goes on
  * with its own repository; an error is returned to the caller as it is.
- * Set it before the frontends start; NULL removes it.
+ * Set it before the frontends start; NULL removes it, once the calls in
+ * flight have returned (so the hook's user may then be freed).
  */
 typedef infd_status (*infd_repository_hook)(void *user, const char *name, bool load,
                                             infd_error *err);

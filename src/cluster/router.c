@@ -185,6 +185,7 @@ struct cluster_router {
     rmodel models[MAX_MODELS];
     int n_models;
     bool stop_loader;
+    atomic_bool closing; /* stopping: repository requests are refused */
     pthread_t loader;
     bool loader_started;
 };
@@ -1336,6 +1337,12 @@ static void on_ctls(evutil_socket_t fd, short what, void *arg)
         rctl *t = list;
         list = t->next;
         t->next = NULL;
+        if (atomic_load(&r->closing)) {
+            t->first_status = INFD_STATUS_UNAVAILABLE;
+            snprintf(t->message, sizeof(t->message), "the router is stopping");
+            ctl_finish(r, t);
+            continue;
+        }
         t->id = ++r->next_ctl;
         t->deadline_ns = infd_clock_ns() + CTL_TIMEOUT_S * 1000000000ull;
         Infd__Cluster__LinkMessage h = INFD__CLUSTER__LINK_MESSAGE__INIT;
@@ -1371,11 +1378,29 @@ static void on_ctls(evutil_socket_t fd, short what, void *arg)
 
 /* The repository hook (frontends' threads): the request goes to every live
  * worker, and the router's own remote model follows. */
+/* At the stop, on the loop: every repository request waiting is answered. */
+static void on_close(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cluster_router *r = arg;
+    on_ctls(-1, 0, r); /* those posted: refused */
+    while (r->ctls) {
+        if (r->ctls->first_status == INFD_STATUS_OK) {
+            r->ctls->first_status = INFD_STATUS_UNAVAILABLE;
+            snprintf(r->ctls->message, sizeof(r->ctls->message), "the router is stopping");
+        }
+        ctl_finish(r, r->ctls);
+    }
+}
+
 static infd_status repo_hook(void *user, const char *name, bool load, infd_error *err)
 {
     cluster_router *r = user;
     if (in_loader)
         return INFD_STATUS_OK;
+    if (atomic_load(&r->closing))
+        return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "router: stopping");
     if (!name_ok(name))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "router: '%.100s' is not a model name (1 to %d bytes, no leading "
@@ -1725,6 +1750,10 @@ void cluster_router_stop(cluster_router *r)
 {
     if (!r)
         return;
+    /* Repository requests in flight return (refused), then no more come. */
+    atomic_store(&r->closing, true);
+    if (r->thread_started)
+        event_base_once(r->base, -1, EV_TIMEOUT, on_close, r, NULL);
     infd_server_set_repository_hook(r->server, NULL, NULL);
     if (r->loader_started) {
         pthread_mutex_lock(&r->mu);

@@ -48,6 +48,7 @@ struct infd_server {
     infd_model_control mode;
     infd_repository_hook hook; /* infd_server_set_repository_hook */
     void *hook_user;
+    pthread_rwlock_t hook_lock; /* calls hold it shared; setting it, exclusive */
     int poll_secs;
     int n_threads;
     size_t pinned_pool_bytes;
@@ -482,6 +483,15 @@ static void unload_locked(infd_server *s, const char *name, const char *why)
     retire(models, n);
 }
 
+static infd_status call_hook(infd_server *server, const char *name, bool load, infd_error *err)
+{
+    pthread_rwlock_rdlock(&server->hook_lock);
+    infd_status st = server->hook ? server->hook(server->hook_user, name ? name : "", load, err)
+                                  : INFD_STATUS_OK;
+    pthread_rwlock_unlock(&server->hook_lock);
+    return st;
+}
+
 infd_status infd_server_load_model(infd_server *server, const char *name, infd_error *err)
 {
     if (server->mode != INFD_MODEL_CONTROL_EXPLICIT)
@@ -491,8 +501,7 @@ infd_status infd_server_load_model(infd_server *server, const char *name, infd_e
                               server->mode == INFD_MODEL_CONTROL_POLL ? "poll" : "none");
     if (rt_server_is_draining(server))
         return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "the server is shutting down");
-    infd_status hs = server->hook ? server->hook(server->hook_user, name ? name : "", true, err)
-                                  : INFD_STATUS_OK;
+    infd_status hs = call_hook(server, name, true, err);
     if (hs != INFD_STATUS_OK)
         return hs;
     pthread_mutex_lock(&server->load_mu);
@@ -503,8 +512,10 @@ infd_status infd_server_load_model(infd_server *server, const char *name, infd_e
 
 void infd_server_set_repository_hook(infd_server *server, infd_repository_hook hook, void *user)
 {
+    pthread_rwlock_wrlock(&server->hook_lock); /* after the calls in flight */
     server->hook = hook;
     server->hook_user = user;
+    pthread_rwlock_unlock(&server->hook_lock);
 }
 
 infd_status infd_server_unload_model(infd_server *server, const char *name, infd_error *err)
@@ -514,8 +525,7 @@ infd_status infd_server_unload_model(infd_server *server, const char *name, infd
                               "explicit model load / unload is not allowed in model control mode "
                               "'%s' (start with --model-control-mode explicit)",
                               server->mode == INFD_MODEL_CONTROL_POLL ? "poll" : "none");
-    infd_status hs = server->hook ? server->hook(server->hook_user, name ? name : "", false, err)
-                                  : INFD_STATUS_OK;
+    infd_status hs = call_hook(server, name, false, err);
     if (hs != INFD_STATUS_OK)
         return hs;
     pthread_mutex_lock(&server->load_mu);
@@ -630,6 +640,7 @@ infd_status infd_server_create(const infd_server_options *opts, infd_server **ou
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->load_mu, NULL);
+    pthread_rwlock_init(&s->hook_lock, NULL);
     pthread_cond_init(&s->poller_cv, NULL);
     s->repo = infd_strdup(opts->model_repository);
     s->id = infd_strdup(opts->server_id ? opts->server_id : "infd");
@@ -772,6 +783,7 @@ void infd_server_destroy(infd_server *server)
     infd_free(server->entries);
     pthread_mutex_destroy(&server->mu);
     pthread_mutex_destroy(&server->load_mu);
+    pthread_rwlock_destroy(&server->hook_lock);
     pthread_cond_destroy(&server->poller_cv);
     infd_free(server->repo);
     infd_free(server->id);
