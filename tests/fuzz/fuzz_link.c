@@ -12,6 +12,7 @@
  * built-in softmax kind, one batching (max_batch_size 4) and one not.
  * Seeds: tests/fuzz/seeds-link (INFER messages written for this project).
  */
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,14 @@ static void model(const char *root, const char *name, int max_batch)
     write_file(path, text);
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
 static void setup(void)
 {
     char root[] = "/tmp/infd-fuzz-link-XXXXXX";
@@ -64,6 +73,8 @@ static void setup(void)
         fprintf(stderr, "fuzz_link: %s\n", err.msg);
         abort();
     }
+    /* Loaded (control mode none; softmax reads no file): the folder goes. */
+    nftw(root, remove_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
