@@ -74,6 +74,18 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
  * anything else. */
 int infd_cli_parse_long(const char *s, long lo, long hi, long *out);
 
+/* The network options of the servers (`infd serve`, `infd router`):
+ * --host, --http-port, --grpc-port, --metrics-port (-1: off),
+ * --http-threads, --grpc-threads. Returns 1 when `opt` is one of them, with
+ * its value `v` stored (*bad set when the value is out of range; --host
+ * goes to *host, for the caller to apply to every frontend), 0 when not. */
+struct infd_http_options;
+struct infd_grpc_options;
+struct infd_metrics_options;
+int infd_cli_parse_net(const char *opt, const char *v, struct infd_http_options *http,
+                       struct infd_grpc_options *grpc, struct infd_metrics_options *metrics,
+                       const char **host, int *bad);
+
 /* Blocks SIGINT and SIGTERM in this thread (and so in every thread started
  * after it) and ignores SIGPIPE: a server's main thread then waits for the
  * stop signals with sigwait(stop). */

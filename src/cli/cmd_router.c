@@ -90,27 +90,12 @@ int infd_cli_router(int argc, char **argv)
         }
         i++;
         int bad = 0;
-        if (strcmp(a, "--etcd") == 0) {
+        if (infd_cli_parse_net(a, v, &ho, &go, &mo, &host, &bad)) {
+            /* --host, the ports and the frontends' threads */
+        } else if (strcmp(a, "--etcd") == 0) {
             ro.etcd = v;
         } else if (strcmp(a, "--cluster-prefix") == 0) {
             ro.prefix = v;
-        } else if (strcmp(a, "--host") == 0) {
-            host = v;
-        } else if (strcmp(a, "--http-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            ho.port = (int)n;
-        } else if (strcmp(a, "--grpc-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            go.port = (int)n;
-        } else if (strcmp(a, "--metrics-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            mo.port = (int)n;
-        } else if (strcmp(a, "--http-threads") == 0) {
-            bad = infd_cli_parse_long(v, 1, 64, &n);
-            ho.n_threads = (int)n;
-        } else if (strcmp(a, "--grpc-threads") == 0) {
-            bad = infd_cli_parse_long(v, 1, 64, &n);
-            go.n_threads = (int)n;
         } else if (strcmp(a, "--policy") == 0) {
             if (strcmp(v, "p2c") == 0)
                 ro.policy = CLUSTER_ROUTER_P2C;

@@ -200,7 +200,9 @@ int infd_cli_serve(int argc, char **argv)
         }
         i++;
         int bad = 0;
-        if (strcmp(a, "--model-repository") == 0 || strcmp(a, "--model-store") == 0) {
+        if (infd_cli_parse_net(a, v, &ho, &go, &mo, &host, &bad)) {
+            /* --host, the ports and the frontends' threads */
+        } else if (strcmp(a, "--model-repository") == 0 || strcmp(a, "--model-store") == 0) {
             so.model_repository = v;
         } else if (strcmp(a, "--model-control-mode") == 0) {
             bad = infd_model_control_parse(v, &so.control_mode, &err) != INFD_STATUS_OK;
@@ -211,29 +213,12 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--repository-poll-secs") == 0) {
             bad = infd_cli_parse_long(v, 1, 86400, &n);
             so.repository_poll_secs = (int)n;
-        } else if (strcmp(a, "--host") == 0) {
-            host = v;
-        } else if (strcmp(a, "--http-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            ho.port = (int)n;
-        } else if (strcmp(a, "--grpc-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            go.port = (int)n;
         } else if (strcmp(a, "--grpc-max-message-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
             go.max_message_bytes = (size_t)n;
-        } else if (strcmp(a, "--grpc-threads") == 0) {
-            bad = infd_cli_parse_long(v, 1, 64, &n);
-            go.n_threads = (int)n;
-        } else if (strcmp(a, "--metrics-port") == 0) {
-            bad = infd_cli_parse_long(v, -1, 65535, &n);
-            mo.port = (int)n;
         } else if (strcmp(a, "--max-body-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, 1L << 40, &n);
             ho.max_body_bytes = (size_t)n;
-        } else if (strcmp(a, "--http-threads") == 0) {
-            bad = infd_cli_parse_long(v, 1, 64, &n);
-            ho.n_threads = (int)n;
         } else if (strcmp(a, "--raw-socket-dir") == 0) {
             raw_off = strcmp(v, "off") == 0;
             ro.socket_dir = v;

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "frontends/grpc/grpc.h"
+#include "frontends/http/http.h"
+#include "frontends/metrics/metrics.h"
 
 int infd_cli_parse_dims(const char *s, infd_shape *shape)
 {
@@ -159,6 +162,33 @@ int infd_cli_parse_long(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+int infd_cli_parse_net(const char *opt, const char *v, infd_http_options *http,
+                       infd_grpc_options *grpc, infd_metrics_options *metrics, const char **host,
+                       int *bad)
+{
+    long n = 0;
+    int *port = strcmp(opt, "--http-port") == 0      ? &http->port
+                : strcmp(opt, "--grpc-port") == 0    ? &grpc->port
+                : strcmp(opt, "--metrics-port") == 0 ? &metrics->port
+                                                     : NULL;
+    int *threads = strcmp(opt, "--http-threads") == 0   ? &http->n_threads
+                   : strcmp(opt, "--grpc-threads") == 0 ? &grpc->n_threads
+                                                        : NULL;
+    if (strcmp(opt, "--host") == 0) {
+        *host = v;
+        *bad = 0;
+    } else if (port) {
+        *bad = infd_cli_parse_long(v, -1, 65535, &n);
+        *port = (int)n;
+    } else if (threads) {
+        *bad = infd_cli_parse_long(v, 1, 64, &n);
+        *threads = (int)n;
+    } else {
+        return 0;
+    }
+    return 1;
 }
 
 void infd_cli_block_stop_signals(sigset_t *stop)
