@@ -220,10 +220,6 @@ static const char *jstr(yajl_val v)
     return s ? s : "";
 }
 
-typedef struct remote_state {
-    cluster_router *r;
-} remote_state;
-
 static infd_status declare_io(infd_kind_model *km, yajl_val list, bool output, infd_error *err)
 {
     const char *what = output ? "output" : "input";
@@ -298,17 +294,13 @@ static infd_status remote_load(void *user, infd_kind_model *km, void **state, in
     yajl_tree_free(root);
     if (st != INFD_STATUS_OK)
         return st;
-    remote_state *s = infd_calloc(1, sizeof(*s));
-    if (!s)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
-    s->r = r;
-    *state = s;
+    *state = r; /* the model's state is the router (nothing of its own) */
     return infd_kind_model_set_submit(km, remote_submit, err);
 }
 
 static void remote_unload(void *state)
 {
-    infd_free(state);
+    (void)state; /* the router outlives its models */
 }
 
 /* On the frontend's thread (infd_kind_model_set_submit): the limits, then
@@ -316,7 +308,7 @@ static void remote_unload(void *state)
  * microseconds. */
 static infd_status remote_submit(void *state, infd_request *req, infd_error *err)
 {
-    cluster_router *r = ((remote_state *)state)->r;
+    cluster_router *r = state;
     const char *model = infd_model_name(infd_request_model(req));
     char why[256];
     if (cluster_ratelimit_any(r->limits) &&
