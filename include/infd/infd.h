@@ -706,6 +706,13 @@ INFD_API infd_status infd_request_add_output_classification(infd_request *req, c
 INFD_API infd_status infd_request_set_output_buffer(infd_request *req, const char *name, void *data,
                                                     size_t capacity, infd_error *err);
 
+/* True when the model's outputs arrive in memory of their own and are lent
+ * to the request (the cluster router's remote models): a buffer given with
+ * infd_request_set_output_buffer then costs a copy, and a caller that can
+ * read the outputs where they lie (infd_request_output, valid until the
+ * request is destroyed) does better without one. */
+INFD_API bool infd_model_lends_outputs(const infd_model *model);
+
 /* Submits the request to its model's scheduler. On OK the callback runs
  * exactly once, later; on an error it never runs: INVALID_ARGUMENT (missing
  * input, inputs with different batch sizes), UNAVAILABLE (model unloading,

@@ -149,6 +149,15 @@ typedef infd_status (*infd_kind_submit_fn)(void *state, infd_request *req, infd_
 INFD_API infd_status infd_kind_model_set_submit(infd_kind_model *km, infd_kind_submit_fn submit,
                                                 infd_error *err);
 
+/*
+ * Lending outputs: a kind whose outputs arrive in memory of their own (the
+ * cluster router's, whose outputs are ZeroMQ frames) says so at load, and
+ * sets them with infd_request_output_adopt instead of copying. Frontends see
+ * it (infd_model_lends_outputs) and read such outputs where they lie
+ * instead of lending the request buffers of their own.
+ */
+INFD_API void infd_kind_model_set_lends_outputs(infd_kind_model *km);
+
 /* ----- while running a batch --------------------------------------------- */
 
 INFD_API int infd_batch_size(const infd_batch *batch);
@@ -184,6 +193,30 @@ INFD_API infd_status infd_request_output_set(infd_request *req, int j, const inf
 /* Whether the request's client asked for output j (model order): a kind may
  * skip computing the others (infd_request_output_set ignores them). */
 INFD_API bool infd_request_output_wanted(const infd_request *req, int j);
+
+/*
+ * Sets output j (model order) like infd_request_output_set, without copying:
+ * the output is t->data itself, lent until release(user) is called, which
+ * happens exactly once, from any thread: when the request is destroyed, or
+ * at once when the output is not wanted, when the call fails, or when the
+ * bytes were copied after all (the caller gave the output a buffer of its
+ * own: infd_request_set_output_buffer).
+ */
+typedef void (*infd_release_fn)(void *user);
+INFD_API infd_status infd_request_output_adopt(infd_request *req, int j, const infd_tensor *t,
+                                               infd_release_fn release, void *user,
+                                               infd_error *err);
+
+/*
+ * Input i as the request holds it: its dtype, shape and bytes in *info
+ * (info->data is the data when it is in one piece, else NULL), and its
+ * data in *n pieces (one for infd_request_add_input; none when empty),
+ * without joining them as infd_request_input does, so without a copy.
+ * Valid until the request completes. NOT_FOUND when the input is not set.
+ */
+INFD_API infd_status infd_request_input_pieces(const infd_request *req, int i, infd_tensor *info,
+                                               const infd_data_segment **pieces, int *n,
+                                               infd_error *err);
 
 /*
  * Finishing later: run_batch may defer request `req` (infd_request_defer,

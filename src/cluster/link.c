@@ -8,13 +8,16 @@
 
 #include "frontends/grpc/infer_params.h"
 
-infd_status cluster_link_request(infd_server *server, const Inference__ModelInferRequest *r,
-                                 uint64_t timeout_us, const void *const *data, const size_t *size,
-                                 int n_frames, infd_model **model, infd_request **req,
-                                 infd_error *err)
+infd_status cluster_link_request(infd_server *server, const Infd__Cluster__LinkMessage *h,
+                                 const infd_data_segment *frames, int n_frames, infd_model **model,
+                                 infd_request **req, infd_error *err)
 {
     *model = NULL;
     *req = NULL;
+    const Inference__ModelInferRequest *r = h->request;
+    uint64_t timeout_us = h->timeout_us;
+    if (!r)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "an INFER without a request");
     int64_t version = -1;
     if (r->model_version && *r->model_version) {
         char *end;
@@ -28,11 +31,28 @@ infd_status cluster_link_request(infd_server *server, const Inference__ModelInfe
         infd_server_model_acquire(server, r->model_name ? r->model_name : "", version, model, err);
     if (st != INFD_STATUS_OK)
         return st;
-    if (r->n_inputs == 0 || (int)r->n_inputs != n_frames)
+    if (r->n_inputs == 0 || r->n_inputs > INFD_MAX_MODEL_IO)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%zu inputs in the header: 1 to %d", r->n_inputs, INFD_MAX_MODEL_IO);
+    if (h->n_input_frames == 0 && (int)r->n_inputs != n_frames)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "%zu inputs in the header, %d frames after it: one frame per "
                               "input",
                               r->n_inputs, n_frames);
+    if (h->n_input_frames != 0) {
+        bool ok = h->n_input_frames == r->n_inputs;
+        int64_t sum = 0;
+        for (size_t i = 0; ok && i < h->n_input_frames; i++) {
+            ok = h->input_frames[i] >= 1;
+            sum += h->input_frames[i];
+        }
+        if (!ok || sum != n_frames)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "input_frames has %zu counts adding up to %lld for %zu inputs "
+                                  "and %d frames: one count of at least 1 per input, adding up "
+                                  "to the frames",
+                                  h->n_input_frames, (long long)sum, r->n_inputs, n_frames);
+    }
     if ((st = infd_request_create(*model, req, err)) != INFD_STATUS_OK)
         return st;
     infd_request_set_id(*req, r->id ? r->id : "");
@@ -45,6 +65,7 @@ infd_status cluster_link_request(infd_server *server, const Inference__ModelInfe
         return st;
     if ((st = grpc_set_sequence(r, *req, err)) != INFD_STATUS_OK)
         return st;
+    int at = 0;
     for (size_t i = 0; i < r->n_inputs; i++) {
         const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];
         const char *name = t->name ? t->name : "";
@@ -57,8 +78,10 @@ infd_status cluster_link_request(infd_server *server, const Inference__ModelInfe
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "input '%.127s': rank %zu is above %d", name, t->n_shape,
                                   INFD_MAX_RANK);
-        st = infd_request_add_input(*req, name, dt, t->shape, (int)t->n_shape, data[i], size[i],
-                                    err);
+        int n = h->n_input_frames ? (int)h->input_frames[i] : 1;
+        st = infd_request_add_input_segments(*req, name, dt, t->shape, (int)t->n_shape, frames + at,
+                                             n, err);
+        at += n;
         if (st != INFD_STATUS_OK)
             return st;
     }

@@ -4,8 +4,9 @@
  * The life of a call (rcall): a remote model's instance defers the request
  * and posts the call to the loop's mailbox; the loop picks a worker, sends
  * an INFER (header, then one frame per input straight from the request's
- * memory) and files the call under its number; the worker's RESULT sets the
- * request's outputs (copied from the frames) or its failure. The call
+ * memory, as the pieces it lies in) and files the call under its number;
+ * the worker's RESULT sets the request's outputs (large ones lent as their
+ * frames, small ones copied) or its failure. The call
  * finishes (infd_request_done) when both the result is in and ZeroMQ has
  * let go of the input frames: a reference count, since ZeroMQ's I/O thread
  * releases frames.
@@ -33,6 +34,7 @@
 
 #include "cluster.pb-c.h"
 #include "cluster/etcd.h"
+#include "cluster/link.h"
 #include "cluster/ratelimit.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -295,6 +297,7 @@ static infd_status remote_load(void *user, infd_kind_model *km, void **state, in
     if (st != INFD_STATUS_OK)
         return st;
     *state = r; /* the model's state is the router (nothing of its own) */
+    infd_kind_model_set_lends_outputs(km);
     return infd_kind_model_set_submit(km, remote_submit, err);
 }
 
@@ -594,10 +597,31 @@ static void send_call(cluster_router *r, rcall *c)
     req.id = (char *)(infd_request_id(c->req) ? infd_request_id(c->req) : "");
     infd_error err;
     infd_error_clear(&err);
+    /* Each input goes as the pieces it lies in (an HTTP body's read
+     * buffers), one frame each, so no byte is copied; more pieces than a
+     * message may carry are joined (a copy) instead. */
+    const infd_data_segment *pcs[INFD_MAX_MODEL_IO];
+    int npc[INFD_MAX_MODEL_IO];
+    uint32_t in_frames[INFD_MAX_MODEL_IO];
+    int n_frames = 0;
+    bool pieces = false;
+    for (int i = 0; i < n_in; i++) {
+        if (infd_request_input_pieces(c->req, i, &t[i], &pcs[i], &npc[i], &err) != INFD_STATUS_OK) {
+            call_fail(c, err.code ? err.code : INFD_STATUS_INTERNAL, "router: input %d: %s", i,
+                      err.msg);
+            return;
+        }
+        pieces |= npc[i] > 1;
+        n_frames += npc[i] > 1 ? npc[i] : 1;
+    }
     for (int i = 0; i < n_in; i++) {
         infd_model_io io;
+        bool join = npc[i] > 1 && n_frames > CLUSTER_LINK_MAX_FRAMES;
+        if (join)
+            n_frames -= npc[i] - 1;
         if (infd_model_input(m, i, &io) != INFD_STATUS_OK ||
-            infd_request_input(c->req, i, &t[i], &err) != INFD_STATUS_OK) {
+            ((join || npc[i] == 0) &&
+             infd_request_input(c->req, i, &t[i], &err) != INFD_STATUS_OK)) {
             call_fail(c, err.code ? err.code : INFD_STATUS_INTERNAL, "router: input %d: %s", i,
                       err.msg);
             return;
@@ -610,6 +634,11 @@ static void send_call(cluster_router *r, rcall *c)
         in[i].n_shape = (size_t)t[i].shape.rank;
         in[i].shape = dims[i];
         pin[i] = &in[i];
+        if (join || npc[i] == 0) {
+            npc[i] = 1;
+            pcs[i] = NULL; /* t[i].data */
+        }
+        in_frames[i] = (uint32_t)npc[i];
     }
     req.n_inputs = (size_t)n_in;
     req.inputs = pin;
@@ -630,6 +659,10 @@ static void send_call(cluster_router *r, rcall *c)
     h.kind = INFD__CLUSTER__LINK_MESSAGE__KIND__INFER;
     h.call = c->id;
     h.request = &req;
+    if (pieces) {
+        h.n_input_frames = (size_t)n_in;
+        h.input_frames = in_frames;
+    }
     h.timeout_us = c->deadline_ns ? (c->deadline_ns - now + 999) / 1000 : 0;
     /* The client's priority level (the worker's model has the same levels)
      * and the sequence, as request parameters. */
@@ -681,24 +714,26 @@ static void send_call(cluster_router *r, rcall *c)
         return;
     }
     protobuf_c_message_pack(&h.base, zmq_msg_data(&head));
-    bool ok = zmq_msg_send(&head, w->sock, (n_in ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) >= 0;
+    bool ok = zmq_msg_send(&head, w->sock, (n_frames ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) >= 0;
     if (!ok)
         zmq_msg_close(&head);
-    int sent = 0;
-    for (; ok && sent < n_in; sent++) {
-        /* The request's bytes go as they are: ZeroMQ holds a reference. */
-        zmq_msg_t f;
-        atomic_fetch_add(&c->refs, 1);
-        if (zmq_msg_init_data(&f, t[sent].nbytes ? t[sent].data : (void *)"", t[sent].nbytes,
-                              frame_free, c) != 0) {
-            atomic_fetch_sub(&c->refs, 1);
-            ok = false;
-            break;
-        }
-        if (zmq_msg_send(&f, w->sock, (sent + 1 < n_in ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&f); /* releases its reference */
-            ok = false;
-            break;
+    int left = n_frames;
+    for (int i = 0; ok && i < n_in; i++) {
+        for (int k = 0; ok && k < npc[i]; k++) {
+            /* The request's bytes go as they are: ZeroMQ holds a reference. */
+            const void *p = pcs[i] ? pcs[i][k].data : t[i].data;
+            size_t nb = pcs[i] ? pcs[i][k].nbytes : t[i].nbytes;
+            zmq_msg_t f;
+            atomic_fetch_add(&c->refs, 1);
+            if (zmq_msg_init_data(&f, nb ? (void *)p : (void *)"", nb, frame_free, c) != 0) {
+                atomic_fetch_sub(&c->refs, 1);
+                ok = false;
+                break;
+            }
+            if (zmq_msg_send(&f, w->sock, (--left ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&f); /* releases its reference */
+                ok = false;
+            }
         }
     }
     if (!ok) {
@@ -768,6 +803,49 @@ static void fail_over(cluster_router *r, rworker *w, const char *why)
 /* Worker messages                                                           */
 /* ------------------------------------------------------------------------- */
 
+/* Outputs of at least this many bytes are lent to the request as the
+ * frames they arrived in (infd_request_output_adopt); smaller ones are
+ * copied, which costs less than keeping their frame. */
+#define LEND_MIN_BYTES (64 * 1024)
+
+/* A frame lent to a request until the request is destroyed, which may be
+ * after the router is gone (a frontend still writing its reply), so the
+ * records are the process's, not the router's. */
+typedef struct lent_frame {
+    void *link;
+    zmq_msg_t msg;
+} lent_frame;
+
+static infd_freelist lent_frames;
+static pthread_once_t lent_once = PTHREAD_ONCE_INIT;
+
+static void lent_init(void)
+{
+    infd_freelist_init(&lent_frames, sizeof(lent_frame), offsetof(lent_frame, link), 1024);
+}
+
+static void lent_release(void *user)
+{
+    lent_frame *f = user;
+    zmq_msg_close(&f->msg);
+    infd_freelist_put(&lent_frames, f);
+}
+
+/* Output j of c's request from `frame`: lent when large, else copied. */
+static infd_status set_output(rcall *c, int j, infd_tensor *t, zmq_msg_t *frame, infd_error *err)
+{
+    if (t->nbytes < LEND_MIN_BYTES)
+        return infd_request_output_set(c->req, j, t, err);
+    pthread_once(&lent_once, lent_init);
+    lent_frame *f = infd_freelist_get(&lent_frames);
+    if (!f)
+        return infd_request_output_set(c->req, j, t, err);
+    zmq_msg_init(&f->msg);
+    zmq_msg_move(&f->msg, frame);
+    t->data = zmq_msg_data(&f->msg);
+    return infd_request_output_adopt(c->req, j, t, lent_release, f, err);
+}
+
 static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zmq_msg_t *frames,
                       int n)
 {
@@ -826,7 +904,7 @@ static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zm
             t.shape.dims[d] = o->shape[d];
         t.data = zmq_msg_data(&frames[k]);
         t.nbytes = zmq_msg_size(&frames[k]);
-        if (infd_request_output_set(c->req, j, &t, &err) != INFD_STATUS_OK) {
+        if (set_output(c, j, &t, &frames[k], &err) != INFD_STATUS_OK) {
             call_fail(c, INFD_STATUS_INTERNAL, "router: %s", err.msg);
             return;
         }

@@ -38,7 +38,7 @@
 #define HEARTBEAT_MS   250
 #define ROUTER_LOST_MS 3000
 #define MAX_ROUTERS    64
-#define MAX_FRAMES     (INFD_MAX_MODEL_IO + 1)
+#define MAX_FRAMES     (CLUSTER_LINK_MAX_FRAMES + 1) /* an INFER's header and tensors */
 #define ID_BYTES       256
 #define STOP_WAIT_MS   10000
 
@@ -53,6 +53,7 @@ struct wcall {
     uint64_t call;
     zmq_msg_t in[MAX_FRAMES]; /* the header and the inputs' frames */
     int n_in;
+    infd_data_segment segs[MAX_FRAMES]; /* the inputs' frames, lent to the request */
     infd_model *model;
     infd_request *req;
     infd_status status;
@@ -423,18 +424,14 @@ static void ctl_take(cluster_worker *w, const uint8_t *ident, size_t ident_n,
 
 /* Builds and submits the request of an INFER; an error is the router's
  * RESULT. */
-static infd_status start_call(cluster_worker *w, wcall *c, const Inference__ModelInferRequest *r,
-                              uint64_t timeout_us, infd_error *err)
+static infd_status start_call(cluster_worker *w, wcall *c, const Infd__Cluster__LinkMessage *h,
+                              infd_error *err)
 {
-    snprintf(c->id, sizeof(c->id), "%s", r->id ? r->id : "");
-    const void *data[MAX_FRAMES];
-    size_t size[MAX_FRAMES];
-    for (int i = 1; i < c->n_in; i++) {
-        data[i - 1] = zmq_msg_data(&c->in[i]);
-        size[i - 1] = zmq_msg_size(&c->in[i]);
-    }
-    infd_status st = cluster_link_request(w->server, r, timeout_us, data, size, c->n_in - 1,
-                                          &c->model, &c->req, err);
+    snprintf(c->id, sizeof(c->id), "%s", h->request && h->request->id ? h->request->id : "");
+    for (int i = 1; i < c->n_in; i++)
+        c->segs[i - 1] = (infd_data_segment){ zmq_msg_data(&c->in[i]), zmq_msg_size(&c->in[i]) };
+    infd_status st =
+        cluster_link_request(w->server, h, c->segs, c->n_in - 1, &c->model, &c->req, err);
     if (st != INFD_STATUS_OK)
         return st;
     return infd_infer_async(c->req, on_call_done, c, err);
@@ -519,7 +516,7 @@ static void on_message(cluster_worker *w, zmq_msg_t *parts, int n)
     case INFD__CLUSTER__LINK_MESSAGE__KIND__INFER: {
         if (!h->request || n - 1 > MAX_FRAMES) {
             send_error(w, ident, ident_n, h->call, INFD_STATUS_INVALID_ARGUMENT,
-                       h->request ? "more tensor frames than a model has inputs"
+                       h->request ? "more tensor frames than an INFER may have"
                                   : "an INFER without a request");
             break;
         }
@@ -549,7 +546,7 @@ static void on_message(cluster_worker *w, zmq_msg_t *parts, int n)
         c->n_in = n - 1;
         infd_error err;
         infd_error_clear(&err);
-        if (start_call(w, c, h->request, h->timeout_us, &err) != INFD_STATUS_OK) {
+        if (start_call(w, c, h, &err) != INFD_STATUS_OK) {
             send_error(w, ident, ident_n, h->call, err.code, err.msg);
             call_release(c);
         }

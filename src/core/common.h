@@ -9,6 +9,7 @@
 #ifndef INFD_CORE_COMMON_H
 #define INFD_CORE_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,23 @@ void infd_assert_fail(const char *expr, const char *file, int line) __attribute_
 #define INFD_ASSERT(expr) ((void)0)
 #else
 #define INFD_ASSERT(expr) ((expr) ? (void)0 : infd_assert_fail(#expr, __FILE__, __LINE__))
+#endif
+
+/*
+ * Payload bytes copied on the way between a frontend and the engine or the
+ * network (joining input pieces, copying outputs, frontends' copies of
+ * tensors): counted in builds with assertions (debug, ASan), where
+ * infd_copied_bytes() reads the count, in all and in copies of at least
+ * INFD_LARGE_COPY bytes, so tests can show where no copy is made
+ * (docs/CLUSTER.md: the router's zero copy). Nothing in other builds.
+ */
+#define INFD_LARGE_COPY (64 * 1024)
+#ifdef NDEBUG
+#define INFD_COUNT_COPY(n) ((void)0)
+#else
+void infd_count_copy(size_t n);
+uint64_t infd_copied_bytes(bool large);
+#define INFD_COUNT_COPY(n) infd_count_copy(n)
 #endif
 
 #endif /* INFD_CORE_COMMON_H */

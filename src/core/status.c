@@ -91,3 +91,19 @@ void infd_assert_fail(const char *expr, const char *file, int line)
     infd_log(INFD_LOG_LEVEL_ERROR, "%s:%d: assertion failed: %s", file, line, expr);
     abort();
 }
+
+#ifndef NDEBUG
+static uint64_t copied_bytes, copied_large;
+
+void infd_count_copy(size_t n)
+{
+    __atomic_fetch_add(&copied_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+    if (n >= INFD_LARGE_COPY)
+        __atomic_fetch_add(&copied_large, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+uint64_t infd_copied_bytes(bool large)
+{
+    return __atomic_load_n(large ? &copied_large : &copied_bytes, __ATOMIC_RELAXED);
+}
+#endif

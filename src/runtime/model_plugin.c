@@ -179,6 +179,16 @@ infd_status infd_kind_model_set_submit(infd_kind_model *km, infd_kind_submit_fn 
     return INFD_STATUS_OK;
 }
 
+void infd_kind_model_set_lends_outputs(infd_kind_model *km)
+{
+    km_model(km)->lends_outputs = true;
+}
+
+bool infd_model_lends_outputs(const infd_model *model)
+{
+    return model->lends_outputs;
+}
+
 int infd_kind_model_n_instances(const infd_kind_model *km)
 {
     return km_model(km)->n_inst;
@@ -333,6 +343,7 @@ infd_status infd_request_input(infd_request *req, int i, infd_tensor *out, infd_
             if (req->in[k].whole && (const char *)req->join != old)
                 req->in[k].whole = (const char *)req->join + ((const char *)req->in[k].whole - old);
         char *dst = (char *)req->join + req->join_used;
+        INFD_COUNT_COPY(n);
         for (int g = 0; g < req->in[i].n_segs; g++) {
             memcpy(dst, req->in[i].segs[g].data, req->in[i].segs[g].nbytes);
             dst += req->in[i].segs[g].nbytes;
@@ -344,17 +355,22 @@ infd_status infd_request_input(infd_request *req, int i, infd_tensor *out, infd_
     return INFD_STATUS_OK;
 }
 
-infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor *t, infd_error *err)
+/* Output j's slot in the request's results (*k), after checking `t`
+ * against the model's declaration; *k is -1 when the client did not ask
+ * for it. */
+static infd_status output_check(infd_request *req, int j, const infd_tensor *t, int *k,
+                                infd_error *err)
 {
     const infd_model *m = req->model;
+    *k = -1;
     if (j < 0 || j >= m->n_out)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "output %d: the model has %d", j,
                               m->n_out);
     const infd_model_io *io = &m->out[j];
-    int k = 0;
-    while (k < req->n_out && req->out_index[k] != j)
-        k++;
-    if (k == req->n_out)
+    int q = 0;
+    while (q < req->n_out && req->out_index[q] != j)
+        q++;
+    if (q == req->n_out)
         return INFD_STATUS_OK; /* not asked for */
     int lead = m->max_batch > 0 ? 1 : 0;
     bool ok = t->dtype == io->dtype && t->shape.rank == io->rank + lead &&
@@ -379,7 +395,40 @@ infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor 
                               infd_shape_format(&t->shape, got, sizeof(got)), t->nbytes,
                               infd_dtype_name(io->dtype), io->rank, (long long)req->rows);
     }
+    *k = q;
+    return INFD_STATUS_OK;
+}
+
+/* Gives back what slot k borrowed (infd_request_output_adopt). */
+static void output_unlend(infd_request *req, int k)
+{
+    if (req->lent[k].fn) {
+        infd_release_fn fn = req->lent[k].fn;
+        req->lent[k].fn = NULL;
+        fn(req->lent[k].user);
+    }
+}
+
+void rt_request_unlend(infd_request *req)
+{
+    if (!req->any_lent)
+        return;
+    for (int k = 0; k < INFD_MAX_MODEL_IO; k++)
+        output_unlend(req, k);
+    req->any_lent = false;
+}
+
+infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor *t, infd_error *err)
+{
+    const infd_model *m = req->model;
+    int k;
+    infd_status st = output_check(req, j, t, &k, err);
+    if (st != INFD_STATUS_OK || k < 0)
+        return st;
+    const infd_model_io *io = &m->out[j];
+    output_unlend(req, k);
     infd_tensor *o = &req->out[k];
+    INFD_COUNT_COPY(t->nbytes);
     if (io->row_bytes > 0) { /* laid out at submit */
         memcpy(o->data, t->data, t->nbytes);
         req->kind_set |= 1ull << j;
@@ -392,7 +441,7 @@ infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor 
                               "out of memory for output '%s' (%zu bytes)", io->name, t->nbytes);
     if ((const char *)req->var != old) /* outputs set before point into the old buffer */
         for (int q = 0; q < req->n_out; q++)
-            if (m->out[req->out_index[q]].row_bytes == 0 && req->out[q].data)
+            if (m->out[req->out_index[q]].row_bytes == 0 && req->out[q].data && !req->lent[q].fn)
                 req->out[q].data = (char *)req->var + ((const char *)req->out[q].data - old);
     char *dst = (char *)req->var + req->var_used;
     if (t->nbytes)
@@ -404,6 +453,50 @@ infd_status infd_request_output_set(infd_request *req, int j, const infd_tensor 
     o->nbytes = t->nbytes;
     o->owns_data = false;
     req->kind_set |= 1ull << j;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_request_output_adopt(infd_request *req, int j, const infd_tensor *t,
+                                      infd_release_fn release, void *user, infd_error *err)
+{
+    int k;
+    infd_status st = output_check(req, j, t, &k, err);
+    /* A caller's buffer (or a classified output's tensor, read once at
+     * completion, which the buffer rule also covers) gets a copy. */
+    if (st != INFD_STATUS_OK || k < 0 ||
+        (req->model->out[j].row_bytes > 0 && req->user_out[j].data && !req->cls[j])) {
+        if (st == INFD_STATUS_OK && k >= 0)
+            st = infd_request_output_set(req, j, t, err);
+        release(user);
+        return st;
+    }
+    output_unlend(req, k);
+    infd_tensor *o = &req->out[k];
+    o->dtype = t->dtype;
+    o->shape = t->shape;
+    o->data = t->data;
+    o->nbytes = t->nbytes;
+    o->owns_data = false;
+    req->lent[k].fn = release;
+    req->lent[k].user = user;
+    req->any_lent = true;
+    req->kind_set |= 1ull << j;
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_request_input_pieces(const infd_request *req, int i, infd_tensor *info,
+                                      const infd_data_segment **pieces, int *n, infd_error *err)
+{
+    const infd_model *m = req->model;
+    if (i < 0 || i >= m->n_in || !req->in[i].set)
+        return infd_error_set(err, INFD_STATUS_NOT_FOUND, "input %d is not set", i);
+    info->dtype = m->in[i].dtype;
+    info->shape = req->in[i].shape;
+    info->nbytes = req->in[i].nbytes;
+    info->owns_data = false;
+    info->data = req->in[i].n_segs == 1 ? (void *)req->in[i].segs[0].data : NULL;
+    *pieces = req->in[i].segs;
+    *n = req->in[i].n_segs;
     return INFD_STATUS_OK;
 }
 

@@ -142,6 +142,13 @@ struct infd_request {
     int n_out;
     int out_index[INFD_MAX_MODEL_IO];
     infd_tensor out[INFD_MAX_MODEL_IO];
+    /* Outputs lent by the kind (infd_request_output_adopt), by output slot
+     * k: released when the request is destroyed. */
+    struct {
+        infd_release_fn fn;
+        void *user;
+    } lent[INFD_MAX_MODEL_IO];
+    bool any_lent;
     /* Kept across reuse (infd_request_create): */
     void *own;        /* the request's own output memory */
     size_t own_bytes; /* its capacity */
@@ -268,6 +275,7 @@ struct infd_model {
     /* Set by the kind's load (infd_kind_model_set_submit): requests go to
      * it at submit, past the queue and the instances. */
     infd_kind_submit_fn kind_submit;
+    bool lends_outputs; /* infd_kind_model_set_lends_outputs */
     /* Scheduling (config). */
     bool dynamic;      /* dynamic_batching present */
     rt_sequencer *seq; /* sequence_batching present; guarded by mu */
@@ -363,6 +371,8 @@ void rt_seq_reuse(infd_model *m, const int *slots, int n);
 /* scheduler.c */
 /* Whether `segs` (nbytes in all) hold exactly `numel` BYTES elements. */
 bool rt_bytes_layout_ok(const infd_data_segment *segs, size_t nbytes, int64_t numel);
+/* Releases the outputs a kind lent the request (infd_request_output_adopt). */
+void rt_request_unlend(infd_request *req);
 infd_status rt_model_start_workers(infd_model *m, infd_error *err);
 void rt_request_pool_free(infd_model *m);
 

@@ -77,6 +77,7 @@ void infd_request_destroy(infd_request *req)
     if (!req)
         return;
     INFD_ASSERT(!req->in_flight);
+    rt_request_unlend(req); /* outside the model's lock: a release may take others */
     infd_model *m = req->model;
     pthread_mutex_lock(&m->mu);
     req->next = m->free_list;

@@ -73,8 +73,9 @@ def recv(pb, sock, want_kind=None):
         return m, frames[1:]
 
 
-def add_sub_infer(pb, call, a, b, model="add_sub", frames=None, **req):
+def add_sub_infer(pb, call, a, b, model="add_sub", frames=None, input_frames=(), **req):
     r = pb.LinkMessage(version=1, kind=pb.LinkMessage.INFER, call=call)
+    r.input_frames.extend(input_frames)
     r.request.model_name = model
     r.request.id = f"req-{call}"
     for name in ("INPUT0", "INPUT1"):
@@ -101,6 +102,14 @@ def test_hello_heartbeats_and_a_result(pb, link):
     outs = {o.name: np.frombuffer(f, np.float32).reshape(list(o.shape))
             for o, f in zip(m.response.outputs, frames)}
     assert np.array_equal(outs["OUTPUT0"][0], a + b) and np.array_equal(outs["OUTPUT1"][0], a - b)
+    # An input in pieces (input_frames): INPUT0 in 3 frames, INPUT1 in 1.
+    ab = a.tobytes()
+    sock.send_multipart(add_sub_infer(pb, 8, a, b, input_frames=[3, 1],
+                                      frames=[ab[:10], ab[10:40], ab[40:], b.tobytes()]))
+    m, frames = recv(pb, sock)
+    assert m.call == 8 and m.status == 0, m
+    outs = {o.name: np.frombuffer(f, np.float32) for o, f in zip(m.response.outputs, frames)}
+    assert np.array_equal(outs["OUTPUT0"], a + b) and np.array_equal(outs["OUTPUT1"], a - b)
     # Heartbeats keep coming while the router is heard from, with a growing seq.
     seqs = []
     for _ in range(3):
@@ -120,6 +129,12 @@ def test_errors_come_back_as_results(pb, link):
          "INPUT1"),
         (add_sub_infer(pb, 4, a, a, model_version="x"), "INVALID_ARGUMENT",
          "not a positive integer"),
+        (add_sub_infer(pb, 6, a, a, input_frames=[2, 1]), "INVALID_ARGUMENT",
+         "input_frames has 2 counts adding up to 3 for 2 inputs and 2 frames"),
+        (add_sub_infer(pb, 7, a, a, input_frames=[0, 2]), "INVALID_ARGUMENT",
+         "one count of at least 1 per input"),
+        (add_sub_infer(pb, 8, a, a, input_frames=[2]), "INVALID_ARGUMENT",
+         "input_frames has 1 counts"),
         ([header(pb, pb.LinkMessage.INFER, call=5)], "INVALID_ARGUMENT",
          "an INFER without a request"),
     ]

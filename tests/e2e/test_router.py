@@ -10,11 +10,15 @@ loopback, every process started and stopped by PID:
 - failures under steady load (about 200 requests/s, a 2 s deadline) cost no
   request: a SIGKILLed worker, a SIGSTOPped one (and its return after
   SIGCONT), a new worker, a rolling restart, the etcd leader killed;
-- a fake worker that speaks garbage does not hurt a router.
+- a fake worker that speaks garbage does not hurt a router;
+- tensors of 64 KiB and more cross a router without a copy of their bytes
+  (counted in a build with assertions: the ASan run of make test).
 """
 
 import concurrent.futures
+import json
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -51,6 +55,7 @@ def make_cluster(serve, tmp_path, etcd_cluster, infd_bin):
         if not root.exists():
             repo.add_sub(root, dynamic_batching={"max_queue_delay_microseconds": 500})
             repo.identity(root, name="identity")
+            repo.identity(root, name="identity_big", dims=(65536,))  # 256 KiB a row
             if sequences:
                 from test_sequence import CONTROLS, accumulator
                 accumulator(root / "acc" / "1" / "model.onnx", 8)
@@ -227,6 +232,7 @@ def test_two_routers_three_workers_http_and_grpc(make_cluster):
     for router in c.routers:
         wait_routable(router)
         wait_routable(router, "blazeface")
+        wait_routable(router, "identity_big")
         r = requests.post(f"{router.url}/v2/models/add_sub/infer", json=body(a, b), timeout=10)
         assert r.status_code == 200, r.text
         outs = {o["name"]: o["data"] for o in r.json()["outputs"]}
@@ -251,6 +257,11 @@ def test_two_routers_three_workers_http_and_grpc(make_cluster):
             f.set_data_from_numpy(img)
             got = client.infer("blazeface", [f]).as_numpy("Identity:0")
             assert got.shape == want.shape and np.allclose(got, want, atol=1e-4)
+            # Tensors of 512 KiB: lent frames out, pieces in (HTTP).
+            big = rng.normal(size=(2, 65536)).astype(np.float32)
+            q = mod.InferInput("INPUT0", [2, 65536], "FP32")
+            q.set_data_from_numpy(big)
+            assert np.array_equal(client.infer("identity_big", [q]).as_numpy("OUTPUT0"), big)
     # Every worker gets work (the power of two choices spreads it).
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: requests.post(
@@ -614,3 +625,37 @@ def test_sequences_stay_on_one_worker(make_cluster):
     r = step(seq, [2, 2, 2, 2], start=True)
     assert r.status_code == 200, r.text
     assert {o["name"]: o["data"] for o in r.json()["outputs"]}["OUTPUT"] == [2, 2, 2, 2]
+
+
+def test_large_tensors_cross_the_router_without_a_copy(make_cluster):
+    """HTTP binary requests with 256 KiB rows: the router sends the body's
+    pieces as they lie and lends the worker's output frames to the reply. A
+    build with assertions counts every payload byte copied and the router
+    logs the count at exit: none of 64 KiB or more (the warm-up's small
+    tensors are copied). A release build has no counter."""
+    c = make_cluster(n_workers=1)
+    router = c.routers[0]
+    wait_routable(router)  # the worker is live
+    wait_routable(router, "identity_big")
+    rng = np.random.default_rng(7)
+    for rows in (1, 2, 1, 3) * 4 + (8,):
+        x = rng.standard_normal((rows, 65536)).astype(np.float32)
+        head = json.dumps({
+            "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [rows, 65536],
+                        "parameters": {"binary_data_size": x.nbytes}}],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+        r = requests.post(f"{router.url}/v2/models/identity_big/infer", data=head + x.tobytes(),
+                          headers={"Inference-Header-Content-Length": str(len(head)),
+                                   "Content-Type": "application/octet-stream"}, timeout=30)
+        assert r.status_code == 200, r.text[:500]
+        n = int(r.headers["Inference-Header-Content-Length"])
+        meta = json.loads(r.content[:n])
+        assert meta["outputs"][0]["shape"] == [rows, 65536]
+        got = np.frombuffer(r.content[n:], dtype=np.float32).reshape(rows, 65536)
+        np.testing.assert_array_equal(got, x)
+    assert router.stop() == 0
+    m = re.search(r"payload bytes copied: \d+ \((\d+) in copies of 65536 bytes or more\)",
+                  router.log())
+    if m is None:
+        pytest.skip("a release build counts no copies (the ASan run of make test does)")
+    assert int(m.group(1)) == 0, router.log()[-3000:]

@@ -89,11 +89,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const void *frame[10];
     size_t len[10];
+    infd_data_segment seg[10];
     for (int i = 0; i < n; i++) {
         const uint8_t *p = data + 1 + 4 * i;
         size_t want = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
         len[i] = want < size - at ? want : size - at;
         frame[i] = data + at;
+        seg[i] = (infd_data_segment){ frame[i], len[i] };
         at += len[i];
     }
     Infd__Cluster__LinkMessage *h = infd__cluster__link_message__unpack(NULL, len[0], frame[0]);
@@ -104,8 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         infd_request *req = NULL;
         infd_error err;
         infd_error_clear(&err);
-        if (cluster_link_request(server, h->request, h->timeout_us, frame + 1, len + 1, n - 1, &m,
-                                 &req, &err) != INFD_STATUS_OK &&
+        if (cluster_link_request(server, h, seg + 1, n - 1, &m, &req, &err) != INFD_STATUS_OK &&
             !err.msg[0])
             abort(); /* an error always says what */
         infd_request_destroy(req);

@@ -85,6 +85,7 @@
 #include "core/alloc.h"
 #include "core/arena.h"
 #include "core/clock.h"
+#include "core/common.h"
 #include "core/log.h"
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
@@ -334,6 +335,7 @@ static bool message_slice(grpc_byte_buffer *bb, grpc_slice *out)
         return false;
     *out = grpc_byte_buffer_reader_readall(&r);
     grpc_byte_buffer_reader_destroy(&r);
+    INFD_COUNT_COPY(GRPC_SLICE_LENGTH(*out));
     return true;
 }
 
@@ -1628,8 +1630,10 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
         grpc_slice_ref(old);
     infd_status st = plan_response(gi, stream, n, names, dtypes, shapes, sizes, err);
     if (st == INFD_STATUS_OK)
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            INFD_COUNT_COPY(sizes[i]);
             memcpy(gi->out_data[i], ts[i].data, sizes[i]);
+        }
     if (had)
         grpc_slice_unref(old);
     return st;

@@ -67,6 +67,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/common.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "frontends/http/kserve_json.h"
@@ -144,6 +145,11 @@ typedef struct http_call {
     infd_data_segment *segs;
     int segs_cap;
     uint8_t raw_len[4]; /* a raw body's BYTES element length (raw_body_input) */
+    /* Reply chains that point into the request's outputs (a model that
+     * lends its outputs: infd_model_lends_outputs), plus one while the
+     * reply is written: the call goes back (and its request is destroyed)
+     * when the last is released. */
+    int refs;
 
     /* CALL_LOAD / CALL_UNLOAD */
     char name[KSERVE_NAME_BYTES];
@@ -366,6 +372,7 @@ static http_call *call_get(http_loop *loop, call_kind kind)
     c->status = INFD_STATUS_OK;
     c->message[0] = '\0';
     c->n_bin = 0;
+    c->refs = 0;
     return c;
 }
 
@@ -929,6 +936,8 @@ static bool header_length(struct evhttp_request *ev, size_t body_n, size_t *out,
 static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_error *err)
 {
     infd_model *m = c->model;
+    if (infd_model_lends_outputs(m))
+        return INFD_STATUS_OK; /* sent from where they lie (finish_infer) */
     kserve_request *r = &c->kreq;
     /* The response lists outputs in request order (model order when the
      * request names none); the chunk is carved in the same order so that
@@ -1208,6 +1217,7 @@ static void rx_mirror(rx_conn *rc, struct evbuffer *in, size_t orig, size_t n)
     if (evbuffer_ptr_set(in, &pos, evbuffer_get_length(in) - n, EVBUFFER_PTR_SET) != 0 ||
         evbuffer_copyout_from(in, &pos, rc->slab->data + rc->fill, n) != (ev_ssize_t)n)
         return; /* a hole in the mirror, which pool_span's check finds */
+    INFD_COUNT_COPY(n);
     rc->fill += n;
 }
 
@@ -1438,6 +1448,20 @@ fail:
     send_error(loop, ev, code, err.msg[0] ? err.msg : infd_status_str(err.code));
 }
 
+/* A reply chain that pointed into the call's outputs is gone. */
+static void call_unref(http_call *c)
+{
+    if (--c->refs == 0)
+        call_put(c);
+}
+
+static void reply_chain_done(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    call_unref(arg);
+}
+
 static void finish_infer(http_call *c)
 {
     http_loop *loop = c->loop;
@@ -1504,12 +1528,19 @@ static void finish_infer(http_call *c)
     if (zero_copy) {
         evbuffer_add_buffer(out, c->bin);
     } else {
+        bool lent = infd_model_lends_outputs(c->model);
         for (int i = 0; i < n_out; i++) {
             const char *name = NULL;
             infd_tensor t;
-            if (infd_request_output(c->req, i, &name, &t) == INFD_STATUS_OK &&
-                kserve_output_is_binary(r, name))
-                evbuffer_add(out, t.data, t.nbytes);
+            if (infd_request_output(c->req, i, &name, &t) != INFD_STATUS_OK ||
+                !kserve_output_is_binary(r, name) || t.nbytes == 0)
+                continue;
+            if (lent && evbuffer_add_reference(out, t.data, t.nbytes, reply_chain_done, c) == 0) {
+                c->refs++;
+                continue;
+            }
+            INFD_COUNT_COPY(t.nbytes);
+            evbuffer_add(out, t.data, t.nbytes);
         }
     }
     send_reply(loop, ev, 200, "application/octet-stream");
@@ -1843,12 +1874,13 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 
     while (c) {
         http_call *next = c->next;
+        c->refs++; /* while the reply is written */
         if (c->kind == CALL_INFER)
             finish_infer(c);
         else
             finish_load(c);
         loop->n_inflight--;
-        call_put(c);
+        call_unref(c);
         c = next;
     }
     if (stop && !loop->closing) {

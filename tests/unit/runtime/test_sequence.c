@@ -557,6 +557,14 @@ static void later_done(void *user, infd_request *req, infd_status status, const 
     atomic_store(&c->done, 1);
 }
 
+static atomic_int n_released;
+
+static void count_release(void *user)
+{
+    (void)user;
+    atomic_fetch_add(&n_released, 1);
+}
+
 /* One instance runs three requests' batches one after another without
  * finishing any; they finish later, out of order, one of them failed. */
 static void test_deferred_requests_finish_later(void)
@@ -615,6 +623,56 @@ static void test_deferred_requests_finish_later(void)
     ASSERT_STATUS(c[0].status, INFD_STATUS_OK);
     ASSERT_STATUS(c[1].status, INFD_STATUS_UNAVAILABLE);
     ASSERT_STR_EQ(c[1].message, "the worker went away");
+    /* Lent outputs (infd_request_output_adopt): the request's output is the
+     * kind's memory until the request is destroyed; a caller's buffer gets
+     * a copy and the memory back at once; a wrong tensor is refused and
+     * the memory given back too. Pieces of an input stay pieces. */
+    static later_call d[3];
+    static int64_t lent_v[3] = { 70, 71, 72 };
+    static int64_t in_v[2] = { 5, 6 };
+    int64_t user_buf = 0;
+    infd_data_segment halves[2] = { { &in_v[0], 4 }, { (const char *)&in_v[0] + 4, 4 } };
+    for (int k = 0; k < 3; k++) {
+        ASSERT_STATUS(infd_request_create(m, &d[k].req, &err), INFD_STATUS_OK);
+        ASSERT_STATUS(infd_request_add_input_segments(d[k].req, "IN", INFD_DTYPE_INT64, &one, 1,
+                                                      halves, 2, &err),
+                      INFD_STATUS_OK);
+        if (k == 1)
+            ASSERT_STATUS(infd_request_set_output_buffer(d[k].req, "OUT", &user_buf, 8, &err),
+                          INFD_STATUS_OK);
+        ASSERT_STATUS(infd_infer_async(d[k].req, later_done, &d[k], &err), INFD_STATUS_OK);
+    }
+    for (int i = 0; i < 5000 && atomic_load(&n_held) < 6; i++)
+        infd_clock_sleep_us(1000);
+    ASSERT_EQ_INT(atomic_load(&n_held), 6);
+    atomic_store(&n_released, 0);
+    for (int k = 0; k < 3; k++) {
+        infd_request *req = held[3 + k];
+        infd_tensor info;
+        const infd_data_segment *pcs = NULL;
+        int n = 0;
+        ASSERT_STATUS(infd_request_input_pieces(req, 0, &info, &pcs, &n, &err), INFD_STATUS_OK);
+        ASSERT_EQ_INT(n, 2);
+        ASSERT_TRUE(info.data == NULL && info.nbytes == 8 && pcs[1].data == halves[1].data);
+        infd_tensor out = { .dtype = INFD_DTYPE_INT64, .data = &lent_v[k], .nbytes = 8 };
+        out.shape.rank = 1;
+        out.shape.dims[0] = k == 2 ? 2 : 1; /* the third does not fit */
+        ASSERT_STATUS(infd_request_output_adopt(req, 0, &out, count_release, &lent_v[k], &err),
+                      k == 2 ? INFD_STATUS_INVALID_ARGUMENT : INFD_STATUS_OK);
+        if (k == 2)
+            infd_request_fail(req, INFD_STATUS_INTERNAL, "a bad output");
+        infd_request_done(req);
+    }
+    ASSERT_EQ_INT(atomic_load(&n_released), 2); /* the copied one and the refused one */
+    infd_tensor got;
+    ASSERT_STATUS(infd_request_output(d[0].req, 0, NULL, &got), INFD_STATUS_OK);
+    ASSERT_TRUE(got.data == (void *)&lent_v[0]); /* lent, not copied */
+    ASSERT_EQ_I64(d[0].out, 70);
+    ASSERT_EQ_I64(user_buf, 71); /* copied into the caller's buffer */
+    ASSERT_STATUS(d[2].status, INFD_STATUS_INTERNAL);
+    for (int k = 0; k < 3; k++)
+        infd_request_destroy(d[k].req);
+    ASSERT_EQ_INT(atomic_load(&n_released), 3); /* the lent one at destroy */
     /* A sequence-batched model's requests cannot be deferred. */
     infd_model *seq = NULL;
     infd_request *r = NULL;
