@@ -8,7 +8,10 @@ worker's registration.
 Goals (issue #23): <= 50 us added at p50 and <= 250 us at p99 (concurrency
 1); router throughput >= 20,000 requests/s per core.
 
-Usage: python3 bench/router.py [--measurement-ms 4000]
+With --elements N the tensors are FP32 [N] instead (65536: 256 KiB, where
+the router copies no payload byte over HTTP; docs/CLUSTER.md).
+
+Usage: python3 bench/router.py [--measurement-ms 4000] [--elements 1024]
 """
 
 import argparse
@@ -24,14 +27,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from serve_common import DEFAULT_INFD, Serve, free_port, perf_row, run_perf  # noqa: E402
 
 
-def identity_model(root):
+def identity_model(root, elements):
     import onnx
     from onnx import TensorProto, helper
     d = pathlib.Path(root) / "identity"
     (d / "1").mkdir(parents=True)
     g = helper.make_graph([helper.make_node("Identity", ["X"], ["Y"])], "identity",
-                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 1024])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 1024])])
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", elements])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
+                                                         ["N", elements])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
               str(d / "1" / "model.onnx"))
     (d / "config.pbtxt").write_text('name: "identity"\nmax_batch_size: 8\n'
@@ -51,6 +55,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--infd", default=str(DEFAULT_INFD))
     ap.add_argument("--measurement-ms", type=int, default=4000)
+    ap.add_argument("--elements", type=int, default=1024, help="FP32 elements per tensor")
     ap.add_argument("--json")
     args = ap.parse_args()
     out = {}
@@ -64,7 +69,7 @@ def main():
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         router = None
         try:
-            identity_model(tmp / "repo")
+            identity_model(tmp / "repo", args.elements)
             endpoint = f"http://127.0.0.1:{cport}"
             with Serve(args.infd, tmp / "repo", tmp, "--cluster", endpoint, "--advertise",
                        f"tcp://127.0.0.1:{free_port()}") as worker:
