@@ -1,10 +1,12 @@
 /*
- * link.c - an INFER's request, from its header and frames (link.h).
+ * link.c - an INFER's request and a RESULT's outputs, from their header and
+ * frames (link.h).
  */
 #include "cluster/link.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "frontends/grpc/infer_params.h"
 
@@ -86,4 +88,33 @@ infd_status cluster_link_request(infd_server *server, const Infd__Cluster__LinkM
             return st;
     }
     return grpc_add_outputs(r, *req, err);
+}
+
+infd_status cluster_link_output(const infd_model *model, const Inference__ModelInferResponse *resp,
+                                size_t k, const void *data, size_t size, int *j, infd_tensor *t,
+                                infd_error *err)
+{
+    const Inference__ModelInferResponse__InferOutputTensor *o = resp->outputs[k];
+    const char *name = o->name ? o->name : "";
+    *j = infd_model_output_index(model, name);
+    if (*j < 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "the worker's output '%.100s' is not one of model '%s'", name,
+                              infd_model_name(model));
+    memset(t, 0, sizeof(*t));
+    t->dtype = infd_dtype_from_name(o->datatype ? o->datatype : "");
+    if (t->dtype == INFD_DTYPE_INVALID)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "the worker's output '%.100s' has an unknown datatype '%.32s'", name,
+                              o->datatype ? o->datatype : "");
+    if (o->n_shape > INFD_MAX_RANK)
+        return infd_error_set(err, INFD_STATUS_INTERNAL,
+                              "the worker's output '%.100s' has rank %zu (at most %d)", name,
+                              o->n_shape, INFD_MAX_RANK);
+    t->shape.rank = (int)o->n_shape;
+    for (size_t d = 0; d < o->n_shape; d++)
+        t->shape.dims[d] = o->shape[d];
+    t->data = (void *)data;
+    t->nbytes = size;
+    return INFD_STATUS_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * link.h - the router-worker link's message contents (proto/cluster.proto),
- * decoded without sockets, so the worker and the fuzz target share them.
+ * decoded without sockets, so the worker, the router and the fuzz target
+ * share them.
  */
 #ifndef INFD_CLUSTER_LINK_H
 #define INFD_CLUSTER_LINK_H
@@ -27,5 +28,17 @@
 infd_status cluster_link_request(infd_server *server, const Infd__Cluster__LinkMessage *h,
                                  const infd_data_segment *frames, int n_frames, infd_model **model,
                                  infd_request **req, infd_error *err);
+
+/*
+ * Output k of a RESULT's response (resp->outputs[k]), its bytes `size` long
+ * at `data` (its frame): the model's index for it (*j) and a tensor viewing
+ * the bytes (*t). INTERNAL with a message when the worker names an output
+ * the model does not have, a datatype infd does not know, or a rank above
+ * INFD_MAX_RANK. The shape against the model and the bytes is checked when
+ * the output is set (infd_request_output_set / _adopt).
+ */
+infd_status cluster_link_output(const infd_model *model, const Inference__ModelInferResponse *resp,
+                                size_t k, const void *data, size_t size, int *j, infd_tensor *t,
+                                infd_error *err);
 
 #endif /* INFD_CLUSTER_LINK_H */

@@ -889,22 +889,11 @@ static void on_result(cluster_router *r, const Infd__Cluster__LinkMessage *h, zm
     infd_error err;
     infd_error_clear(&err);
     for (size_t k = 0; k < resp->n_outputs; k++) {
-        const Inference__ModelInferResponse__InferOutputTensor *o = resp->outputs[k];
-        int j = infd_model_output_index(m, o->name);
+        int j;
         infd_tensor t;
-        memset(&t, 0, sizeof(t));
-        t.dtype = infd_dtype_from_name(o->datatype);
-        if (j < 0 || o->n_shape > INFD_MAX_RANK) {
-            call_fail(c, INFD_STATUS_INTERNAL, "router: the worker's output '%.100s' is unknown",
-                      o->name);
-            return;
-        }
-        t.shape.rank = (int)o->n_shape;
-        for (size_t d = 0; d < o->n_shape; d++)
-            t.shape.dims[d] = o->shape[d];
-        t.data = zmq_msg_data(&frames[k]);
-        t.nbytes = zmq_msg_size(&frames[k]);
-        if (set_output(c, j, &t, &frames[k], &err) != INFD_STATUS_OK) {
+        if (cluster_link_output(m, resp, k, zmq_msg_data(&frames[k]), zmq_msg_size(&frames[k]), &j,
+                                &t, &err) != INFD_STATUS_OK ||
+            set_output(c, j, &t, &frames[k], &err) != INFD_STATUS_OK) {
             call_fail(c, INFD_STATUS_INTERNAL, "router: %s", err.msg);
             return;
         }
