@@ -50,12 +50,12 @@ test: setup
 	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
 	    -k test_50_connect_disconnect_cycles_leave_nothing
-	@echo "== the Redis queue's, the processors', the ensembles' and the cluster's tests under ASan (its leak check at exit)"
+	@echo "== the Redis queue's, the processors', the ensembles', the cluster's and shared memory's tests under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py \
 	    tests/e2e/test_plugins.py tests/e2e/test_python_backend.py tests/e2e/test_ensemble.py \
 	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py \
 	    tests/e2e/test_image_preprocess.py tests/e2e/test_cluster_member.py \
-	    tests/e2e/test_cluster_link.py tests/e2e/test_router.py
+	    tests/e2e/test_cluster_link.py tests/e2e/test_router.py tests/e2e/test_shared_memory.py
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"

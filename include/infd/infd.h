@@ -358,6 +358,9 @@ typedef struct infd_server_options {
      * keeps a slab of it (1 MiB, or twice the largest request) per
      * connection that sends large bodies. */
     size_t pinned_pool_bytes;
+    /* Shared memory a client may register (INFD_SHM_* bits); default 0:
+     * none, as Triton's --allow-client-shm defaults to false. */
+    unsigned shared_memory;
 } infd_server_options;
 
 /* Defaults as documented on each field. */
@@ -705,6 +708,64 @@ INFD_API infd_status infd_request_add_output_classification(infd_request *req, c
  * least the output's bytes for the request's batch, checked at submit. */
 INFD_API infd_status infd_request_set_output_buffer(infd_request *req, const char *name, void *data,
                                                     size_t capacity, infd_error *err);
+
+/*
+ * Shared memory (Triton's shared-memory extension). A client on the same
+ * host puts tensors in a POSIX shared memory object it made (shm_open),
+ * registers a region of it under a name, and a request then names the
+ * region, an offset and a byte size instead of carrying the bytes; outputs
+ * are written there the same way. Regions are the server's, shared by its
+ * frontends, and off unless infd_server_options.shared_memory enables them.
+ * A region unregistered while requests use it leaves the table at once and
+ * is unmapped when the last of them lets go; all are unmapped when the
+ * server is destroyed. Messages name a region, never its key.
+ */
+#define INFD_SHM_SYSTEM     1u /* POSIX shared memory objects */
+#define INFD_SHM_NAME_BYTES 128
+#define INFD_SHM_KEY_BYTES  256
+
+typedef struct infd_shm_region infd_shm_region;
+
+typedef struct infd_shm_info {
+    const char *name;
+    const char *key;    /* the POSIX object's name, "/..." */
+    uint64_t offset;    /* of the region in the object */
+    uint64_t byte_size; /* of the region */
+} infd_shm_info;
+
+/* The INFD_SHM_* kinds the server takes. */
+INFD_API unsigned infd_server_shared_memory(const infd_server *server);
+
+/* Registers region `name` (1 to 127 printable bytes, no '/') as bytes
+ * [offset, offset + byte_size) of the POSIX shared memory object `key`
+ * ('/' then 1 to 254 bytes without '/'), mapped now for reading and
+ * writing. INVALID_ARGUMENT: shared memory off, a bad name or key, the name
+ * registered already, a zero size, a sum that overflows or lies past the
+ * object's end; NOT_FOUND: no such object. */
+INFD_API infd_status infd_server_shm_register(infd_server *server, const char *name,
+                                              const char *key, uint64_t offset, uint64_t byte_size,
+                                              infd_error *err);
+
+/* Unregisters region `name`, or every region for NULL or "".
+ * INVALID_ARGUMENT when `name` is not registered (or shared memory off). */
+INFD_API infd_status infd_server_shm_unregister(infd_server *server, const char *name,
+                                                infd_error *err);
+
+/* Calls fn(user, region) for region `name`, or for every region for NULL or
+ * "" (under the table's lock: fn must not call the other shm functions).
+ * INVALID_ARGUMENT when `name` is not registered (or shared memory off). */
+INFD_API infd_status infd_server_shm_status(infd_server *server, const char *name,
+                                            void (*fn)(void *user, const infd_shm_info *region),
+                                            void *user, infd_error *err);
+
+/* Bytes [offset, offset + byte_size) of region `name` for a request: *data
+ * points at them until infd_shm_region_release(*region). INVALID_ARGUMENT
+ * when the region is not registered (or shared memory off) or the span
+ * does not fit in it (checked without overflow). */
+INFD_API infd_status infd_server_shm_acquire(infd_server *server, const char *name, uint64_t offset,
+                                             uint64_t byte_size, infd_shm_region **region,
+                                             void **data, infd_error *err);
+INFD_API void infd_shm_region_release(infd_shm_region *region);
 
 /* True when the model's outputs arrive in memory of their own and are lent
  * to the request (the cluster router's remote models): a buffer given with

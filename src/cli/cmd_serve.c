@@ -63,6 +63,9 @@ static void usage(FILE *out)
         "1000)\n"
         "  --threads N                 engine threads per model instance (default: (cores "
         "- 1) / instances, at least 1)\n"
+        "  --enable-shared-memory KINDS\n"
+        "                              let clients register shared memory (Triton's\n"
+        "                              extension): 'system' (POSIX shm; default off)\n"
         "  --pinned-memory-pool-byte-size N\n"
         "                              page-locked memory that GPU models' request bodies\n"
         "                              are received into (default 1 GiB; 0: none)\n"
@@ -229,6 +232,22 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--raw-stats-every") == 0) {
             bad = infd_cli_parse_long(v, 0, 1L << 30, &n);
             ro.stats_every = (int)n;
+        } else if (strcmp(a, "--enable-shared-memory") == 0) {
+            so.shared_memory = 0;
+            bad = !v || !*v;
+            for (const char *p = v; !bad && p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == 6 && strncmp(p, "system", 6) == 0) {
+                    so.shared_memory |= INFD_SHM_SYSTEM;
+                } else {
+                    fprintf(stderr,
+                            "infd serve: --enable-shared-memory: '%.*s' is not a kind infd has "
+                            "('system'; CUDA shared memory is not built yet)\n",
+                            (int)len, p);
+                    return INFD_EXIT_USAGE;
+                }
+                p += len + (p[len] == ',');
+            }
         } else if (strcmp(a, "--pinned-memory-pool-byte-size") == 0) {
             bad = infd_cli_parse_long(v, 0, 1L << 40, &n);
             so.pinned_pool_bytes = (size_t)n;

@@ -317,6 +317,16 @@ void rt_model_free(infd_model *m);
 int rt_server_threads(const infd_server *server);
 size_t rt_server_pinned_pool_bytes(const infd_server *server);
 
+/* shm.c: the server's shared memory regions (infd.h). */
+typedef struct rt_shm_table {
+    pthread_mutex_t mu;
+    infd_shm_region *head;
+    unsigned kinds; /* INFD_SHM_* enabled */
+} rt_shm_table;
+void rt_shm_init(rt_shm_table *t, unsigned kinds);
+void rt_shm_fini(rt_shm_table *t); /* unmaps every region */
+rt_shm_table *rt_server_shm(infd_server *server);
+
 /* pinned.c: makes the process's pinned memory pool of `bytes` (rounded
  * down to 64 KiB pages) unless it exists; rt_pinned_init_memory lays it
  * over memory the caller provides (tests). */

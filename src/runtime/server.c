@@ -63,6 +63,7 @@ struct infd_server {
     bool poller_running;
     bool poller_stop;
     pthread_cond_t poller_cv;
+    rt_shm_table shm; /* shm.c */
 };
 
 void infd_server_options_init(infd_server_options *opts)
@@ -118,6 +119,11 @@ int rt_server_threads(const infd_server *server)
 size_t rt_server_pinned_pool_bytes(const infd_server *server)
 {
     return server->pinned_pool_bytes;
+}
+
+rt_shm_table *rt_server_shm(infd_server *server)
+{
+    return &server->shm;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -642,6 +648,7 @@ infd_status infd_server_create(const infd_server_options *opts, infd_server **ou
     pthread_mutex_init(&s->load_mu, NULL);
     pthread_rwlock_init(&s->hook_lock, NULL);
     pthread_cond_init(&s->poller_cv, NULL);
+    rt_shm_init(&s->shm, opts->shared_memory);
     s->repo = infd_strdup(opts->model_repository);
     s->id = infd_strdup(opts->server_id ? opts->server_id : "infd");
     if (!s->repo || !s->id) {
@@ -785,6 +792,7 @@ void infd_server_destroy(infd_server *server)
     pthread_mutex_destroy(&server->load_mu);
     pthread_rwlock_destroy(&server->hook_lock);
     pthread_cond_destroy(&server->poller_cv);
+    rt_shm_fini(&server->shm);
     infd_free(server->repo);
     infd_free(server->id);
     infd_free(server);

@@ -127,6 +127,9 @@ typedef enum method {
     M_REPOSITORY_UNLOAD,
     M_HEALTH_CHECK,
     M_HEALTH_WATCH,
+    M_SHM_STATUS,
+    M_SHM_REGISTER,
+    M_SHM_UNREGISTER,
     M_UNKNOWN
 } method;
 
@@ -143,6 +146,9 @@ static const char *const g_methods[M_UNKNOWN] = {
     [M_REPOSITORY_INDEX] = "/inference.GRPCInferenceService/RepositoryIndex",
     [M_REPOSITORY_LOAD] = "/inference.GRPCInferenceService/RepositoryModelLoad",
     [M_REPOSITORY_UNLOAD] = "/inference.GRPCInferenceService/RepositoryModelUnload",
+    [M_SHM_STATUS] = "/inference.GRPCInferenceService/SystemSharedMemoryStatus",
+    [M_SHM_REGISTER] = "/inference.GRPCInferenceService/SystemSharedMemoryRegister",
+    [M_SHM_UNREGISTER] = "/inference.GRPCInferenceService/SystemSharedMemoryUnregister",
     [M_HEALTH_CHECK] = "/grpc.health.v1.Health/Check",
     [M_HEALTH_WATCH] = "/grpc.health.v1.Health/Watch",
 };
@@ -176,6 +182,13 @@ typedef struct ginfer {
     uint8_t *out_data[INFD_MAX_MODEL_IO];
     size_t out_bytes[INFD_MAX_MODEL_IO];
     infd_shape out_shape[INFD_MAX_MODEL_IO];
+    /* Shared memory (Triton's extension): the regions held until the
+     * inference goes back, and per planned output where its bytes go
+     * (NULL: in the response) and how many fit there. */
+    infd_shm_region *shm[2 * INFD_MAX_MODEL_IO];
+    int n_shm;
+    uint8_t *shm_out[INFD_MAX_MODEL_IO];
+    size_t shm_cap[INFD_MAX_MODEL_IO];
     /* Filled by the completing thread. */
     infd_status status;
     char message[INFD_ERROR_MSG_BYTES];
@@ -1008,6 +1021,104 @@ static void rpc_health_check(gcall *c, grpc_slice s)
     protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
 }
 
+/* The system shared-memory RPCs (Triton's extension). */
+typedef struct shm_rows {
+    infd_arena *a;
+    Inference__SystemSharedMemoryStatusResponse__RegionsEntry **e;
+    size_t n, cap;
+    bool oom;
+} shm_rows;
+
+static void shm_row(void *user, const infd_shm_info *info)
+{
+    shm_rows *t = user;
+    if (t->oom || t->n == t->cap) {
+        t->oom = true;
+        return;
+    }
+    Inference__SystemSharedMemoryStatusResponse__RegionsEntry *e =
+        infd_arena_alloc(t->a, sizeof(*e), 0);
+    Inference__SystemSharedMemoryStatusResponse__RegionStatus *v =
+        infd_arena_alloc(t->a, sizeof(*v), 0);
+    if (!e || !v) {
+        t->oom = true;
+        return;
+    }
+    inference__system_shared_memory_status_response__regions_entry__init(e);
+    inference__system_shared_memory_status_response__region_status__init(v);
+    v->name = infd_arena_strdup(t->a, info->name);
+    v->key = infd_arena_strdup(t->a, info->key);
+    v->offset = info->offset;
+    v->byte_size = info->byte_size;
+    e->key = v->name;
+    e->value = v;
+    if (!v->name || !v->key)
+        t->oom = true;
+    t->e[t->n++] = e;
+}
+
+static void rpc_shm(gcall *c, grpc_slice s)
+{
+    infd_server *server = c->loop->g->server;
+    infd_error err = { 0 };
+    if (c->m == M_SHM_REGISTER) {
+        Inference__SystemSharedMemoryRegisterRequest *rq =
+            (Inference__SystemSharedMemoryRegisterRequest *)unpack_request(
+                c, &inference__system_shared_memory_register_request__descriptor, s);
+        if (!rq)
+            return;
+        if (infd_server_shm_register(server, rq->name, rq->key, rq->offset, rq->byte_size, &err) !=
+            INFD_STATUS_OK) {
+            unary_error(c, &err);
+        } else {
+            Inference__SystemSharedMemoryRegisterResponse r =
+                INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+            unary_reply(c, &r.base);
+        }
+        protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+        return;
+    }
+    if (c->m == M_SHM_UNREGISTER) {
+        Inference__SystemSharedMemoryUnregisterRequest *rq =
+            (Inference__SystemSharedMemoryUnregisterRequest *)unpack_request(
+                c, &inference__system_shared_memory_unregister_request__descriptor, s);
+        if (!rq)
+            return;
+        if (infd_server_shm_unregister(server, rq->name, &err) != INFD_STATUS_OK) {
+            unary_error(c, &err);
+        } else {
+            Inference__SystemSharedMemoryUnregisterResponse r =
+                INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+            unary_reply(c, &r.base);
+        }
+        protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+        return;
+    }
+    Inference__SystemSharedMemoryStatusRequest *rq =
+        (Inference__SystemSharedMemoryStatusRequest *)unpack_request(
+            c, &inference__system_shared_memory_status_request__descriptor, s);
+    if (!rq)
+        return;
+    infd_arena a;
+    infd_arena_init(&a, 0);
+    shm_rows t = { .a = &a, .cap = 4096 };
+    t.e = infd_arena_alloc(&a, t.cap * sizeof(*t.e), 0);
+    t.oom = !t.e;
+    if (infd_server_shm_status(server, rq->name, shm_row, &t, &err) != INFD_STATUS_OK) {
+        unary_error(c, &err);
+    } else if (t.oom) {
+        unary_finish(c, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory writing the status");
+    } else {
+        Inference__SystemSharedMemoryStatusResponse r =
+            INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        r.n_regions = t.n;
+        r.regions = t.e;
+        unary_reply(c, &r.base);
+    }
+    infd_arena_fini(&a);
+    protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+}
+
 static void rpc_simple(gcall *c, grpc_slice s)
 {
     infd_grpc *g = c->loop->g;
@@ -1027,11 +1138,13 @@ static void rpc_simple(gcall *c, grpc_slice s)
     case M_SERVER_METADATA: {
         static const char *const ext[] = { "binary_tensor_data",  "model_repository",
                                            "model_configuration", "statistics",
-                                           "parameters",          "schedule_policy" };
+                                           "parameters",          "schedule_policy",
+                                           "system_shared_memory" };
         Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
         r.name = (char *)infd_server_id(g->server);
         r.version = (char *)infd_version();
-        r.n_extensions = sizeof(ext) / sizeof(ext[0]);
+        r.n_extensions = sizeof(ext) / sizeof(ext[0]) -
+                         !(infd_server_shared_memory(g->server) & INFD_SHM_SYSTEM);
         r.extensions = (char **)ext;
         unary_reply(c, &r.base);
         break;
@@ -1057,6 +1170,11 @@ static void rpc_simple(gcall *c, grpc_slice s)
         break;
     case M_HEALTH_CHECK:
         rpc_health_check(c, s);
+        break;
+    case M_SHM_STATUS:
+    case M_SHM_REGISTER:
+    case M_SHM_UNREGISTER:
+        rpc_shm(c, s);
         break;
     default:
         unary_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, "method not implemented");
@@ -1098,6 +1216,10 @@ static void infer_put(gloop *loop, ginfer *g)
 {
     infd_request_destroy(g->req);
     g->req = NULL;
+    for (int i = 0; i < g->n_shm; i++)
+        infd_shm_region_release(g->shm[i]);
+    g->n_shm = 0;
+    memset(g->shm_out, 0, sizeof(g->shm_out));
     infd_model_release(g->model);
     g->model = NULL;
     if (g->has_in)
@@ -1332,6 +1454,71 @@ static infd_status typed_input(infd_arena *a, const char *name, infd_dtype dt,
     return INFD_STATUS_OK;
 }
 
+/* A tensor's shared-memory parameters (Triton's extension). */
+typedef struct shm_param {
+    const char *region;   /* NULL: none */
+    int64_t offset, size; /* -1: not given */
+    const char *bad;      /* a parameter of the wrong type, or NULL */
+} shm_param;
+
+static void shm_param_take(shm_param *p, const char *key, const Inference__InferParameter *v)
+{
+    if (!key || !v || strncmp(key, "shared_memory_", 14) != 0)
+        return;
+    bool is_int =
+        v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM ||
+        v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+    int64_t n = v->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
+                    ? v->int64_param
+                : v->uint64_param > INT64_MAX ? INT64_MAX
+                                              : (int64_t)v->uint64_param;
+    if (strcmp(key, "shared_memory_region") == 0) {
+        if (v->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+            p->bad = key;
+        else
+            p->region = v->string_param;
+    } else if (strcmp(key, "shared_memory_offset") == 0 ||
+               strcmp(key, "shared_memory_byte_size") == 0) {
+        if (!is_int || n < 0)
+            p->bad = key;
+        else if (key[14] == 'o')
+            p->offset = n;
+        else
+            p->size = n;
+    }
+}
+
+/* Checks `p` for tensor `what` ("input 'x'"): region and size together. */
+static infd_status shm_param_check(shm_param *p, const char *what, infd_error *err)
+{
+    if (p->bad)
+        return infd_error_set(
+            err, INFD_STATUS_INVALID_ARGUMENT, "%s: parameter '%s' must be %s", what, p->bad,
+            strcmp(p->bad, "shared_memory_region") == 0 ? "a string" : "a non-negative integer");
+    if ((p->region != NULL) != (p->size >= 0) || (!p->region && p->offset >= 0))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: parameters 'shared_memory_region' and "
+                              "'shared_memory_byte_size' go together",
+                              what);
+    if (p->offset < 0)
+        p->offset = 0;
+    return INFD_STATUS_OK;
+}
+
+/* The span of a region for `gi`, held until it goes back. */
+static infd_status shm_span(ginfer *gi, const shm_param *p, void **data, infd_error *err)
+{
+    if (gi->n_shm >= (int)(sizeof(gi->shm) / sizeof(gi->shm[0])))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "too many shared memory spans in one request");
+    infd_status st =
+        infd_server_shm_acquire(gi->call->loop->g->server, p->region, (uint64_t)p->offset,
+                                (uint64_t)p->size, &gi->shm[gi->n_shm], data, err);
+    if (st == INFD_STATUS_OK)
+        gi->n_shm++;
+    return st;
+}
+
 /* Plans the response of `gi`: the header of a ModelInferResponse (model,
  * version, id, every output's name, datatype and shape) packed at the
  * start of one slice, followed by each output's raw_output_contents tag
@@ -1451,6 +1638,31 @@ static infd_status plan_outputs(ginfer *gi, const Inference__ModelInferRequest *
         sizes[j] = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
         if (io.dtype == INFD_DTYPE_BYTES)
             sizes[j] = 0; /* unknown until run: copied afterwards */
+        /* In shared memory: written there (fixed size) or copied there
+         * afterwards; its raw_output_contents entry stays empty. */
+        gi->shm_out[j] = NULL;
+        if (r->n_outputs > 0) {
+            const Inference__ModelInferRequest__InferRequestedOutputTensor *o = r->outputs[j];
+            shm_param sp = { NULL, -1, -1, NULL };
+            for (size_t k = 0; k < o->n_parameters; k++)
+                shm_param_take(&sp, o->parameters[k]->key, o->parameters[k]->value);
+            char what[200];
+            snprintf(what, sizeof(what), "output '%.127s'", io.name);
+            void *p;
+            infd_status st;
+            if ((st = shm_param_check(&sp, what, err)) != INFD_STATUS_OK)
+                return st;
+            if (sp.region) {
+                if ((st = shm_span(gi, &sp, &p, err)) != INFD_STATUS_OK)
+                    return infd_error_prefix(err, "%s", what);
+                gi->shm_out[j] = p;
+                gi->shm_cap[j] = (size_t)sp.size;
+                if (sizes[j] && (st = infd_request_set_output_buffer(
+                                     gi->req, io.name, p, (size_t)sp.size, err)) != INFD_STATUS_OK)
+                    return client_error(err);
+                sizes[j] = 0;
+            }
+        }
     }
     infd_status st = plan_response(gi, stream, n, names, dtypes, shapes, sizes, err);
     if (st != INFD_STATUS_OK)
@@ -1500,11 +1712,20 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     if (r->n_inputs == 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "model '%s': no inputs given",
                               infd_model_name(gi->model));
-    if (n_raw > 0 && (size_t)n_raw != r->n_inputs)
+    /* Inputs in shared memory have no raw_input_contents entry. */
+    size_t n_in_shm = 0;
+    for (size_t i = 0; i < r->n_inputs; i++)
+        for (size_t k = 0; k < r->inputs[i]->n_parameters; k++)
+            if (r->inputs[i]->parameters[k]->key &&
+                strcmp(r->inputs[i]->parameters[k]->key, "shared_memory_region") == 0) {
+                n_in_shm++;
+                break;
+            }
+    if (n_raw > 0 && (size_t)n_raw != r->n_inputs - n_in_shm)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%d raw_input_contents for %zu inputs: give one per input, in "
-                              "input order",
-                              n_raw, r->n_inputs);
+                              "%d raw_input_contents for %zu inputs (%zu of them in shared "
+                              "memory): give one per other input, in input order",
+                              n_raw, r->n_inputs, n_in_shm);
     if (r->n_inputs > INFD_MAX_MODEL_IO)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "more than %d inputs",
                               INFD_MAX_MODEL_IO);
@@ -1537,6 +1758,7 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     if ((st = grpc_set_sequence(r, gi->req, err)) != INFD_STATUS_OK)
         return st;
 
+    int ri = 0; /* the next raw_input_contents entry */
     for (size_t i = 0; i < r->n_inputs; i++) {
         const Inference__ModelInferRequest__InferInputTensor *t = r->inputs[i];
         infd_dtype dt = infd_dtype_from_name(t->datatype);
@@ -1555,14 +1777,33 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
             return infd_error_prefix(err, "input '%.127s'", t->name);
         const void *data = NULL;
         size_t nbytes = 0;
-        if (n_raw > 0) {
+        shm_param sp = { NULL, -1, -1, NULL };
+        for (size_t k = 0; k < t->n_parameters; k++)
+            shm_param_take(&sp, t->parameters[k]->key, t->parameters[k]->value);
+        char what[160];
+        snprintf(what, sizeof(what), "input '%.127s'", t->name);
+        if ((st = shm_param_check(&sp, what, err)) != INFD_STATUS_OK)
+            return st;
+        if (sp.region) {
+            void *p;
+            if (t->contents)
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "%s is in shared memory region '%.127s': it has no "
+                                      "contents",
+                                      what, sp.region);
+            if ((st = shm_span(gi, &sp, &p, err)) != INFD_STATUS_OK)
+                return infd_error_prefix(err, "%s", what);
+            data = p;
+            nbytes = (size_t)sp.size;
+        } else if (n_raw > 0) {
             if (t->contents)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "input '%.127s': has contents, but the request carries "
                                       "raw_input_contents",
                                       t->name);
-            data = raw[i];
-            nbytes = raw_n[i];
+            data = raw[ri];
+            nbytes = raw_n[ri];
+            ri++;
         } else if ((st = typed_input(&gi->arena, t->name, dt, t->contents, numel, &data, &nbytes,
                                      err)) != INFD_STATUS_OK) {
             return st;
@@ -1605,6 +1846,21 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
     for (int i = 0; i < n && i < INFD_MAX_MODEL_IO; i++) {
         if (infd_request_output(gi->req, i, &names[i], &ts[i]) != INFD_STATUS_OK)
             return infd_error_set(err, INFD_STATUS_INTERNAL, "output %d missing", i);
+        if (i < gi->n_out && gi->shm_out[i]) {
+            /* In shared memory: in place, or copied there now. */
+            if (ts[i].nbytes > gi->shm_cap[i])
+                return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                      "output '%s': %zu bytes do not fit its "
+                                      "shared_memory_byte_size %zu",
+                                      names[i], ts[i].nbytes, gi->shm_cap[i]);
+            if (ts[i].data != gi->shm_out[i] && ts[i].nbytes) {
+                INFD_COUNT_COPY(ts[i].nbytes);
+                memcpy(gi->shm_out[i], ts[i].data, ts[i].nbytes);
+            }
+            if (in_place && !infd_shape_equal(&ts[i].shape, &gi->out_shape[i]))
+                in_place = false;
+            continue;
+        }
         if (in_place && (ts[i].data != gi->out_data[i] || ts[i].nbytes != gi->out_bytes[i] ||
                          !infd_shape_equal(&ts[i].shape, &gi->out_shape[i])))
             in_place = false;
@@ -1617,10 +1873,12 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
     infd_dtype dtypes[INFD_MAX_MODEL_IO];
     infd_shape shapes[INFD_MAX_MODEL_IO];
     size_t sizes[INFD_MAX_MODEL_IO] = { 0 };
+    bool in_shm[INFD_MAX_MODEL_IO] = { false };
     for (int i = 0; i < n; i++) {
         dtypes[i] = ts[i].dtype;
         shapes[i] = ts[i].shape;
-        sizes[i] = ts[i].nbytes;
+        in_shm[i] = i < gi->n_out && gi->shm_out[i];
+        sizes[i] = in_shm[i] ? 0 : ts[i].nbytes;
     }
     /* The old slice may hold outputs the engine wrote: keep it until the
      * copies are made. */
@@ -1631,6 +1889,8 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
     infd_status st = plan_response(gi, stream, n, names, dtypes, shapes, sizes, err);
     if (st == INFD_STATUS_OK)
         for (int i = 0; i < n; i++) {
+            if (in_shm[i])
+                continue;
             INFD_COUNT_COPY(sizes[i]);
             memcpy(gi->out_data[i], ts[i].data, sizes[i]);
         }

@@ -145,6 +145,14 @@ typedef struct http_call {
     infd_data_segment *segs;
     int segs_cap;
     uint8_t raw_len[4]; /* a raw body's BYTES element length (raw_body_input) */
+    /* Shared memory regions the request reads or writes (Triton's
+     * extension), held until the call goes back; and per output (model
+     * order) where its bytes go when the engine could not write them there
+     * itself (outputs of no fixed size). */
+    infd_shm_region *shm[2 * INFD_MAX_MODEL_IO];
+    int n_shm;
+    uint8_t *shm_out[INFD_MAX_MODEL_IO];
+    size_t shm_out_cap[INFD_MAX_MODEL_IO];
     /* Reply chains that point into the request's outputs (a model that
      * lends its outputs: infd_model_lends_outputs), plus one while the
      * reply is written: the call goes back (and its request is destroyed)
@@ -373,6 +381,8 @@ static http_call *call_get(http_loop *loop, call_kind kind)
     c->message[0] = '\0';
     c->n_bin = 0;
     c->refs = 0;
+    c->n_shm = 0;
+    memset(c->shm_out, 0, sizeof(c->shm_out));
     return c;
 }
 
@@ -400,6 +410,9 @@ static void call_put(http_call *c)
     http_loop *loop = c->loop;
     infd_request_destroy(c->req);
     c->req = NULL;
+    for (int i = 0; i < c->n_shm; i++)
+        infd_shm_region_release(c->shm[i]);
+    c->n_shm = 0;
     infd_model_release(c->model);
     c->model = NULL;
     c->ev = NULL;
@@ -522,7 +535,10 @@ static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev)
     kserve_write_cstr(b, infd_version());
     infd_strbuf_puts(b, ",\"extensions\":[\"binary_tensor_data\",\"model_repository\","
                         "\"model_configuration\",\"statistics\",\"parameters\",\"schedule_"
-                        "policy\"]}");
+                        "policy\"");
+    if (infd_server_shared_memory(loop->h->server) & INFD_SHM_SYSTEM)
+        infd_strbuf_puts(b, ",\"system_shared_memory\"");
+    infd_strbuf_puts(b, "]}");
     send_json(loop, ev, 200);
 }
 
@@ -961,8 +977,10 @@ static infd_status reserve_binary_outputs(http_call *c, int64_t batch, infd_erro
     for (int j = 0; j < n_order; j++) {
         infd_model_io io;
         if (infd_model_output(m, order[j], &io) != INFD_STATUS_OK || io.dtype == INFD_DTYPE_BYTES ||
-            !kserve_output_is_binary(r, io.name) || kserve_output_class_count(r, io.name) > 0)
-            continue; /* BYTES and classified outputs: their size comes with the result */
+            !kserve_output_is_binary(r, io.name) || kserve_output_class_count(r, io.name) > 0 ||
+            kserve_output_shm(r, io.name))
+            continue; /* BYTES and classified outputs: their size comes with the result;
+                       * shared memory ones go there */
         size_t sz = io.row_bytes * (size_t)(batch > 0 ? batch : 1);
         if (sz == 0)
             continue;
@@ -1271,6 +1289,53 @@ static const uint8_t *pool_span(const infd_data_segment *segs, int n, size_t len
     return (const uint8_t *)run;
 }
 
+/* The span [offset, offset + size) of shared memory region `name` for the
+ * call, held until the call goes back. */
+static infd_status shm_span(http_call *c, const char *name, int64_t offset, int64_t size,
+                            void **data, infd_error *err)
+{
+    if (c->n_shm >= (int)INFD_ARRAY_SIZE(c->shm))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "more than %d shared memory spans in one request",
+                              (int)INFD_ARRAY_SIZE(c->shm));
+    infd_status st = infd_server_shm_acquire(c->loop->h->server, name, (uint64_t)offset,
+                                             (uint64_t)size, &c->shm[c->n_shm], data, err);
+    if (st == INFD_STATUS_OK)
+        c->n_shm++;
+    return st;
+}
+
+/* Outputs the client asked for in shared memory: a fixed-size one is
+ * written there by the engine (infd_request_set_output_buffer, whose size
+ * check at submit says when the span is too small); others are copied
+ * there when they are known (finish_infer). */
+static infd_status shm_outputs(http_call *c, infd_error *err)
+{
+    kserve_request *r = &c->kreq;
+    for (int k = 0; k < r->n_outputs; k++) {
+        const kserve_output *o = &r->outputs[k];
+        if (!o->shm_region[0])
+            continue;
+        int j = infd_model_output_index(c->model, o->name);
+        infd_model_io io;
+        if (j < 0 || infd_model_output(c->model, j, &io) != INFD_STATUS_OK)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "unknown output '%s' of model '%s'", o->name,
+                                  infd_model_name(c->model));
+        void *p;
+        infd_status st = shm_span(c, o->shm_region, o->shm_offset, o->shm_byte_size, &p, err);
+        if (st != INFD_STATUS_OK)
+            return infd_error_prefix(err, "output '%s'", o->name);
+        c->shm_out[j] = p;
+        c->shm_out_cap[j] = (size_t)o->shm_byte_size;
+        if (io.row_bytes > 0 &&
+            (st = infd_request_set_output_buffer(c->req, o->name, p, (size_t)o->shm_byte_size,
+                                                 err)) != INFD_STATUS_OK)
+            return st;
+    }
+    return INFD_STATUS_OK;
+}
+
 /* POST .../infer: decodes the body, builds the request and submits it; the
  * reply is written by finish_infer, or here at once on an error. */
 /* Reserves the call's binary outputs (`batch` rows) and submits its
@@ -1422,6 +1487,17 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         goto fail_request;
     for (int i = 0; i < r->n_inputs; i++) {
         kserve_input *ki = &r->inputs[i];
+        if (ki->shm_region[0]) {
+            void *p;
+            if (shm_span(c, ki->shm_region, ki->shm_offset, ki->shm_byte_size, &p, &err) !=
+                    INFD_STATUS_OK ||
+                infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, p,
+                                       ki->nbytes, &err) != INFD_STATUS_OK) {
+                infd_error_prefix(&err, "input '%s'", ki->name);
+                goto fail_request;
+            }
+            continue;
+        }
         infd_status st = ki->binary_data_size < 0
                              ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape,
                                                       ki->rank, ki->data, ki->nbytes, &err)
@@ -1431,7 +1507,8 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         if (st != INFD_STATUS_OK)
             goto fail_request;
     }
-    if (kserve_request_add_outputs(r, c->req, &err) != INFD_STATUS_OK)
+    if (kserve_request_add_outputs(r, c->req, &err) != INFD_STATUS_OK ||
+        shm_outputs(c, &err) != INFD_STATUS_OK)
         goto fail_request;
     int64_t batch = 0;
     if (infd_model_max_batch_size(c->model) > 0 && r->inputs[0].rank > 0)
@@ -1493,6 +1570,25 @@ static void finish_infer(http_call *c)
         if (i)
             infd_strbuf_puts(b, ",");
         kserve_write_output_head(b, name, &t);
+        const kserve_output *so = kserve_output_shm(r, name);
+        if (so) {
+            /* In the region: written there in place, or copied now. */
+            int j = infd_model_output_index(c->model, name);
+            if (j < 0 || t.nbytes > c->shm_out_cap[j]) {
+                send_errorf(loop, ev, 400,
+                            "output '%s': %zu bytes do not fit its shared_memory_byte_size %zu",
+                            name, t.nbytes, j < 0 ? (size_t)0 : c->shm_out_cap[j]);
+                return;
+            }
+            if (t.data != c->shm_out[j] && t.nbytes) {
+                INFD_COUNT_COPY(t.nbytes);
+                memcpy(c->shm_out[j], t.data, t.nbytes);
+            }
+            infd_strbuf_puts(b, ",\"parameters\":{\"shared_memory_region\":");
+            kserve_write_cstr(b, so->shm_region);
+            infd_strbuf_printf(b, ",\"shared_memory_byte_size\":%zu}}", t.nbytes);
+            continue;
+        }
         if (kserve_output_is_binary(r, name)) {
             infd_strbuf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", t.nbytes);
             /* Zero copy holds when the binary outputs are exactly the
@@ -1583,6 +1679,132 @@ static bool method_is(http_loop *loop, struct evhttp_request *ev, enum evhttp_cm
     send_errorf(loop, ev, 405, "%s is not allowed on %s; use %s", method_name(m),
                 evhttp_request_get_uri(ev), method_name(want));
     return false;
+}
+
+/* ------------------------------------------------------------------------- */
+/* System shared memory (Triton's extension; docs/HTTP.md)                   */
+/* ------------------------------------------------------------------------- */
+
+static void shm_status_row(void *user, const infd_shm_info *r)
+{
+    infd_strbuf *b = user;
+    if (b->len > 1)
+        infd_strbuf_puts(b, ",");
+    infd_strbuf_puts(b, "{\"name\":");
+    kserve_write_cstr(b, r->name);
+    infd_strbuf_puts(b, ",\"key\":");
+    kserve_write_cstr(b, r->key);
+    infd_strbuf_printf(b, ",\"offset\":%" PRIu64 ",\"byte_size\":%" PRIu64 "}", r->offset,
+                       r->byte_size);
+}
+
+/* An unsigned integer member of a register body; false with `msg` set when
+ * it is missing (and required) or not a non-negative integer. */
+static bool shm_u64(yajl_val root, const char *key, bool required, uint64_t *out, char *msg,
+                    size_t n)
+{
+    const char *path[] = { key, NULL };
+    yajl_val v = yajl_tree_get(root, path, yajl_t_any);
+    *out = 0;
+    if (!v) {
+        if (required)
+            snprintf(msg, n, "'%s' is missing", key);
+        return !required;
+    }
+    if (!YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 0) {
+        snprintf(msg, n, "'%s' must be a non-negative integer", key);
+        return false;
+    }
+    *out = (uint64_t)YAJL_GET_INTEGER(v);
+    return true;
+}
+
+/* POST .../region/{r}/register with {"key": "/name", "offset": N,
+ * "byte_size": N}. */
+static void shm_register(http_loop *loop, struct evhttp_request *ev, const char *name)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(ev);
+    size_t len = evbuffer_get_length(in);
+    char msg[320];
+    if (len == 0 || len > 64 * 1024) {
+        send_errorf(loop, ev, 400, "a register request is a JSON object of at most 64 KiB");
+        return;
+    }
+    char *text = infd_malloc(len + 1);
+    if (!text) {
+        send_error(loop, ev, 500, "out of memory");
+        return;
+    }
+    evbuffer_copyout(in, text, len);
+    text[len] = '\0';
+    char ebuf[256];
+    yajl_val root = yajl_tree_parse(text, ebuf, sizeof(ebuf));
+    infd_free(text);
+    if (!root || !YAJL_IS_OBJECT(root)) {
+        yajl_tree_free(root);
+        send_errorf(loop, ev, 400,
+                    "a register request is a JSON object with 'key', 'offset' and "
+                    "'byte_size'");
+        return;
+    }
+    const char *kpath[] = { "key", NULL };
+    yajl_val key = yajl_tree_get(root, kpath, yajl_t_any);
+    uint64_t offset = 0, size = 0;
+    if (!key || !YAJL_IS_STRING(key)) {
+        send_errorf(loop, ev, 400, "'key' must be a string");
+    } else if (!shm_u64(root, "offset", false, &offset, msg, sizeof(msg)) ||
+               !shm_u64(root, "byte_size", true, &size, msg, sizeof(msg))) {
+        send_error(loop, ev, 400, msg);
+    } else {
+        infd_error err = { 0 };
+        if (infd_server_shm_register(loop->h->server, name, YAJL_GET_STRING(key), offset, size,
+                                     &err) == INFD_STATUS_OK)
+            send_empty(loop, ev, 200);
+        else
+            send_errorf(loop, ev, 400, "%s", err.msg);
+    }
+    yajl_tree_free(root);
+}
+
+/* /v2/systemsharedmemory[/region/{r}]/{status,register,unregister}. Every
+ * error is 400, as Triton answers them. */
+static void route_shm(http_loop *loop, struct evhttp_request *ev, char **seg, int n)
+{
+    const char *region = NULL;
+    const char *action = n >= 3 ? seg[n - 1] : "";
+    if (n == 5 && strcmp(seg[2], "region") == 0)
+        region = seg[3];
+    else if (n != 3) {
+        send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
+        return;
+    }
+    infd_server *s = loop->h->server;
+    infd_error err = { 0 };
+    if (strcmp(action, "status") == 0) {
+        if (!method_is(loop, ev, EVHTTP_REQ_GET))
+            return;
+        infd_strbuf *b = &loop->jb;
+        infd_strbuf_reset(b);
+        infd_strbuf_puts(b, "[");
+        if (infd_server_shm_status(s, region, shm_status_row, b, &err) != INFD_STATUS_OK) {
+            send_errorf(loop, ev, 400, "%s", err.msg);
+            return;
+        }
+        infd_strbuf_puts(b, "]");
+        send_json(loop, ev, 200);
+    } else if (strcmp(action, "register") == 0 && region) {
+        if (method_is(loop, ev, EVHTTP_REQ_POST))
+            shm_register(loop, ev, region);
+    } else if (strcmp(action, "unregister") == 0) {
+        if (!method_is(loop, ev, EVHTTP_REQ_POST))
+            return;
+        if (infd_server_shm_unregister(s, region, &err) == INFD_STATUS_OK)
+            send_empty(loop, ev, 200);
+        else
+            send_errorf(loop, ev, 400, "%s", err.msg);
+    } else {
+        send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
+    }
 }
 
 /* /v2/models/{m}[/versions/{v}][/action] */
@@ -1836,6 +2058,10 @@ static void on_request(struct evhttp_request *ev, void *arg)
                 handle_extension(loop, ev, &loop->h->ext[i], seg, n);
             return;
         }
+    }
+    if (strcmp(seg[1], "systemsharedmemory") == 0) {
+        route_shm(loop, ev, seg, n);
+        return;
     }
     if (strcmp(seg[1], "repository") == 0) {
         if (n == 3 && strcmp(seg[2], "index") == 0) {

@@ -140,6 +140,9 @@ typedef enum key {
     K_SEQUENCE_START,
     K_SEQUENCE_END,
     K_CLASSIFICATION,
+    K_SHM_REGION,
+    K_SHM_OFFSET,
+    K_SHM_BYTE_SIZE,
 } key;
 
 typedef enum vkind { V_NULL, V_BOOL, V_NUMBER, V_STRING, V_MAP, V_ARRAY } vkind;
@@ -698,6 +701,24 @@ static int output_value(parser *p, key k, vkind kind, bool b, const char *s, siz
         out->class_count = (int)v;
         return 1;
     }
+    case K_SHM_REGION:
+        if (top(p) != F_OPARAMS)
+            return 1;
+        if (kind != V_STRING)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "output '%s': parameter 'shared_memory_region' must be a string, got %s",
+                        out->name, vkind_name(kind));
+        return copy_name(p, out->shm_region, s, n, "a shared memory region name");
+    case K_SHM_OFFSET:
+    case K_SHM_BYTE_SIZE: {
+        if (top(p) != F_OPARAMS)
+            return 1;
+        char what[200];
+        snprintf(what, sizeof(what), "output '%s': parameter '%s'", out->name,
+                 k == K_SHM_OFFSET ? "shared_memory_offset" : "shared_memory_byte_size");
+        int64_t *dst = k == K_SHM_OFFSET ? &out->shm_offset : &out->shm_byte_size;
+        return int_value(p, kind, s, n, what, dst); /* never negative */
+    }
     default:
         return 1;
     }
@@ -760,6 +781,9 @@ static int on_value(parser *p, vkind kind, bool b, const char *s, size_t n)
         o->name[0] = '\0';
         o->class_count = 0;
         o->binary_data = -1;
+        o->shm_region[0] = '\0';
+        o->shm_offset = 0;
+        o->shm_byte_size = -1;
         return push(p, F_OUTPUT);
     }
     default:
@@ -780,8 +804,21 @@ static int on_value(parser *p, vkind kind, bool b, const char *s, size_t n)
         return input_value(p, k, kind, s, n);
     case F_IPARAMS: {
         char lb[160], what[200];
-        snprintf(what, sizeof(what), "%s: parameter 'binary_data_size'", IN_LABEL(p, lb));
-        return int_value(p, kind, s, n, what, &p->in->binary_data_size);
+        if (k == K_SHM_REGION) {
+            if (kind != V_STRING)
+                return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                            "%s: parameter 'shared_memory_region' must be a string, got %s",
+                            IN_LABEL(p, lb), vkind_name(kind));
+            return copy_name(p, p->in->shm_region, s, n, "a shared memory region name");
+        }
+        const char *pname = k == K_SHM_OFFSET      ? "shared_memory_offset"
+                            : k == K_SHM_BYTE_SIZE ? "shared_memory_byte_size"
+                                                   : "binary_data_size";
+        int64_t *dst = k == K_SHM_OFFSET      ? &p->in->shm_offset
+                       : k == K_SHM_BYTE_SIZE ? &p->in->shm_byte_size
+                                              : &p->in->binary_data_size;
+        snprintf(what, sizeof(what), "%s: parameter '%s'", IN_LABEL(p, lb), pname);
+        return int_value(p, kind, s, n, what, dst); /* never negative */
     }
     case F_OUTPUT:
     case F_OPARAMS:
@@ -810,6 +847,34 @@ static int finish_input(parser *p)
     infd_shape sh = { .rank = in->rank };
     memcpy(sh.dims, in->shape, sizeof(int64_t) * (size_t)in->rank);
     infd_shape_format(&sh, sb, sizeof(sb));
+    if (in->shm_region[0] || in->shm_offset >= 0 || in->shm_byte_size >= 0) {
+        if (!in->shm_region[0] || in->shm_byte_size < 0)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "%s: parameters 'shared_memory_region' and 'shared_memory_byte_size' go "
+                        "together",
+                        IN_LABEL(p, lb));
+        if (in->_has_data || in->binary_data_size >= 0)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "%s is in shared memory region '%s': it has no 'data' or "
+                        "'binary_data_size'",
+                        IN_LABEL(p, lb), in->shm_region);
+        if (in->shm_offset < 0)
+            in->shm_offset = 0;
+        size_t want;
+        if (in->dtype != INFD_DTYPE_BYTES) {
+            if (infd_tensor_nbytes_for(in->dtype, &sh, &want, NULL) != INFD_STATUS_OK)
+                return fail(p, INFD_STATUS_INVALID_ARGUMENT, "%s: shape %s overflows",
+                            IN_LABEL(p, lb), sb);
+            if ((uint64_t)in->shm_byte_size != want)
+                return fail(
+                    p, INFD_STATUS_INVALID_ARGUMENT,
+                    "%s: shared_memory_byte_size is %" PRId64 " bytes, shape %s of %s needs %zu",
+                    IN_LABEL(p, lb), in->shm_byte_size, sb, infd_dtype_name(in->dtype), want);
+        }
+        in->data = NULL;
+        in->nbytes = (size_t)in->shm_byte_size;
+        return 1;
+    }
     if (in->_has_data && in->binary_data_size >= 0)
         return fail(p, INFD_STATUS_INVALID_ARGUMENT,
                     "%s has both 'data' and parameter 'binary_data_size'", IN_LABEL(p, lb));
@@ -862,11 +927,22 @@ static int on_end(parser *p)
     switch (f) {
     case F_INPUT:
         return finish_input(p);
-    case F_OUTPUT:
-        if (!p->r->outputs[p->r->n_outputs - 1].name[0])
+    case F_OUTPUT: {
+        kserve_output *o = &p->r->outputs[p->r->n_outputs - 1];
+        if (!o->name[0])
             return fail(p, INFD_STATUS_INVALID_ARGUMENT, "output #%d has no 'name'",
                         p->r->n_outputs - 1);
+        if ((o->shm_region[0] != '\0') != (o->shm_byte_size >= 0) ||
+            (!o->shm_region[0] && o->shm_offset != 0))
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "output '%s': parameters 'shared_memory_region' and "
+                        "'shared_memory_byte_size' go together",
+                        o->name);
+        if (o->shm_region[0] && o->class_count > 0)
+            return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                        "output '%s': a classification cannot go to shared memory", o->name);
         return 1;
+    }
     default:
         return 1;
     }
@@ -948,15 +1024,22 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n)
                                          : K_UNKNOWN;
         break;
     case F_IPARAMS:
-        k = key_is(s, n, "binary_data_size") ? K_BINARY_DATA_SIZE : K_UNKNOWN;
+        k = key_is(s, n, "binary_data_size")          ? K_BINARY_DATA_SIZE
+            : key_is(s, n, "shared_memory_region")    ? K_SHM_REGION
+            : key_is(s, n, "shared_memory_offset")    ? K_SHM_OFFSET
+            : key_is(s, n, "shared_memory_byte_size") ? K_SHM_BYTE_SIZE
+                                                      : K_UNKNOWN;
         break;
     case F_OUTPUT:
         k = key_is(s, n, "name") ? K_NAME : key_is(s, n, "parameters") ? K_PARAMETERS : K_UNKNOWN;
         break;
     case F_OPARAMS:
-        k = key_is(s, n, "binary_data")      ? K_BINARY_DATA
-            : key_is(s, n, "classification") ? K_CLASSIFICATION
-                                             : K_UNKNOWN;
+        k = key_is(s, n, "binary_data")               ? K_BINARY_DATA
+            : key_is(s, n, "classification")          ? K_CLASSIFICATION
+            : key_is(s, n, "shared_memory_region")    ? K_SHM_REGION
+            : key_is(s, n, "shared_memory_offset")    ? K_SHM_OFFSET
+            : key_is(s, n, "shared_memory_byte_size") ? K_SHM_BYTE_SIZE
+                                                      : K_UNKNOWN;
         break;
     default:
         break;
@@ -1077,6 +1160,8 @@ static void reset(kserve_request *r)
         in->dtype = INFD_DTYPE_INVALID;
         in->rank = -1;
         in->binary_data_size = -1;
+        in->shm_region[0] = '\0';
+        in->shm_offset = in->shm_byte_size = -1;
         in->data = NULL;
         in->nbytes = 0;
         in->_has_data = in->_has_dtype = in->_deferred = false;
@@ -1285,6 +1370,14 @@ infd_status kserve_request_add_outputs(const kserve_request *r, infd_request *re
             return st;
     }
     return INFD_STATUS_OK;
+}
+
+const kserve_output *kserve_output_shm(const kserve_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_outputs; i++)
+        if (strcmp(r->outputs[i].name, name) == 0)
+            return r->outputs[i].shm_region[0] ? &r->outputs[i] : NULL;
+    return NULL;
 }
 
 int kserve_output_class_count(const kserve_request *r, const char *name)

@@ -48,6 +48,12 @@ typedef struct kserve_input {
      * binary layout (4-byte little-endian length, then the bytes). */
     const void *data;
     size_t nbytes;
+    /* Triton's shared-memory extension: the parameters shared_memory_region
+     * ("" when not given), _offset and _byte_size (-1 when not given). An
+     * input in a region has no data and binary_data_size -1; its nbytes is
+     * the byte size. */
+    char shm_region[KSERVE_NAME_BYTES];
+    int64_t shm_offset, shm_byte_size;
 
     /* Private. */
     uint8_t *_buf; /* owned, reused across parses */
@@ -61,6 +67,10 @@ typedef struct kserve_output {
     char name[KSERVE_NAME_BYTES];
     int binary_data; /* parameters.binary_data: -1 not given, 0 false, 1 true */
     int class_count; /* parameters.classification (Triton's extension): 0 not asked */
+    /* parameters.shared_memory_region ("" when not given), _offset (0 when
+     * not given) and _byte_size: the output is written there. */
+    char shm_region[KSERVE_NAME_BYTES];
+    int64_t shm_offset, shm_byte_size;
 } kserve_output;
 
 typedef struct kserve_request {
@@ -143,5 +153,9 @@ int kserve_output_class_count(const kserve_request *r, const char *name);
 /* Whether output `name` goes back as binary data: its own
  * parameters.binary_data, else the request's binary_data_output. */
 bool kserve_output_is_binary(const kserve_request *r, const char *name);
+
+/* The requested output `name` when its parameters put it in a shared memory
+ * region, else NULL. */
+const kserve_output *kserve_output_shm(const kserve_request *r, const char *name);
 
 #endif /* INFD_FRONTENDS_HTTP_KSERVE_JSON_H */

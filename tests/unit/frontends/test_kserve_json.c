@@ -208,6 +208,57 @@ static void test_classification(void)
     ASSERT_EQ_INT(kserve_output_class_count(&req, "C"), 0);
 }
 
+/* Triton's shared-memory parameters, on inputs and outputs. */
+static void test_shared_memory(void)
+{
+    infd_error err;
+    const char *j =
+        "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1,4],"
+        "\"parameters\":{\"shared_memory_region\":\"r1\",\"shared_memory_byte_size\":16,"
+        "\"shared_memory_offset\":32}}],\"outputs\":[{\"name\":\"B\",\"parameters\":"
+        "{\"shared_memory_region\":\"r2\",\"shared_memory_byte_size\":8}},{\"name\":\"C\"}]}";
+    ASSERT_STATUS(parse(j, &err), INFD_STATUS_OK);
+    ASSERT_STR_EQ(req.inputs[0].shm_region, "r1");
+    ASSERT_EQ_I64(req.inputs[0].shm_offset, 32);
+    ASSERT_EQ_U64(req.inputs[0].nbytes, 16);
+    ASSERT_EQ_I64(req.inputs[0].binary_data_size, -1);
+    ASSERT_TRUE(req.inputs[0].data == NULL);
+    const kserve_output *o = kserve_output_shm(&req, "B");
+    ASSERT_TRUE(o != NULL && o->shm_byte_size == 8 && o->shm_offset == 0);
+    ASSERT_STR_EQ(o->shm_region, "r2");
+    ASSERT_TRUE(kserve_output_shm(&req, "C") == NULL);
+    /* The offset defaults to 0; reparsing resets every field. */
+    j = "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}";
+    ASSERT_STATUS(parse(j, &err), INFD_STATUS_OK);
+    ASSERT_STR_EQ(req.inputs[0].shm_region, "");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1,4],"
+                 "\"parameters\":{\"shared_memory_region\":\"r\"}}]}",
+                 "input 'A': parameters 'shared_memory_region' and 'shared_memory_byte_size' go "
+                 "together");
+    expect_error(
+        "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1,4],"
+        "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":12}}]}",
+        "input 'A': shared_memory_byte_size is 12 bytes, shape [1,4] of FP32 needs 16");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1],"
+                 "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":4}}]}",
+                 "input 'A' is in shared memory region 'r': it has no 'data'");
+    expect_error(
+        "{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],"
+        "\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":-4}}]}",
+        "parameter 'shared_memory_byte_size' must be a non-negative integer");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],"
+                 "\"parameters\":{\"shared_memory_region\":7,\"shared_memory_byte_size\":4}}]}",
+                 "parameter 'shared_memory_region' must be a string");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
+                 "\"outputs\":[{\"name\":\"B\",\"parameters\":{\"shared_memory_offset\":4}}]}",
+                 "output 'B': parameters 'shared_memory_region' and 'shared_memory_byte_size' go "
+                 "together");
+    expect_error("{\"inputs\":[{\"name\":\"A\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],"
+                 "\"outputs\":[{\"name\":\"B\",\"parameters\":{\"shared_memory_region\":\"r\","
+                 "\"shared_memory_byte_size\":4,\"classification\":2}}]}",
+                 "a classification cannot go to shared memory");
+}
+
 /* A request object reused for the same shape of request allocates nothing. */
 static void test_reuse_no_alloc(void)
 {
@@ -234,4 +285,4 @@ static void test_fini(void)
 }
 
 TEST_MAIN(test_fp32_nested, test_deferred_data, test_every_dtype, test_binary_input, test_errors,
-          test_classification, test_reuse_no_alloc, test_fini)
+          test_classification, test_shared_memory, test_reuse_no_alloc, test_fini)
