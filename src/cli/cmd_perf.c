@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -91,6 +92,7 @@ typedef struct perf_options {
     const char *model;
     bool binary, framed, random_data;
     bool streaming; /* gRPC: ModelStreamInfer instead of ModelInfer */
+    bool shm;       /* --shared-memory system: tensors in a registered region */
     bool rpc_live;  /* gRPC: unary ServerLive (an empty request) instead of ModelInfer */
     int c_start, c_end, c_step;
     int64_t request_count; /* 0: time window */
@@ -156,6 +158,14 @@ struct perf {
     int n_inputs, n_outputs;
     perf_tensor in[PERF_MAX_IO], out[PERF_MAX_IO];
     bool model_batches;
+
+    /* --shared-memory system: one POSIX object holding every input and
+     * output (at shm_off[], inputs then outputs), registered as one region. */
+    char shm_key[64], shm_region[64];
+    uint8_t *shm_map;
+    size_t shm_bytes;
+    size_t shm_off[2 * PERF_MAX_IO];
+    bool shm_registered;
 
     /* The request, built once. */
     uint8_t *body;
@@ -262,6 +272,9 @@ static void usage(FILE *f)
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
+               "  --shared-memory none|system  HTTP/gRPC: inputs and outputs in a POSIX shared\n"
+               "                               memory region registered with the server\n"
+               "                               (Triton's extension; default none)\n"
                "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E "
                "(default 1:1:1)\n"
                "  --request-count N            measure N answered requests per step\n"
@@ -534,6 +547,13 @@ static int build_http_body(perf *p)
         infd_strbuf_printf(&b, "%s{\"name\":\"%s\",\"shape\":", i ? "," : "", x->name);
         json_shape(&b, x);
         infd_strbuf_printf(&b, ",\"datatype\":\"%s\"", infd_dtype_name(x->dtype));
+        if (p->o.shm) {
+            infd_strbuf_printf(&b,
+                               ",\"parameters\":{\"shared_memory_region\":\"%s\","
+                               "\"shared_memory_offset\":%zu,\"shared_memory_byte_size\":%zu}}",
+                               p->shm_region, p->shm_off[i], x->nbytes);
+            continue;
+        }
         if (p->o.binary) {
             infd_strbuf_printf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}", x->nbytes);
             continue;
@@ -548,6 +568,17 @@ static int build_http_body(perf *p)
         infd_strbuf_puts(&b, "]}");
     }
     infd_strbuf_puts(&b, "]");
+    if (p->o.shm) {
+        infd_strbuf_puts(&b, ",\"outputs\":[");
+        for (int i = 0; i < p->n_outputs; i++)
+            infd_strbuf_printf(&b,
+                               "%s{\"name\":\"%s\",\"parameters\":{\"shared_memory_region\":"
+                               "\"%s\",\"shared_memory_offset\":%zu,"
+                               "\"shared_memory_byte_size\":%zu}}",
+                               i ? "," : "", p->out[i].name, p->shm_region,
+                               p->shm_off[PERF_MAX_IO + i], p->out[i].nbytes);
+        infd_strbuf_puts(&b, "]");
+    }
     if (p->o.binary)
         infd_strbuf_puts(&b, ",\"parameters\":{\"binary_data_output\":true}");
     infd_strbuf_puts(&b, "}");
@@ -1194,6 +1225,61 @@ static int build_grpc_request(perf *p)
     r.inputs = pt;
     r.n_raw_input_contents = (size_t)p->n_inputs;
     r.raw_input_contents = raw;
+    /* --shared-memory: three parameters per tensor instead of its bytes. */
+    Inference__InferParameter pv[2 * PERF_MAX_IO][3];
+    Inference__ModelInferRequest__InferInputTensor__ParametersEntry ie[PERF_MAX_IO][3],
+        *pie[PERF_MAX_IO][3];
+    Inference__ModelInferRequest__InferRequestedOutputTensor ot[PERF_MAX_IO], *pot[PERF_MAX_IO];
+    Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry oe[PERF_MAX_IO][3],
+        *poe[PERF_MAX_IO][3];
+    static const char *const keys[3] = { "shared_memory_region", "shared_memory_offset",
+                                         "shared_memory_byte_size" };
+    if (p->o.shm) {
+        for (int k = 0; k < p->n_inputs + p->n_outputs; k++) {
+            bool in = k < p->n_inputs;
+            int i = in ? k : k - p->n_inputs;
+            size_t off = p->shm_off[in ? i : PERF_MAX_IO + i];
+            size_t size = in ? p->in[i].nbytes : p->out[i].nbytes;
+            for (int q = 0; q < 3; q++) {
+                inference__infer_parameter__init(&pv[k][q]);
+                if (q == 0) {
+                    pv[k][q].parameter_choice_case =
+                        INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+                    pv[k][q].string_param = p->shm_region;
+                } else {
+                    pv[k][q].parameter_choice_case =
+                        INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+                    pv[k][q].int64_param = (int64_t)(q == 1 ? off : size);
+                }
+                if (in) {
+                    inference__model_infer_request__infer_input_tensor__parameters_entry__init(
+                        &ie[i][q]);
+                    ie[i][q].key = (char *)keys[q];
+                    ie[i][q].value = &pv[k][q];
+                    pie[i][q] = &ie[i][q];
+                } else {
+                    inference__model_infer_request__infer_requested_output_tensor__parameters_entry__init(
+                        &oe[i][q]);
+                    oe[i][q].key = (char *)keys[q];
+                    oe[i][q].value = &pv[k][q];
+                    poe[i][q] = &oe[i][q];
+                }
+            }
+            if (in) {
+                t[i].n_parameters = 3;
+                t[i].parameters = pie[i];
+            } else {
+                inference__model_infer_request__infer_requested_output_tensor__init(&ot[i]);
+                ot[i].name = p->out[i].name;
+                ot[i].n_parameters = 3;
+                ot[i].parameters = poe[i];
+                pot[i] = &ot[i];
+            }
+        }
+        r.n_raw_input_contents = 0;
+        r.n_outputs = (size_t)p->n_outputs;
+        r.outputs = pot;
+    }
     size_t n = protobuf_c_message_get_packed_size(&r.base);
     p->gmsg = grpc_slice_malloc(n);
     protobuf_c_message_pack(&r.base, GRPC_SLICE_START_PTR(p->gmsg));
@@ -1596,6 +1682,12 @@ static int parse_options(perf_options *o, int argc, char **argv)
             proto = v;
         } else if (strcmp(a, "--metadata-url") == 0) {
             meta = v;
+        } else if (strcmp(a, "--shared-memory") == 0) {
+            if (strcmp(v, "system") != 0 && strcmp(v, "none") != 0) {
+                fprintf(stderr, "infd perf: --shared-memory takes none or system, not '%s'\n", v);
+                return -1;
+            }
+            o->shm = strcmp(v, "system") == 0;
         } else if (strcmp(a, "--concurrency-range") == 0) {
             if (parse_range(v, &o->c_start, &o->c_end, &o->c_step) != 0) {
                 fprintf(stderr,
@@ -1680,6 +1772,10 @@ static int parse_options(perf_options *o, int argc, char **argv)
         fprintf(stderr, "infd perf: --unix and --framed are raw-protocol options\n");
         return -1;
     }
+    if (o->protocol == PROTO_RAW && o->shm) {
+        fprintf(stderr, "infd perf: --shared-memory is an HTTP and gRPC option\n");
+        return -1;
+    }
     if (o->protocol == PROTO_RAW && o->binary) {
         fprintf(stderr, "infd perf: --binary is an HTTP option\n");
         return -1;
@@ -1704,6 +1800,132 @@ static int parse_options(perf_options *o, int argc, char **argv)
         return -1;
     }
     return 0;
+}
+
+/* ---- shared memory ------------------------------------------------------ */
+
+/* An HTTP POST of `body` (may be NULL) to `uri` at --url; the status code
+ * (0: no answer), the answer in *answer (free it). */
+static int http_post(perf *p, const char *uri, const char *body, char **answer)
+{
+    http_get g = { .base = p->base };
+    struct evhttp_connection *evcon =
+        evhttp_connection_base_new(p->base, NULL, p->o.host, (ev_uint16_t)p->o.port);
+    struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
+    *answer = NULL;
+    if (!evcon || !req) {
+        if (req)
+            evhttp_request_free(req);
+        if (evcon)
+            evhttp_connection_free(evcon);
+        return 0;
+    }
+    evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", p->o.host);
+    if (body) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+        evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
+    }
+    if (evhttp_make_request(evcon, req, EVHTTP_REQ_POST, uri) == 0)
+        event_base_dispatch(p->base);
+    evhttp_connection_free(evcon);
+    *answer = g.body;
+    return g.code;
+}
+
+/* Registers (or unregisters) the region over the protocol in use. */
+static int shm_tell_server(perf *p, bool reg)
+{
+    if (p->o.protocol == PROTO_GRPC) {
+        ProtobufCMessage *m;
+        if (reg) {
+            Inference__SystemSharedMemoryRegisterRequest r =
+                INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_REQUEST__INIT;
+            r.name = p->shm_region;
+            r.key = p->shm_key;
+            r.byte_size = p->shm_bytes;
+            m = grpc_unary(p, "/inference.GRPCInferenceService/SystemSharedMemoryRegister", &r.base,
+                           &inference__system_shared_memory_register_response__descriptor);
+        } else {
+            Inference__SystemSharedMemoryUnregisterRequest r =
+                INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
+            r.name = p->shm_region;
+            m = grpc_unary(p, "/inference.GRPCInferenceService/SystemSharedMemoryUnregister",
+                           &r.base,
+                           &inference__system_shared_memory_unregister_response__descriptor);
+        }
+        if (!m)
+            return -1;
+        protobuf_c_message_free_unpacked(m, NULL);
+        return 0;
+    }
+    char uri[160], body[256], *answer = NULL;
+    snprintf(uri, sizeof(uri), "/v2/systemsharedmemory/region/%s/%s", p->shm_region,
+             reg ? "register" : "unregister");
+    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", p->shm_key,
+             p->shm_bytes);
+    int code = http_post(p, uri, reg ? body : NULL, &answer);
+    if (code != 200)
+        fprintf(stderr, "infd perf: POST http://%s:%d%s: %s%d %s\n", p->o.host, p->o.port, uri,
+                code ? "HTTP " : "no answer ", code, answer ? answer : "");
+    infd_free(answer);
+    return code == 200 ? 0 : -1;
+}
+
+/* --shared-memory system: a POSIX object with every input (copied in once)
+ * and room for every output, 64-byte aligned, registered as one region.
+ * Concurrent requests share it: their outputs overwrite one another, which
+ * a load generator does not read. */
+static int shm_setup(perf *p)
+{
+    size_t at = 0;
+    for (int k = 0; k < p->n_inputs + p->n_outputs; k++) {
+        bool in = k < p->n_inputs;
+        int i = in ? k : k - p->n_inputs;
+        p->shm_off[in ? i : PERF_MAX_IO + i] = at;
+        at += ((in ? p->in[i].nbytes : p->out[i].nbytes) + 63) & ~(size_t)63;
+    }
+    p->shm_bytes = at ? at : 64;
+    snprintf(p->shm_key, sizeof(p->shm_key), "/infd-perf-%d", (int)getpid());
+    snprintf(p->shm_region, sizeof(p->shm_region), "infd_perf_%d", (int)getpid());
+    int fd = shm_open(p->shm_key, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)p->shm_bytes) != 0) {
+        fprintf(stderr, "infd perf: shared memory object %s: %s\n", p->shm_key, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            shm_unlink(p->shm_key);
+        }
+        p->shm_key[0] = '\0';
+        return -1;
+    }
+    void *map = mmap(NULL, p->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        fprintf(stderr, "infd perf: cannot map %s: %s\n", p->shm_key, strerror(errno));
+        return -1;
+    }
+    p->shm_map = map;
+    for (int i = 0; i < p->n_inputs; i++)
+        if (p->in[i].nbytes)
+            memcpy(p->shm_map + p->shm_off[i], p->in[i].data, p->in[i].nbytes);
+    if (shm_tell_server(p, true) != 0)
+        return -1;
+    p->shm_registered = true;
+    return 0;
+}
+
+static void shm_teardown(perf *p)
+{
+    if (p->shm_registered)
+        shm_tell_server(p, false);
+    p->shm_registered = false;
+    if (p->shm_map)
+        munmap(p->shm_map, p->shm_bytes);
+    p->shm_map = NULL;
+    if (p->shm_key[0])
+        shm_unlink(p->shm_key);
+    p->shm_key[0] = '\0';
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -1738,6 +1960,8 @@ int infd_cli_perf(int argc, char **argv)
         goto out;
     }
     if (make_inputs(p) != 0)
+        goto out;
+    if (o->shm && shm_setup(p) != 0)
         goto out;
     if (o->protocol == PROTO_GRPC) {
         if (build_grpc_request(p) != 0) {
@@ -1779,10 +2003,13 @@ int infd_cli_perf(int argc, char **argv)
            o->protocol == PROTO_HTTP   ? "http"
            : o->protocol == PROTO_GRPC ? "grpc"
                                        : "raw",
-           o->protocol == PROTO_GRPC   ? (o->streaming  ? "streaming"
-                                          : o->rpc_live ? "unary ServerLive"
-                                                        : "unary")
-           : o->protocol == PROTO_HTTP ? (o->binary ? "binary" : "JSON")
+           o->protocol == PROTO_GRPC   ? (o->shm         ? "unary, shared memory"
+                                          : o->streaming ? "streaming"
+                                          : o->rpc_live  ? "unary ServerLive"
+                                                         : "unary")
+           : o->protocol == PROTO_HTTP ? (o->shm      ? "shared memory"
+                                          : o->binary ? "binary"
+                                                      : "JSON")
                                        : (o->framed ? "framed" : "headerless"),
            where, o->batch, o->random_data ? "random" : "zero");
     if (o->request_count)
@@ -1814,6 +2041,7 @@ int infd_cli_perf(int argc, char **argv)
     }
     rc = INFD_EXIT_OK;
 out:
+    shm_teardown(p);
     grpc_close(p);
     if (p->raw_addr)
         freeaddrinfo(p->raw_addr);

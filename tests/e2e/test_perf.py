@@ -120,3 +120,24 @@ def test_perf_all_failing_exits_nonzero(serve, models, infd_bin):
     assert r.returncode == 2
     r = perf(infd_bin, "--model", "add_sub", "--url", "x:1", "--concurrency-range", "4:2")
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_shared_memory(serve, models, infd_bin, protocol):
+    """--shared-memory system: every request's tensors in one registered
+    region; the server counts them, and the region is gone afterwards."""
+    srv = serve(models, "--enable-shared-memory", "system")
+    port = srv.http_port if protocol == "http" else srv.grpc_port
+    r = perf(infd_bin, "--model", "add_sub", "--url", f"127.0.0.1:{port}", "--protocol",
+             protocol, "--shared-memory", "system", "--request-count", 50, "--warmup-ms", 0,
+             "--concurrency-range", 2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "shared memory" in r.stdout
+    assert success_count(srv, "add_sub") >= 50
+    assert requests.get(f"{srv.url}/v2/systemsharedmemory/status", timeout=10).json() == []
+    # A server without the extension: a clear error before any request.
+    off = serve(models)
+    port = off.http_port if protocol == "http" else off.grpc_port
+    r = perf(infd_bin, "--model", "add_sub", "--url", f"127.0.0.1:{port}", "--protocol",
+             protocol, "--shared-memory", "system", "--request-count", 5)
+    assert r.returncode == 1 and "--enable-shared-memory system" in r.stderr, r.stderr
