@@ -41,7 +41,7 @@ parameters { key: "precision" value: { string_value: "fp16" } }
 EOF
 ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
     --metrics-port 18002 --http-threads 8 --grpc-threads 8 --raw-socket-dir "$REPO/sock" \
-    ${SERVE_ARGS:-} >"$REPO/serve.log" 2>&1 &
+    --enable-shared-memory system ${SERVE_ARGS:-} >"$REPO/serve.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 300); do
     curl -sf localhost:18000/v2/models/m/ready >/dev/null && break
@@ -53,22 +53,30 @@ perf() {
         "$@" 2>&1 | tail -1
 }
 FRAMED=(--unix "$REPO/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000)
+# The perf arguments of a protocol name.
+args() {
+    case $1 in
+    http) echo --url 127.0.0.1:18000 --binary ;;
+    http-shm) echo --url 127.0.0.1:18000 --shared-memory system ;;
+    grpc) echo --url 127.0.0.1:18001 --protocol grpc ;;
+    grpc-shm) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory system ;;
+    raw) echo "${FRAMED[@]}" ;;
+    esac
+}
 echo "protocol concurrency requests errors infer/s avg_us p50_us p90_us p95_us p99_us"
 for c in $([ "${QUICK:-0}" = 1 ] || echo 64 256); do
-    echo "raw-framed $(perf "${FRAMED[@]}" --concurrency-range $c:$c:1)"
-    echo "grpc $(perf --url 127.0.0.1:18001 --protocol grpc --concurrency-range $c:$c:1)"
-    echo "http-binary $(perf --url 127.0.0.1:18000 --binary --concurrency-range $c:$c:1)"
+    for proto in raw grpc http http-shm grpc-shm; do
+        # shellcheck disable=SC2046
+        echo "$proto $(perf $(args $proto) --concurrency-range $c:$c:1)"
+    done
 done
 busy() { awk '/^cpu /{print $2+$3+$4+$6+$7+$8, $5}' /proc/stat; }
-for proto in http raw; do
+for proto in ${MULTI:-http raw}; do
     pids=()
     c0=$(busy)
     for k in $(seq 1 "$CLIENTS"); do
-        if [ $proto = http ]; then
-            perf --url 127.0.0.1:18000 --binary --concurrency-range $CONC:$CONC:1 >"$REPO/p$k" &
-        else
-            perf "${FRAMED[@]}" --concurrency-range $CONC:$CONC:1 >"$REPO/p$k" &
-        fi
+        # shellcheck disable=SC2046
+        perf $(args $proto) --concurrency-range $CONC:$CONC:1 >"$REPO/p$k" &
         pids+=($!)
     done
     wait "${pids[@]}"
