@@ -57,6 +57,8 @@ static void usage(FILE *out)
         "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
         "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
         "'off': none)\n"
+        "  --raw-threads N             raw protocol connection loops (default: the HTTP\n"
+        "                              threads)\n"
         "  --raw-tcp-port MODEL=PORT[:framed]\n"
         "                              raw protocol on a TCP port too (repeatable)\n"
         "  --raw-stats-every N         log raw latency stats every N requests (default "
@@ -229,6 +231,9 @@ int infd_cli_serve(int argc, char **argv)
             bad = n_tcp == MAX_LIST;
             if (!bad)
                 tcp[n_tcp++] = v;
+        } else if (strcmp(a, "--raw-threads") == 0) {
+            bad = infd_cli_parse_long(v, 1, 256, &n);
+            ro.threads = (int)n;
         } else if (strcmp(a, "--raw-stats-every") == 0) {
             bad = infd_cli_parse_long(v, 0, 1L << 30, &n);
             ro.stats_every = (int)n;
@@ -326,6 +331,8 @@ int infd_cli_serve(int argc, char **argv)
     so.n_startup_models = n_load;
     ro.tcp_ports = tcp;
     ro.n_tcp_ports = n_tcp;
+    if (ro.threads == 0)
+        ro.threads = ho.n_threads; /* as many connection loops as HTTP loops */
     if (host) {
         ho.host = host;
         mo.host = host;

@@ -162,6 +162,40 @@ def test_concurrent_clients(serve, models):
     assert not errors, errors
 
 
+@pytest.mark.parametrize("loops", [1, 4])
+def test_eight_framed_clients_over_tcp_and_unix(serve, models, loops):
+    """8 client threads (4 over TCP, 4 over the Unix socket) on a server
+    whose connections are spread over `loops` connection loops
+    (--raw-threads): every answer checked."""
+    port = free_port()
+    srv = serve(models, "--raw-threads", loops, "--raw-tcp-port", f"add_sub={port}:framed")
+    framed = wait_socket(srv.raw_dir / "add_sub.framed.sock")
+    errors = []
+
+    def client(k):
+        try:
+            rng = np.random.default_rng(100 + k)
+            conn = RawClient.tcp(port) if k % 2 else RawClient.unix(framed)
+            with conn as c:
+                for i in range(40):
+                    n = 1 + (i + k) % 4
+                    a = rng.standard_normal((n, 16)).astype(np.float32)
+                    b = rng.standard_normal((n, 16)).astype(np.float32)
+                    status, msg, out = c.framed({"INPUT0": a, "INPUT1": b}, request_id=i)
+                    assert status == "OK", msg
+                    np.testing.assert_array_equal(out["OUTPUT0"], a + b)
+                    np.testing.assert_array_equal(out["OUTPUT1"], a - b)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 # -- framed ----------------------------------------------------------------------
 
 

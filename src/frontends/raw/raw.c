@@ -1,11 +1,16 @@
 /*
  * raw.c - the raw socket frontend (see raw.h and docs/RAW_PROTOCOL.md).
  *
- * One thread, one epoll set. Everything in the frontend is touched only by
- * that thread, with one exception: the completion hand-off. The runtime
- * calls on_infer_done() on an instance worker thread; it stores the outcome
- * in the connection, appends the connection to `done` under `done_mu` and
- * writes the eventfd when the list was empty. The epoll thread then answers.
+ * Threads: one accepting thread owns the listeners and the rescans; it
+ * hands each accepted connection, round robin, to one of the connection
+ * loops (an epoll set and a thread each; `threads` of them), which owns it
+ * from then on: reads, answers, completions. Within a loop everything is
+ * touched by its thread alone, with two hand-offs: the runtime calls
+ * on_infer_done() on an instance worker thread, which stores the outcome
+ * in the connection, appends it to the loop's `done` list under `done_mu`
+ * and writes the loop's eventfd when the list was empty; the accepting
+ * thread appends new connections to `new_head` the same way. A model's
+ * statistics are shared by the loops (under its stats_mu).
  *
  *   accept ─▶ READ (recv straight into the input slots) ─▶ IN_FLIGHT
  *      ▲                                                      │ worker thread:
@@ -35,7 +40,7 @@
  *
  * Lifetimes: a raw_model (per model name, with its statistics) lives until
  * stop. A connection holds its own model handle, so it keeps working across
- * a reload until that version goes away (a rescan then closes it when idle;
+ * a reload until that version goes away (its loop then closes it when idle;
  * the client reconnects to the new version). A closed connection's fd is closed
  * at once, but its memory is freed at the end of the loop iteration (events
  * later in the same batch may still point at it), or, when a request is in
@@ -123,7 +128,8 @@ typedef struct tcp_spec {
     bool failed; /* bind failed or the mode does not fit: not retried until reactivation */
 } tcp_spec;
 
-/* Per model name; lives until stop. Epoll thread only. */
+/* Per model name; lives until stop. The accepting thread's, but for the
+ * statistics. */
 struct raw_model {
     raw_model *next;
     char name[128];
@@ -133,7 +139,9 @@ struct raw_model {
     bool seen; /* in the READY set of the current scan */
     int64_t ready_version;
     int64_t failed_version; /* whose listeners all failed to open: not retried */
-    /* Latency of the requests answered since the last stats line (ns). */
+    /* Latency of the requests answered since the last stats line (ns),
+     * recorded by every connection loop: under stats_mu. */
+    pthread_mutex_t stats_mu;
     infd_histogram *hist;
     uint64_t n_window_failed;
     uint64_t n_total;
@@ -153,9 +161,12 @@ typedef struct slot {
     size_t nbytes;
 } slot;
 
+typedef struct raw_loop raw_loop;
+
 typedef struct raw_conn {
     raw_handle h;
     infd_raw *raw;
+    raw_loop *loop; /* the connection loop that owns it */
     raw_model *rm;
     infd_model *model; /* retained for the connection's life */
     raw_mode mode;
@@ -164,7 +175,7 @@ typedef struct raw_conn {
     bool in_reap;   /* on raw->reap */
     bool peer_gone; /* EPOLLHUP/ERR seen */
     bool close_after_send;
-    struct raw_conn *prev, *next; /* raw->conns */
+    struct raw_conn *prev, *next; /* loop->conns */
     struct raw_conn *reap_next;
 
     /* The current request. */
@@ -214,6 +225,30 @@ typedef struct raw_conn {
     uint8_t txhdr[RAW_TXHDR_BYTES];
 } raw_conn;
 
+/* A connection loop: its own thread and epoll set, and the connections the
+ * accepting thread handed it. */
+struct raw_loop {
+    infd_raw *raw;
+    int index;
+    int epfd;
+    raw_handle wake;  /* eventfd: completions, new connections, stop */
+    raw_handle timer; /* timerfd: idle connections to a version that went away */
+    pthread_t thread;
+    bool thread_started;
+
+    /* Hand-offs from other threads: completions (runtime workers) and
+     * accepted connections (the accepting thread). */
+    pthread_mutex_t done_mu;
+    raw_conn *done_head, *done_tail;
+    raw_conn *new_head;
+
+    /* This loop's thread only. */
+    raw_conn *conns;
+    raw_conn *reap; /* closed connections to free at the end of the iteration */
+    int n_in_flight;
+    uint8_t *scratch;
+};
+
 struct infd_raw {
     infd_server *server;
     char *socket_dir;
@@ -222,24 +257,21 @@ struct infd_raw {
     int n_tcp;
     int stats_every;
 
+    /* The accepting thread: listeners and rescans. */
     int epfd;
-    raw_handle wake;  /* eventfd: completions and stop */
+    raw_handle wake;  /* eventfd: stop */
     raw_handle timer; /* timerfd: rescans */
     pthread_t thread;
     bool thread_started;
     _Atomic bool stopping;
 
-    /* Completion hand-off from worker threads. */
-    pthread_mutex_t done_mu;
-    raw_conn *done_head, *done_tail;
+    /* The connection loops; accepted connections go round robin. */
+    raw_loop *loops;
+    int n_loops, next_loop;
 
-    /* Epoll thread only. */
+    /* The accepting thread only. */
     raw_model *models;
-    raw_conn *conns;
-    raw_conn *reap;          /* closed connections to free at the end of the iteration */
-    raw_listener *graveyard; /* closed listeners, same */
-    int n_in_flight;
-    uint8_t *scratch;
+    raw_listener *graveyard; /* closed listeners, freed at the end of the iteration */
 };
 
 /* ---- little-endian fields ----------------------------------------------- */
@@ -340,10 +372,10 @@ static infd_status make_dirs(const char *dir, infd_error *err)
 
 /* ---- listeners ---------------------------------------------------------- */
 
-static infd_status epoll_add(infd_raw *r, raw_handle *h, uint32_t events, infd_error *err)
+static infd_status epoll_add(int epfd, raw_handle *h, uint32_t events, infd_error *err)
 {
     struct epoll_event ev = { .events = events, .data.ptr = h };
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, h->fd, &ev) != 0)
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, h->fd, &ev) != 0)
         return infd_error_set(err, INFD_STATUS_IO, "epoll_ctl: %s", strerror(errno));
     return INFD_STATUS_OK;
 }
@@ -450,7 +482,7 @@ static infd_status open_listener(infd_raw *r, raw_model *rm, raw_mode mode, cons
         st = err ? err->code : INFD_STATUS_IO;
         goto out;
     }
-    st = epoll_add(r, &l->h, EPOLLIN | EPOLLET, err);
+    st = epoll_add(r->epfd, &l->h, EPOLLIN | EPOLLET, err);
     if (st != INFD_STATUS_OK)
         goto out;
     l->next = rm->listeners;
@@ -482,7 +514,8 @@ static void close_listener(infd_raw *r, raw_listener *l)
 
 /* ---- statistics --------------------------------------------------------- */
 
-static void stats_log(raw_model *rm)
+/* rm->stats_mu held. */
+static void stats_log_locked(raw_model *rm)
 {
     uint64_t n = infd_histogram_count(rm->hist);
     if (n + rm->n_window_failed == 0)
@@ -500,8 +533,16 @@ static void stats_log(raw_model *rm)
     rm->n_window_failed = 0;
 }
 
+static void stats_log(raw_model *rm)
+{
+    pthread_mutex_lock(&rm->stats_mu);
+    stats_log_locked(rm);
+    pthread_mutex_unlock(&rm->stats_mu);
+}
+
 static void stats_record(infd_raw *r, raw_model *rm, bool ok, uint64_t latency_ns)
 {
+    pthread_mutex_lock(&rm->stats_mu);
     rm->n_total++;
     if (ok)
         infd_histogram_record(rm->hist, latency_ns);
@@ -509,7 +550,8 @@ static void stats_record(infd_raw *r, raw_model *rm, bool ok, uint64_t latency_n
         rm->n_window_failed++;
     if (r->stats_every > 0 &&
         infd_histogram_count(rm->hist) + rm->n_window_failed >= (uint64_t)r->stats_every)
-        stats_log(rm);
+        stats_log_locked(rm);
+    pthread_mutex_unlock(&rm->stats_mu);
 }
 
 /* ---- models: following the READY set ------------------------------------ */
@@ -662,6 +704,7 @@ static raw_model *get_model(infd_raw *r, const char *name)
         infd_free(rm);
         return NULL;
     }
+    pthread_mutex_init(&rm->stats_mu, NULL);
     strcpy(rm->name, name);
     rm->next = r->models;
     r->models = rm;
@@ -715,23 +758,28 @@ static infd_status rescan(infd_raw *r, bool strict, infd_error *err)
             st = activate(r, rm, strict, err);
         }
     }
-    /* Idle connections to a version that went away can do nothing but fail. */
-    for (raw_conn *c = r->conns; c; c = c->next) {
+    return st;
+}
+
+/* Idle connections to a version that went away can do nothing but fail
+ * (each loop, on its own timer). */
+static void close_stale(raw_loop *L)
+{
+    for (raw_conn *c = L->conns; c; c = c->next) {
         if (!c->closed && c->state <= C_READ_DATA && c->in_cur == 0 && c->in_got == 0 &&
             c->hdr_got == 0 && c->desc_got == 0 && !infd_model_is_ready(c->model))
-            conn_close(r, c);
+            conn_close(L->raw, c);
     }
-    return st;
 }
 
 /* ---- connections -------------------------------------------------------- */
 
-static void conn_free(infd_raw *r, raw_conn *c)
+static void conn_free(raw_conn *c)
 {
     if (c->prev)
         c->prev->next = c->next;
     else
-        r->conns = c->next;
+        c->loop->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
     infd_request_destroy(c->req);
@@ -746,16 +794,18 @@ static void conn_free(infd_raw *r, raw_conn *c)
  * after the completion when a request is in flight. */
 static void conn_close(infd_raw *r, raw_conn *c)
 {
+    INFD_UNUSED(r);
     if (c->closed)
         return;
-    epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->h.fd, NULL);
+    raw_loop *L = c->loop;
+    epoll_ctl(L->epfd, EPOLL_CTL_DEL, c->h.fd, NULL);
     close(c->h.fd);
     c->h.fd = -1;
     c->closed = true;
     if (c->state != C_IN_FLIGHT && !c->in_reap) {
         c->in_reap = true;
-        c->reap_next = r->reap;
-        r->reap = c;
+        c->reap_next = L->reap;
+        L->reap = c;
     }
 }
 
@@ -848,19 +898,55 @@ static void on_accept(infd_raw *r, raw_listener *l)
         c->model = l->rm->model;
         infd_model_retain(c->model);
         c->mode = l->mode;
-        c->next = r->conns;
-        if (r->conns)
-            r->conns->prev = c;
-        r->conns = c;
         conn_reset(c);
-        infd_error e = { 0 };
-        if ((c->mode == MODE_HEADERLESS && conn_setup_headerless(c) != INFD_STATUS_OK) ||
-            epoll_add(r, &c->h, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &e) != INFD_STATUS_OK) {
-            INFD_LOG_WARN("raw: model '%s': cannot set up a connection: %s", l->rm->name,
-                          e.msg[0] ? e.msg : "out of memory");
-            c->state = C_WRITE; /* not in flight: conn_close reaps it */
-            conn_close(r, c);
+        if (c->mode == MODE_HEADERLESS && conn_setup_headerless(c) != INFD_STATUS_OK) {
+            INFD_LOG_WARN("raw: model '%s': out of memory setting up a connection", l->rm->name);
+            close(fd);
+            infd_model_release(c->model);
+            infd_free(c->rx);
+            infd_free(c->tx);
+            infd_free(c);
+            continue;
         }
+        /* To the next loop, which takes it on its wake-up. */
+        raw_loop *L = &r->loops[r->next_loop];
+        r->next_loop = (r->next_loop + 1) % r->n_loops;
+        c->loop = L;
+        pthread_mutex_lock(&L->done_mu);
+        c->next = L->new_head;
+        L->new_head = c;
+        pthread_mutex_unlock(&L->done_mu);
+        uint64_t one = 1;
+        ssize_t rc = write(L->wake.fd, &one, sizeof(one));
+        INFD_UNUSED(rc); /* EAGAIN: the counter is already non-zero */
+    }
+}
+
+/* The connections the accepting thread handed this loop: listed and
+ * watched (an fd that is readable already reports so at once). */
+static void take_new(raw_loop *L)
+{
+    pthread_mutex_lock(&L->done_mu);
+    raw_conn *c = L->new_head;
+    L->new_head = NULL;
+    pthread_mutex_unlock(&L->done_mu);
+    while (c) {
+        raw_conn *next = c->next;
+        c->prev = NULL;
+        c->next = L->conns;
+        if (L->conns)
+            L->conns->prev = c;
+        L->conns = c;
+        infd_error e = { 0 };
+        if (atomic_load(&L->raw->stopping) ||
+            epoll_add(L->epfd, &c->h, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &e) !=
+                INFD_STATUS_OK) {
+            if (!atomic_load(&L->raw->stopping))
+                INFD_LOG_WARN("raw: model '%s': cannot watch a connection: %s", c->rm->name, e.msg);
+            c->state = C_WRITE; /* not in flight: conn_close reaps it */
+            conn_close(L->raw, c);
+        }
+        c = next;
     }
 }
 
@@ -870,23 +956,23 @@ static void on_accept(infd_raw *r, raw_listener *l)
 static void on_infer_done(void *user, infd_request *req, infd_status status, const char *message)
 {
     raw_conn *c = user;
-    infd_raw *r = c->raw;
+    raw_loop *L = c->loop;
     INFD_UNUSED(req);
     c->done_status = status;
     if (status != INFD_STATUS_OK)
         snprintf(c->done_msg, sizeof(c->done_msg), "%s", message ? message : "");
     c->done_next = NULL;
-    pthread_mutex_lock(&r->done_mu);
-    bool was_empty = r->done_head == NULL;
-    if (r->done_tail)
-        r->done_tail->done_next = c;
+    pthread_mutex_lock(&L->done_mu);
+    bool was_empty = L->done_head == NULL;
+    if (L->done_tail)
+        L->done_tail->done_next = c;
     else
-        r->done_head = c;
-    r->done_tail = c;
-    pthread_mutex_unlock(&r->done_mu);
+        L->done_head = c;
+    L->done_tail = c;
+    pthread_mutex_unlock(&L->done_mu);
     if (was_empty) {
         uint64_t one = 1;
-        ssize_t rc = write(r->wake.fd, &one, sizeof(one));
+        ssize_t rc = write(L->wake.fd, &one, sizeof(one));
         INFD_UNUSED(rc); /* EAGAIN: the counter is already non-zero */
     }
 }
@@ -905,7 +991,7 @@ static void write_done(infd_raw *r, raw_conn *c)
          * and over TCP a reset can discard the error answer before the
          * client reads it: read what has arrived (bounded) first. */
         for (int i = 0; i < 16; i++) {
-            if (recv(c->h.fd, r->scratch, SCRATCH_BYTES, MSG_DONTWAIT) <= 0)
+            if (recv(c->h.fd, c->loop->scratch, SCRATCH_BYTES, MSG_DONTWAIT) <= 0)
                 break;
         }
         conn_close(r, c);
@@ -1055,12 +1141,13 @@ static void answer(infd_raw *r, raw_conn *c)
 
 static void on_completion(infd_raw *r, raw_conn *c)
 {
-    r->n_in_flight--;
+    raw_loop *L = c->loop;
+    L->n_in_flight--;
     c->state = C_WRITE; /* not in flight any more: conn_close may reap it */
     if (c->closed) {
         c->in_reap = true;
-        c->reap_next = r->reap;
-        r->reap = c;
+        c->reap_next = L->reap;
+        L->reap = c;
         return;
     }
     if (c->done_status != INFD_STATUS_OK) {
@@ -1070,20 +1157,21 @@ static void on_completion(infd_raw *r, raw_conn *c)
     answer(r, c);
 }
 
-static void on_wake(infd_raw *r)
+static void on_wake(raw_loop *L)
 {
     uint64_t v;
-    ssize_t rc = read(r->wake.fd, &v, sizeof(v));
+    ssize_t rc = read(L->wake.fd, &v, sizeof(v));
     INFD_UNUSED(rc);
-    pthread_mutex_lock(&r->done_mu);
-    raw_conn *c = r->done_head;
-    r->done_head = r->done_tail = NULL;
-    pthread_mutex_unlock(&r->done_mu);
+    pthread_mutex_lock(&L->done_mu);
+    raw_conn *c = L->done_head;
+    L->done_head = L->done_tail = NULL;
+    pthread_mutex_unlock(&L->done_mu);
     while (c) {
         raw_conn *next = c->done_next;
-        on_completion(r, c);
+        on_completion(L->raw, c);
         c = next;
     }
+    take_new(L);
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -1092,9 +1180,9 @@ static void submit(infd_raw *r, raw_conn *c)
 {
     infd_error e = { 0 };
     c->state = C_IN_FLIGHT; /* the callback may run inside infd_infer_async */
-    r->n_in_flight++;
+    c->loop->n_in_flight++;
     if (infd_infer_async(c->req, on_infer_done, c, &e) != INFD_STATUS_OK) {
-        r->n_in_flight--;
+        c->loop->n_in_flight--;
         c->state = C_WRITE;
         fail_request(r, c, e.code, e.msg);
     }
@@ -1397,7 +1485,7 @@ static void on_readable(infd_raw *r, raw_conn *c)
             return;
         case C_DISCARD:
             if (c->discard_left > 0) {
-                k = conn_recv(r, c, r->scratch,
+                k = conn_recv(r, c, c->loop->scratch,
                               (size_t)INFD_MIN(c->discard_left, (uint64_t)SCRATCH_BYTES));
                 if (k <= 0)
                     return;
@@ -1431,15 +1519,10 @@ static void on_conn_event(infd_raw *r, raw_conn *c, uint32_t events)
         on_readable(r, c);
 }
 
-/* ---- the loop ----------------------------------------------------------- */
+/* ---- the loops ---------------------------------------------------------- */
 
-static void reap(infd_raw *r)
+static void reap_listeners(infd_raw *r)
 {
-    while (r->reap) {
-        raw_conn *c = r->reap;
-        r->reap = c->reap_next;
-        conn_free(r, c);
-    }
     while (r->graveyard) {
         raw_listener *l = r->graveyard;
         r->graveyard = l->next;
@@ -1448,27 +1531,73 @@ static void reap(infd_raw *r)
     }
 }
 
-static void shut_down(infd_raw *r)
+static void reap(raw_loop *L)
 {
-    for (raw_model *rm = r->models; rm; rm = rm->next)
-        deactivate(r, rm);
-    for (raw_conn *c = r->conns; c; c = c->next)
-        conn_close(r, c);
-    epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->timer.fd, NULL);
+    while (L->reap) {
+        raw_conn *c = L->reap;
+        L->reap = c->reap_next;
+        conn_free(c);
+    }
 }
 
-static void *loop_main(void *arg)
+/* A connection loop: its connections' reads, answers and completions. */
+static void *conn_loop_main(void *arg)
 {
-    infd_raw *r = arg;
+    raw_loop *L = arg;
+    infd_raw *r = L->raw;
     struct epoll_event evs[MAX_EVENTS];
     bool shut = false;
     for (;;) {
         if (atomic_load(&r->stopping) && !shut) {
-            shut_down(r);
+            take_new(L); /* closes them */
+            for (raw_conn *c = L->conns; c; c = c->next)
+                conn_close(r, c);
+            epoll_ctl(L->epfd, EPOLL_CTL_DEL, L->timer.fd, NULL);
             shut = true;
         }
-        reap(r);
-        if (shut && r->n_in_flight == 0)
+        reap(L);
+        if (shut && L->n_in_flight == 0)
+            break;
+        int n = epoll_wait(L->epfd, evs, MAX_EVENTS, -1);
+        if (n < 0) {
+            if (errno != EINTR)
+                INFD_LOG_ERROR("raw: epoll_wait: %s", strerror(errno));
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            raw_handle *h = evs[i].data.ptr;
+            switch (h->kind) {
+            case H_WAKE:
+                on_wake(L);
+                break;
+            case H_TIMER: {
+                uint64_t ticks;
+                ssize_t rc = read(h->fd, &ticks, sizeof(ticks));
+                INFD_UNUSED(rc);
+                if (!shut)
+                    close_stale(L);
+                break;
+            }
+            case H_CONN:
+                on_conn_event(r, (raw_conn *)h, evs[i].events);
+                break;
+            case H_LISTENER:
+                break;
+            }
+        }
+    }
+    reap(L);
+    return NULL;
+}
+
+/* The accepting thread: listeners and rescans. */
+static void *loop_main(void *arg)
+{
+    infd_raw *r = arg;
+    struct epoll_event evs[MAX_EVENTS];
+    for (;;) {
+        reap_listeners(r);
+        if (atomic_load(&r->stopping))
             break;
         int n = epoll_wait(r->epfd, evs, MAX_EVENTS, -1);
         if (n < 0) {
@@ -1479,32 +1608,61 @@ static void *loop_main(void *arg)
         for (int i = 0; i < n; i++) {
             raw_handle *h = evs[i].data.ptr;
             switch (h->kind) {
-            case H_WAKE:
-                on_wake(r);
+            case H_WAKE: {
+                uint64_t v;
+                ssize_t rc = read(h->fd, &v, sizeof(v));
+                INFD_UNUSED(rc);
                 break;
+            }
             case H_TIMER: {
                 uint64_t ticks;
                 ssize_t rc = read(h->fd, &ticks, sizeof(ticks));
                 INFD_UNUSED(rc);
-                if (!shut)
+                if (!atomic_load(&r->stopping))
                     rescan(r, false, NULL);
                 break;
             }
             case H_LISTENER:
-                if (h->fd >= 0)
+                if (h->fd >= 0 && !atomic_load(&r->stopping))
                     on_accept(r, (raw_listener *)h);
                 break;
             case H_CONN:
-                on_conn_event(r, (raw_conn *)h, evs[i].events);
                 break;
             }
         }
     }
-    reap(r);
+    /* Stopping: the listeners close (their socket files go). */
+    for (raw_model *rm = r->models; rm; rm = rm->next)
+        deactivate(r, rm);
+    reap_listeners(r);
     return NULL;
 }
 
 /* ---- start / stop ------------------------------------------------------- */
+
+static void loop_fini(raw_loop *L)
+{
+    reap(L);
+    /* Handed over but never taken (a failed start): closed here. */
+    while (L->new_head) {
+        raw_conn *c = L->new_head;
+        L->new_head = c->next;
+        close(c->h.fd);
+        infd_model_release(c->model);
+        infd_free(c->rx);
+        infd_free(c->tx);
+        infd_free(c->desc);
+        infd_free(c);
+    }
+    if (L->timer.fd >= 0)
+        close(L->timer.fd);
+    if (L->wake.fd >= 0)
+        close(L->wake.fd);
+    if (L->epfd >= 0)
+        close(L->epfd);
+    pthread_mutex_destroy(&L->done_mu);
+    infd_free(L->scratch);
+}
 
 static void raw_free(infd_raw *r)
 {
@@ -1512,11 +1670,15 @@ static void raw_free(infd_raw *r)
         return;
     for (raw_model *rm = r->models; rm; rm = rm->next)
         deactivate(r, rm);
-    reap(r);
+    reap_listeners(r);
+    for (int i = 0; i < r->n_loops; i++)
+        loop_fini(&r->loops[i]);
+    infd_free(r->loops);
     while (r->models) {
         raw_model *rm = r->models;
         r->models = rm->next;
         infd_histogram_destroy(rm->hist);
+        pthread_mutex_destroy(&rm->stats_mu);
         infd_free(rm);
     }
     if (r->timer.fd >= 0)
@@ -1525,12 +1687,51 @@ static void raw_free(infd_raw *r)
         close(r->wake.fd);
     if (r->epfd >= 0)
         close(r->epfd);
-    pthread_mutex_destroy(&r->done_mu);
-    infd_free(r->scratch);
     infd_free(r->tcp);
     infd_free(r->socket_dir);
     infd_free(r->tcp_host);
     infd_free(r);
+}
+
+/* A connection loop's epoll set, eventfd and timer. */
+static infd_status loop_init(raw_loop *L, infd_error *err)
+{
+    L->epfd = epoll_create1(EPOLL_CLOEXEC);
+    L->wake.kind = H_WAKE;
+    L->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    L->timer.kind = H_TIMER;
+    L->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    L->scratch = infd_malloc(SCRATCH_BYTES);
+    if (!L->scratch)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "raw: out of memory");
+    if (L->epfd < 0 || L->wake.fd < 0 || L->timer.fd < 0)
+        return infd_error_set(err, INFD_STATUS_IO, "raw: epoll/eventfd/timerfd: %s",
+                              strerror(errno));
+    struct timespec period = { RESCAN_MS / 1000, (RESCAN_MS % 1000) * 1000000L };
+    struct itimerspec its = { .it_interval = period, .it_value = period };
+    if (timerfd_settime(L->timer.fd, 0, &its, NULL) != 0)
+        return infd_error_set(err, INFD_STATUS_IO, "raw: timerfd_settime: %s", strerror(errno));
+    infd_status st = epoll_add(L->epfd, &L->wake, EPOLLIN, err);
+    if (st == INFD_STATUS_OK)
+        st = epoll_add(L->epfd, &L->timer, EPOLLIN, err);
+    return st;
+}
+
+/* Stops the connection loops that run: each closes its connections and
+ * waits for its requests in flight. */
+static void stop_loops(infd_raw *r)
+{
+    atomic_store(&r->stopping, true);
+    for (int i = 0; i < r->n_loops; i++) {
+        raw_loop *L = &r->loops[i];
+        if (!L->thread_started)
+            continue;
+        uint64_t one = 1;
+        ssize_t rc = write(L->wake.fd, &one, sizeof(one));
+        INFD_UNUSED(rc);
+        pthread_join(L->thread, NULL);
+        L->thread_started = false;
+    }
 }
 
 infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw **out,
@@ -1542,15 +1743,25 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
     if (!r)
         return infd_error_set(err, st, "raw: out of memory");
     r->epfd = r->wake.fd = r->timer.fd = -1;
-    pthread_mutex_init(&r->done_mu, NULL);
     r->server = s;
     r->stats_every = o->stats_every;
     r->socket_dir = infd_strdup(o->socket_dir ? o->socket_dir : "/tmp/infd");
     r->tcp_host = infd_strdup(o->tcp_host ? o->tcp_host : "127.0.0.1");
-    r->scratch = infd_malloc(SCRATCH_BYTES);
+    int n_loops = o->threads > 0 ? o->threads : 1;
+    r->loops = infd_calloc((size_t)n_loops, sizeof(*r->loops));
+    if (r->loops) {
+        r->n_loops = n_loops;
+        for (int i = 0; i < n_loops; i++) {
+            raw_loop *L = &r->loops[i];
+            L->raw = r;
+            L->index = i;
+            L->epfd = L->wake.fd = L->timer.fd = -1;
+            pthread_mutex_init(&L->done_mu, NULL);
+        }
+    }
     if (o->n_tcp_ports > 0)
         r->tcp = infd_calloc((size_t)o->n_tcp_ports, sizeof(*r->tcp));
-    if (!r->socket_dir || !r->tcp_host || !r->scratch || (o->n_tcp_ports > 0 && !r->tcp)) {
+    if (!r->socket_dir || !r->tcp_host || !r->loops || (o->n_tcp_ports > 0 && !r->tcp)) {
         infd_error_set(err, st, "raw: out of memory");
         goto out;
     }
@@ -1590,9 +1801,11 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
         infd_error_set(err, st, "raw: timerfd_settime: %s", strerror(errno));
         goto out;
     }
-    st = epoll_add(r, &r->wake, EPOLLIN, err);
+    st = epoll_add(r->epfd, &r->wake, EPOLLIN, err);
     if (st == INFD_STATUS_OK)
-        st = epoll_add(r, &r->timer, EPOLLIN, err);
+        st = epoll_add(r->epfd, &r->timer, EPOLLIN, err);
+    for (int i = 0; st == INFD_STATUS_OK && i < r->n_loops; i++)
+        st = loop_init(&r->loops[i], err);
     if (st != INFD_STATUS_OK)
         goto out;
 
@@ -1607,9 +1820,19 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
             INFD_LOG_WARN("raw: model '%s' is not ready: TCP port %d opens when it is",
                           r->tcp[i].model, r->tcp[i].port);
     }
+    for (int i = 0; i < r->n_loops; i++) {
+        int rc = pthread_create(&r->loops[i].thread, NULL, conn_loop_main, &r->loops[i]);
+        if (rc != 0) {
+            st = infd_error_set(err, INFD_STATUS_INTERNAL, "raw: pthread_create: %s", strerror(rc));
+            stop_loops(r);
+            goto out;
+        }
+        r->loops[i].thread_started = true;
+    }
     int rc = pthread_create(&r->thread, NULL, loop_main, r);
     if (rc != 0) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "raw: pthread_create: %s", strerror(rc));
+        stop_loops(r);
         goto out;
     }
     r->thread_started = true;
@@ -1625,12 +1848,13 @@ void infd_raw_stop(infd_raw *r)
 {
     if (!r)
         return;
+    atomic_store(&r->stopping, true);
     if (r->thread_started) {
-        atomic_store(&r->stopping, true);
         uint64_t one = 1;
         ssize_t rc = write(r->wake.fd, &one, sizeof(one));
         INFD_UNUSED(rc);
-        pthread_join(r->thread, NULL);
+        pthread_join(r->thread, NULL); /* no more accepts; listeners closed */
     }
+    stop_loops(r);
     raw_free(r);
 }

@@ -18,7 +18,9 @@
  * dtypes, shapes and error replies. docs/RAW_PROTOCOL.md has the byte
  * layouts.
  *
- * One thread runs an epoll loop over every listener and connection; requests
+ * One thread accepts on every listener and hands each connection, round
+ * robin, to one of `threads` connection loops (each an epoll set on a thread
+ * of its own), which reads its requests and writes its answers; requests
  * go to the same schedulers as every other frontend (they batch with HTTP
  * traffic). The set of models is rescanned every 500 ms, so listeners follow
  * loads and unloads. Per model, latency statistics (requests, mean, min,
@@ -35,6 +37,7 @@ typedef struct infd_raw_options {
     int n_tcp_ports;
     const char *tcp_host; /* "127.0.0.1" */
     int stats_every;      /* 1000; 0 turns the latency log off */
+    int threads;          /* connection loops (threads); 0: 1 */
 } infd_raw_options;
 
 /* Defaults as documented on each field. */
