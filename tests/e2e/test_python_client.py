@@ -300,6 +300,7 @@ def test_pip_install_and_import(server, tmp_path):
                        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     code = ("import numpy as np, infd, infd.http as h, infd.grpc as g\n"
+            "import infd.utils.shared_memory\n"
             "assert infd.__file__.startswith(%r), infd.__file__\n"
             "c = h.InferenceServerClient('%s:%d')\n"
             "a = np.ones((1, 16), np.float32)\n"
@@ -312,3 +313,52 @@ def test_pip_install_and_import(server, tmp_path):
                        env={**os.environ, "PYTHONPATH": str(target)}, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["32.0", "True"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_system_shared_memory_helpers(serve, model_repo, protocol):
+    """infd.utils.shared_memory and the clients' shared-memory calls, as
+    tritonclient's: inputs and outputs in a region, results read back."""
+    import infd.utils.shared_memory as shm
+    mod = httpclient if protocol == "http" else pytest.importorskip("infd.grpc")
+    srv = serve(model_repo, "--enable-shared-memory", "system")
+    url = f"127.0.0.1:{srv.http_port if protocol == 'http' else srv.grpc_port}"
+    key = f"/infd-client-test-{os.getpid()}-{protocol}"
+    h = shm.create_shared_memory_region("io", key, 256)
+    try:
+        assert key in shm.mapped_shared_memory_regions()
+        a = np.arange(16, dtype=np.float32)[None]
+        b = np.full((1, 16), 3, np.float32)
+        shm.set_shared_memory_region(h, [a, b])
+        with mod.InferenceServerClient(url) as c:
+            c.register_system_shared_memory("io", key, 256)
+            status = c.get_system_shared_memory_status()
+            if protocol == "http":
+                assert [(r["name"], r["key"], r["byte_size"]) for r in status] == [
+                    ("io", key, 256)]
+            else:
+                assert status.regions["io"].key == key
+            x = [mod.InferInput("INPUT0", [1, 16], "FP32").set_shared_memory("io", 64),
+                 mod.InferInput("INPUT1", [1, 16], "FP32").set_shared_memory("io", 64, 64)]
+            o = [mod.InferRequestedOutput("OUTPUT0").set_shared_memory("io", 64, 128),
+                 mod.InferRequestedOutput("OUTPUT1").set_shared_memory("io", 64, 192)]
+            res = c.infer("add_sub", x, outputs=o)
+            assert res.as_numpy("OUTPUT0") is None  # in the region
+            np.testing.assert_array_equal(shm.get_contents_as_numpy(h, "FP32", [1, 16], 128),
+                                          a + b)
+            np.testing.assert_array_equal(shm.get_contents_as_numpy(h, np.float32, [1, 16],
+                                                                    192), a - b)
+            # One input in the region, one in the request; outputs in the reply.
+            x[1] = mod.InferInput("INPUT1", [1, 16], "FP32").set_data_from_numpy(b * 2)
+            res = c.infer("add_sub", x)
+            np.testing.assert_array_equal(res.as_numpy("OUTPUT0"), a + 2 * b)
+            with pytest.raises(InferenceServerException, match="'nope'"):
+                c.infer("add_sub", [mod.InferInput("INPUT0", [1, 16], "FP32")
+                                    .set_shared_memory("nope", 64), x[1]])
+            c.unregister_system_shared_memory()
+            status = c.get_system_shared_memory_status()
+            assert (status == []) if protocol == "http" else not status.regions
+    finally:
+        shm.destroy_shared_memory_region(h)
+    assert key not in shm.mapped_shared_memory_regions()
+    assert not os.path.exists("/dev/shm" + key)

@@ -66,6 +66,17 @@ class InferInput:
         self._input.shape.extend(shape)
         return self
 
+    def set_shared_memory(self, region_name, byte_size, offset=0):
+        """The data is `byte_size` bytes at `offset` of registered region
+        `region_name` (Triton's shared-memory extension), not in the request."""
+        self._raw = None
+        self._input.parameters.clear()
+        _param(self._input.parameters, "shared_memory_region", region_name)
+        _param(self._input.parameters, "shared_memory_byte_size", int(byte_size))
+        if offset:
+            _param(self._input.parameters, "shared_memory_offset", int(offset))
+        return self
+
     def set_data_from_numpy(self, input_tensor):
         if not isinstance(input_tensor, np.ndarray):
             raise_error("input_tensor must be a numpy array")
@@ -76,6 +87,8 @@ class InferInput:
         if list(input_tensor.shape) != self.shape():
             raise_error(f"input {self.name()}: got shape {list(input_tensor.shape)}, "
                         f"expected {self.shape()}")
+        for k in ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"):
+            self._input.parameters.pop(k, None)
         if dt == "BYTES":
             s = serialize_byte_tensor(input_tensor)
             self._raw = b"" if s is None else s.item()
@@ -96,6 +109,15 @@ class InferRequestedOutput:
 
     def name(self):
         return self._output.name
+
+    def set_shared_memory(self, region_name, byte_size, offset=0):
+        """The server writes the output into `byte_size` bytes at `offset` of
+        registered region `region_name`; as_numpy then returns None."""
+        _param(self._output.parameters, "shared_memory_region", region_name)
+        _param(self._output.parameters, "shared_memory_byte_size", int(byte_size))
+        if offset:
+            _param(self._output.parameters, "shared_memory_offset", int(offset))
+        return self
 
 
 class InferResult:
@@ -126,6 +148,8 @@ class InferResult:
         shape = list(out.shape)
         if i < len(self._response.raw_output_contents):
             raw = self._response.raw_output_contents[i]
+            if not raw and int(np.prod(shape)) > 0:
+                return None  # written into the client's shared memory region
             if out.datatype == "BYTES":
                 return deserialize_bytes_tensor(raw).reshape(shape)
             if out.datatype == "BF16":
@@ -204,6 +228,15 @@ class InferenceServerClient:
                                            pb.RepositoryModelUnloadRequest,
                                            pb.RepositoryModelUnloadResponse),
             "ModelInfer": unary("ModelInfer", pb.ModelInferRequest, pb.ModelInferResponse),
+            "SystemSharedMemoryStatus": unary("SystemSharedMemoryStatus",
+                                              pb.SystemSharedMemoryStatusRequest,
+                                              pb.SystemSharedMemoryStatusResponse),
+            "SystemSharedMemoryRegister": unary("SystemSharedMemoryRegister",
+                                                pb.SystemSharedMemoryRegisterRequest,
+                                                pb.SystemSharedMemoryRegisterResponse),
+            "SystemSharedMemoryUnregister": unary("SystemSharedMemoryUnregister",
+                                                  pb.SystemSharedMemoryUnregisterRequest,
+                                                  pb.SystemSharedMemoryUnregisterResponse),
         }
         self._stream_rpc = self._channel.stream_stream(
             _SERVICE + "ModelStreamInfer", request_serializer=pb.ModelInferRequest.SerializeToString,
@@ -261,6 +294,29 @@ class InferenceServerClient:
         return self._out(self._call("RepositoryIndex", pb.RepositoryIndexRequest(), headers,
                                     client_timeout), as_json)
 
+    def get_system_shared_memory_status(self, region_name="", headers=None, as_json=False,
+                                        client_timeout=None):
+        """The SystemSharedMemoryStatus response (regions by name)."""
+        r = self._call("SystemSharedMemoryStatus",
+                       pb.SystemSharedMemoryStatusRequest(name=region_name), headers,
+                       client_timeout)
+        return self._out(r, as_json)
+
+    def register_system_shared_memory(self, name, key, byte_size, offset=0, headers=None,
+                                      client_timeout=None):
+        """Registers region `name`: `byte_size` bytes at `offset` of the POSIX
+        shared memory object `key` ("/..."). The server needs
+        --enable-shared-memory system."""
+        self._call("SystemSharedMemoryRegister",
+                   pb.SystemSharedMemoryRegisterRequest(name=name, key=key, offset=int(offset),
+                                                        byte_size=int(byte_size)),
+                   headers, client_timeout)
+
+    def unregister_system_shared_memory(self, name="", headers=None, client_timeout=None):
+        """Unregisters region `name`, or every region."""
+        self._call("SystemSharedMemoryUnregister",
+                   pb.SystemSharedMemoryUnregisterRequest(name=name), headers, client_timeout)
+
     def load_model(self, model_name, headers=None, config=None, files=None,
                    client_timeout=None):
         if config is not None or files:
@@ -287,10 +343,13 @@ class InferenceServerClient:
         req = pb.ModelInferRequest(model_name=model_name, model_version=str(model_version),
                                    id=request_id)
         for i in inputs:
-            if i._raw is None:
-                raise_error(f"input {i.name()} has no data (set_data_from_numpy)")
+            in_shm = "shared_memory_region" in i._input.parameters
+            if i._raw is None and not in_shm:
+                raise_error(f"input {i.name()} has no data (set_data_from_numpy or "
+                            "set_shared_memory)")
             req.inputs.append(i._input)
-            req.raw_input_contents.append(i._raw)
+            if not in_shm:  # one raw entry per input not in shared memory
+                req.raw_input_contents.append(i._raw)
         for o in outputs or []:
             req.outputs.append(o._output)
         if sequence_id:

@@ -93,6 +93,20 @@ class InferInput:
                 self._data = input_tensor.flatten().tolist()
         return self
 
+    def set_shared_memory(self, region_name, byte_size, offset=0):
+        """The data is `byte_size` bytes at `offset` of registered region
+        `region_name` (Triton's shared-memory extension), not in the request."""
+        self._data = None
+        self._raw = None
+        self._parameters.pop("binary_data_size", None)
+        self._parameters["shared_memory_region"] = region_name
+        self._parameters["shared_memory_byte_size"] = int(byte_size)
+        if offset:
+            self._parameters["shared_memory_offset"] = int(offset)
+        else:
+            self._parameters.pop("shared_memory_offset", None)
+        return self
+
     def _get_tensor(self):
         t = {"name": self._name, "shape": self._shape, "datatype": self._datatype}
         if self._parameters:
@@ -114,6 +128,17 @@ class InferRequestedOutput:
 
     def name(self):
         return self._name
+
+    def set_shared_memory(self, region_name, byte_size, offset=0):
+        """The server writes the output into `byte_size` bytes at `offset` of
+        registered region `region_name`; as_numpy then returns None (read it
+        with infd.utils.shared_memory.get_contents_as_numpy)."""
+        self._parameters.pop("binary_data", None)
+        self._parameters["shared_memory_region"] = region_name
+        self._parameters["shared_memory_byte_size"] = int(byte_size)
+        if offset:
+            self._parameters["shared_memory_offset"] = int(offset)
+        return self
 
     def _get_tensor(self):
         return {"name": self._name, "parameters": dict(self._parameters)}
@@ -155,6 +180,8 @@ class InferResult:
             return None
         shape = out["shape"]
         dtype = out["datatype"]
+        if "shared_memory_region" in out.get("parameters", {}):
+            return None  # in the client's shared memory region
         if name in self._buffers:
             raw = self._buffers[name]
             if dtype == "BYTES":
@@ -322,6 +349,30 @@ class InferenceServerClient:
 
     def get_model_repository_index(self, headers=None, query_params=None):
         return self._get_json("/v2/repository/index", "POST", b"{}")
+
+    def get_system_shared_memory_status(self, region_name="", headers=None, query_params=None):
+        """[{"name", "key", "offset", "byte_size"}] of every registered region,
+        or of `region_name`."""
+        path = "/v2/systemsharedmemory"
+        if region_name:
+            path += "/region/" + urllib.parse.quote(region_name, safe="")
+        return self._get_json(path + "/status")
+
+    def register_system_shared_memory(self, name, key, byte_size, offset=0, headers=None,
+                                      query_params=None):
+        """Registers region `name`: `byte_size` bytes at `offset` of the POSIX
+        shared memory object `key` ("/..."). The server needs
+        --enable-shared-memory system."""
+        body = json.dumps({"key": key, "offset": int(offset), "byte_size": int(byte_size)})
+        self._get_json("/v2/systemsharedmemory/region/" + urllib.parse.quote(name, safe="") + "/register",
+                       method="POST", body=body.encode())
+
+    def unregister_system_shared_memory(self, name="", headers=None, query_params=None):
+        """Unregisters region `name`, or every region."""
+        path = "/v2/systemsharedmemory"
+        if name:
+            path += "/region/" + urllib.parse.quote(name, safe="")
+        self._get_json(path + "/unregister", method="POST")
 
     def load_model(self, model_name, headers=None, query_params=None, config=None, files=None):
         if config is not None or files:
