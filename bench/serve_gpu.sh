@@ -20,7 +20,8 @@
 # (taskset lists, e.g. 0-15 and 16-31) pin the server and the `infd perf`
 # clients to separate cores, as a client on another machine would be;
 # QUICK=1 skips the single-client sweep; SERVE_ARGS adds options to
-# `infd serve` (e.g. "--pinned-memory-pool-byte-size 0").
+# `infd serve` (e.g. "--pinned-memory-pool-byte-size 0"); LOG_COPY=FILE keeps the
+# server's log there.
 set -u
 INFD=${1:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
 MODEL=${2:?usage: serve_gpu.sh INFD_BIN MODEL.onnx [MAX_BATCH] [INSTANCES]}
@@ -29,7 +30,7 @@ INST=${4:-4}
 CLIENTS=${5:-8}
 CONC=${6:-128}
 REPO=$(mktemp -d)
-trap 'kill $PID 2>/dev/null; rm -rf "$REPO"' EXIT
+trap 'kill $PID 2>/dev/null; [ -n "${LOG_COPY:-}" ] && cp "$REPO/serve.log" "$LOG_COPY"; rm -rf "$REPO"' EXIT
 mkdir -p "$REPO/m/1"
 ln -s "$(readlink -f "$MODEL")" "$REPO/m/1/model.onnx"
 cat >"$REPO/m/config.pbtxt" <<EOF

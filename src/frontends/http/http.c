@@ -265,19 +265,28 @@ static int http_code(infd_status st)
  * only while a reply is pending: libevent answers one request at a time per
  * connection, so exactly one of the two fires). infd_http_stop waits for
  * the count to reach zero. */
+static rx_conn *rx_of(http_loop *loop, struct evhttp_connection *conn);
+static void rx_free(rx_conn *rc);
+static void rx_closed(struct evhttp_connection *evcon, void *arg);
+
+/* The close callback goes back to freeing the connection's receive state
+ * (its slab of the pinned pool) when it has one: a connection has one close
+ * callback, which send_reply borrows while a reply is pending. */
 static void on_reply_written(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
     struct evhttp_connection *conn = evhttp_request_get_connection(ev);
-    if (conn)
-        evhttp_connection_set_closecb(conn, NULL, NULL);
+    if (conn) {
+        rx_conn *rc = rx_of(loop, conn);
+        evhttp_connection_set_closecb(conn, rc ? rx_closed : NULL, rc);
+    }
     loop->n_unsent--;
 }
 
 static void on_reply_dropped(struct evhttp_connection *conn, void *arg)
 {
-    (void)conn;
     http_loop *loop = arg;
+    rx_free(rx_of(loop, conn)); /* its slab, at once */
     loop->n_unsent--;
 }
 
@@ -1241,6 +1250,13 @@ static void rx_mirror(rx_conn *rc, struct evbuffer *in, size_t orig, size_t n)
 
 /* After an evhttp request arrived on a connection with receive state: free
  * that state when the connection closes. */
+/* The receive state of `conn`, or NULL. */
+static rx_conn *rx_of(http_loop *loop, struct evhttp_connection *conn)
+{
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    return bev ? rx_find(loop, bufferevent_getfd(bev), bev, false) : NULL;
+}
+
 static void rx_watch(http_loop *loop, struct evhttp_request *ev)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(ev);

@@ -774,6 +774,8 @@ static void close_stale(raw_loop *L)
 
 /* ---- connections -------------------------------------------------------- */
 
+static void rx_free(uint8_t *p);
+
 static void conn_free(raw_conn *c)
 {
     if (c->prev)
@@ -784,7 +786,7 @@ static void conn_free(raw_conn *c)
         c->next->prev = c->prev;
     infd_request_destroy(c->req);
     infd_model_release(c->model);
-    infd_free(c->rx);
+    rx_free(c->rx);
     infd_free(c->tx);
     infd_free(c->desc);
     infd_free(c);
@@ -824,6 +826,33 @@ static bool ensure_buf(uint8_t **buf, size_t *cap, size_t n)
     return true;
 }
 
+/* As ensure_buf, for the receive buffer: from the pinned memory pool when
+ * it has room (infd.h), so that a GPU instance copies the inputs to the
+ * device from where they were received instead of gathering them into its
+ * staging first, as the HTTP frontend's request bodies are; else ordinary
+ * memory. */
+static void rx_free(uint8_t *p)
+{
+    if (p && !infd_pinned_free(p))
+        infd_free(p);
+}
+
+static bool ensure_rx(raw_conn *c, size_t n)
+{
+    if (n <= c->rx_cap)
+        return true;
+    size_t want = infd_align_up(n, 4096);
+    uint8_t *p = infd_pinned_alloc(want);
+    if (!p)
+        p = infd_aligned_alloc(SLOT_ALIGN, want);
+    if (!p)
+        return false;
+    rx_free(c->rx);
+    c->rx = p;
+    c->rx_cap = want;
+    return true;
+}
+
 /* The headerless layout of the connection's model: one input at batch 1
  * (shape [1, dims...] when the model batches), every output's row in its own
  * slot of tx. */
@@ -851,8 +880,7 @@ static infd_status conn_setup_headerless(raw_conn *c)
         c->out[i].nbytes = io.row_bytes;
         off += infd_align_up(io.row_bytes, SLOT_ALIGN);
     }
-    if (!ensure_buf(&c->rx, &c->rx_cap, c->in[0].nbytes) ||
-        !ensure_buf(&c->tx, &c->tx_cap, off ? off : 1))
+    if (!ensure_rx(c, c->in[0].nbytes) || !ensure_buf(&c->tx, &c->tx_cap, off ? off : 1))
         return INFD_STATUS_OUT_OF_MEMORY;
     return INFD_STATUS_OK;
 }
@@ -903,7 +931,7 @@ static void on_accept(infd_raw *r, raw_listener *l)
             INFD_LOG_WARN("raw: model '%s': out of memory setting up a connection", l->rm->name);
             close(fd);
             infd_model_release(c->model);
-            infd_free(c->rx);
+            rx_free(c->rx);
             infd_free(c->tx);
             infd_free(c);
             continue;
@@ -1380,7 +1408,7 @@ static void parse_desc(raw_conn *c)
         c->in[i].nbytes = (size_t)in[i].nbytes;
         off += infd_align_up((size_t)in[i].nbytes, SLOT_ALIGN);
     }
-    if (!ensure_buf(&c->rx, &c->rx_cap, off ? off : 1)) {
+    if (!ensure_rx(c, off ? off : 1)) {
         infd_error_set(&e, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %zu input bytes", off);
         goto fail;
     }
@@ -1649,7 +1677,7 @@ static void loop_fini(raw_loop *L)
         L->new_head = c->next;
         close(c->h.fd);
         infd_model_release(c->model);
-        infd_free(c->rx);
+        rx_free(c->rx);
         infd_free(c->tx);
         infd_free(c->desc);
         infd_free(c);
