@@ -1185,11 +1185,11 @@ static void on_completion(infd_raw *r, raw_conn *c)
     answer(r, c);
 }
 
+static void drain_counter(int fd);
+
 static void on_wake(raw_loop *L)
 {
-    uint64_t v;
-    ssize_t rc = read(L->wake.fd, &v, sizeof(v));
-    INFD_UNUSED(rc);
+    drain_counter(L->wake.fd);
     pthread_mutex_lock(&L->done_mu);
     raw_conn *c = L->done_head;
     L->done_head = L->done_tail = NULL;
@@ -1549,6 +1549,14 @@ static void on_conn_event(infd_raw *r, raw_conn *c, uint32_t events)
 
 /* ---- the loops ---------------------------------------------------------- */
 
+/* Reads an eventfd's or a timerfd's counter back to zero. */
+static void drain_counter(int fd)
+{
+    uint64_t v;
+    ssize_t rc = read(fd, &v, sizeof(v));
+    INFD_UNUSED(rc); /* EAGAIN: already zero */
+}
+
 static void reap_listeners(infd_raw *r)
 {
     while (r->graveyard) {
@@ -1598,14 +1606,11 @@ static void *conn_loop_main(void *arg)
             case H_WAKE:
                 on_wake(L);
                 break;
-            case H_TIMER: {
-                uint64_t ticks;
-                ssize_t rc = read(h->fd, &ticks, sizeof(ticks));
-                INFD_UNUSED(rc);
+            case H_TIMER:
+                drain_counter(h->fd);
                 if (!shut)
                     close_stale(L);
                 break;
-            }
             case H_CONN:
                 on_conn_event(r, (raw_conn *)h, evs[i].events);
                 break;
@@ -1636,20 +1641,14 @@ static void *loop_main(void *arg)
         for (int i = 0; i < n; i++) {
             raw_handle *h = evs[i].data.ptr;
             switch (h->kind) {
-            case H_WAKE: {
-                uint64_t v;
-                ssize_t rc = read(h->fd, &v, sizeof(v));
-                INFD_UNUSED(rc);
+            case H_WAKE:
+                drain_counter(h->fd);
                 break;
-            }
-            case H_TIMER: {
-                uint64_t ticks;
-                ssize_t rc = read(h->fd, &ticks, sizeof(ticks));
-                INFD_UNUSED(rc);
+            case H_TIMER:
+                drain_counter(h->fd);
                 if (!atomic_load(&r->stopping))
                     rescan(r, false, NULL);
                 break;
-            }
             case H_LISTENER:
                 if (h->fd >= 0 && !atomic_load(&r->stopping))
                     on_accept(r, (raw_listener *)h);
