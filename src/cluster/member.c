@@ -512,6 +512,7 @@ infd_status cluster_member_start(infd_server *server, const cluster_member_optio
         goto fail;
     }
     m->thread_started = true;
+    pthread_setname_np(m->thread, "member");
     infd_log(INFD_LOG_LEVEL_INFO, "cluster: worker %s registering at etcd %s", m->id, o->etcd);
     *out = m;
     return INFD_STATUS_OK;

@@ -1891,11 +1891,13 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
         goto fail;
     }
     r->loader_started = true;
+    pthread_setname_np(r->loader, "router-load");
     if (pthread_create(&r->thread, NULL, loop_main, r) != 0) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "router: cannot start its loop");
         goto fail;
     }
     r->thread_started = true;
+    pthread_setname_np(r->thread, "router");
     infd_server_set_repository_hook(server, repo_hook, r);
     infd_log(INFD_LOG_LEVEL_INFO, "router: watching %s at etcd %s", prefix, o->etcd);
     *out = r;

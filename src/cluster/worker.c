@@ -807,11 +807,13 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
         goto fail;
     }
     w->ctl_started = true;
+    pthread_setname_np(w->ctl_thread, "link-ctl");
     if (pthread_create(&w->thread, NULL, loop_main, w) != 0) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "cluster link: cannot start its thread");
         goto fail;
     }
     w->thread_started = true;
+    pthread_setname_np(w->thread, "link");
     infd_log(INFD_LOG_LEVEL_INFO, "cluster link: routers reach worker %s at %s", w->id, w->bind);
     *out = w;
     return INFD_STATUS_OK;

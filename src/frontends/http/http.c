@@ -2485,6 +2485,9 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
             goto out;
         }
         h->loops[i].thread_started = true;
+        char tname[16];
+        snprintf(tname, sizeof(tname), "http-%d", i);
+        pthread_setname_np(h->loops[i].thread, tname); /* for profiles (top -H, perf) */
     }
     *out = h;
     h = NULL;

@@ -319,6 +319,7 @@ infd_status infd_metrics_start(infd_server *s, const infd_metrics_options *o, in
         goto out;
     }
     m->thread_started = true;
+    pthread_setname_np(m->thread, "metrics");
     *out = m;
     m = NULL;
 out:

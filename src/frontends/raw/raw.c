@@ -1855,6 +1855,9 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
             goto out;
         }
         r->loops[i].thread_started = true;
+        char tname[16];
+        snprintf(tname, sizeof(tname), "raw-%d", i);
+        pthread_setname_np(r->loops[i].thread, tname); /* for profiles (top -H, perf) */
     }
     int rc = pthread_create(&r->thread, NULL, loop_main, r);
     if (rc != 0) {
@@ -1863,6 +1866,7 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
         goto out;
     }
     r->thread_started = true;
+    pthread_setname_np(r->thread, "raw-accept");
     *out = r;
     r = NULL;
     st = INFD_STATUS_OK;

@@ -1527,6 +1527,7 @@ infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd
         goto fail;
     }
     q->thread_started = true;
+    pthread_setname_np(q->thread, "redisq");
     *out = q;
     return INFD_STATUS_OK;
 fail:
