@@ -2453,7 +2453,7 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
         }
         g->loops[i].thread_started = true;
         char tname[16];
-        snprintf(tname, sizeof(tname), "grpc-%d", i);
+        snprintf(tname, sizeof(tname), "grpc-%d", i % 1000);
         pthread_setname_np(g->loops[i].thread, tname); /* for profiles (top -H, perf) */
     }
     *out = g;

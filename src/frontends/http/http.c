@@ -2486,7 +2486,7 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
         }
         h->loops[i].thread_started = true;
         char tname[16];
-        snprintf(tname, sizeof(tname), "http-%d", i);
+        snprintf(tname, sizeof(tname), "http-%d", i % 1000);
         pthread_setname_np(h->loops[i].thread, tname); /* for profiles (top -H, perf) */
     }
     *out = h;

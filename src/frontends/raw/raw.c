@@ -1856,7 +1856,7 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
         }
         r->loops[i].thread_started = true;
         char tname[16];
-        snprintf(tname, sizeof(tname), "raw-%d", i);
+        snprintf(tname, sizeof(tname), "raw-%d", i % 1000);
         pthread_setname_np(r->loops[i].thread, tname); /* for profiles (top -H, perf) */
     }
     int rc = pthread_create(&r->thread, NULL, loop_main, r);
