@@ -381,7 +381,8 @@ void rt_seq_reuse(infd_model *m, const int *slots, int n);
 /* scheduler.c */
 /* Whether `segs` (nbytes in all) hold exactly `numel` BYTES elements. */
 bool rt_bytes_layout_ok(const infd_data_segment *segs, size_t nbytes, int64_t numel);
-/* Releases the outputs a kind lent the request (infd_request_output_adopt). */
+/* Releases the outputs a kind lent the request (infd_request_output_adopt;
+ * model_plugin.c). */
 void rt_request_unlend(infd_request *req);
 infd_status rt_model_start_workers(infd_model *m, infd_error *err);
 void rt_request_pool_free(infd_model *m);
