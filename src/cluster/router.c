@@ -821,7 +821,7 @@ static pthread_once_t lent_once = PTHREAD_ONCE_INIT;
 
 static void lent_init(void)
 {
-    infd_freelist_init(&lent_frames, sizeof(lent_frame), offsetof(lent_frame, link), 1024);
+    infd_freelist_init(&lent_frames, sizeof(lent_frame), 0, offsetof(lent_frame, link), 1024);
 }
 
 static void lent_release(void *user)
@@ -1843,7 +1843,7 @@ infd_status cluster_router_start(infd_server *server, const cluster_router_optio
     infd_status st = INFD_STATUS_OK;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    infd_freelist_init(&r->records, sizeof(rcall), offsetof(rcall, next), 4096);
+    infd_freelist_init(&r->records, sizeof(rcall), 0, offsetof(rcall, next), 4096);
     r->server = server;
     remote_kind.user = r;
     if (!remote_registered) {

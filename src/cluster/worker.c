@@ -51,14 +51,16 @@ struct wcall {
     uint8_t ident[ID_BYTES];
     size_t ident_n;
     uint64_t call;
-    zmq_msg_t in[MAX_FRAMES]; /* the header and the inputs' frames */
     int n_in;
-    infd_data_segment segs[MAX_FRAMES]; /* the inputs' frames, lent to the request */
     infd_model *model;
     infd_request *req;
     infd_status status;
     char message[INFD_ERROR_MSG_BYTES];
     char id[128];
+    /* Last: not cleared when the record is reused (the freelist's
+     * `zeroed`); the first n_in are set before they are read. */
+    zmq_msg_t in[MAX_FRAMES];           /* the header and the inputs' frames */
+    infd_data_segment segs[MAX_FRAMES]; /* the inputs' frames, lent to the request */
 };
 
 /* A LOAD or UNLOAD from a router, run on the control thread (loads
@@ -757,7 +759,8 @@ infd_status cluster_worker_start(infd_server *server, const cluster_worker_optio
     cluster_worker *w = infd_calloc(1, sizeof(*w));
     if (!w)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "cluster link: out of memory");
-    infd_freelist_init(&w->records, sizeof(wcall), offsetof(wcall, next), o->capacity);
+    infd_freelist_init(&w->records, sizeof(wcall), offsetof(wcall, in), offsetof(wcall, next),
+                       o->capacity); /* the frame arrays (40 KB) are written before read */
     pthread_mutex_init(&w->ctl_mu, NULL);
     pthread_cond_init(&w->ctl_cv, NULL);
     w->server = server;

@@ -7,11 +7,12 @@
 
 #include "core/alloc.h"
 
-void infd_freelist_init(infd_freelist *fl, size_t size, size_t link_offset, int cap)
+void infd_freelist_init(infd_freelist *fl, size_t size, size_t zeroed, size_t link_offset, int cap)
 {
     memset(fl, 0, sizeof(*fl));
     pthread_mutex_init(&fl->mu, NULL);
     fl->size = size;
+    fl->zeroed = zeroed && zeroed < size ? zeroed : size;
     fl->link_offset = link_offset;
     fl->cap = cap;
 }
@@ -37,7 +38,7 @@ void *infd_freelist_get(infd_freelist *fl)
     pthread_mutex_unlock(&fl->mu);
     if (!item)
         return infd_calloc(1, fl->size);
-    memset(item, 0, fl->size);
+    memset(item, 0, fl->zeroed);
     return item;
 }
 
