@@ -1688,6 +1688,16 @@ static bool deadline_left_us(const gcall *c, int64_t *out)
 
 static void on_infer_done(void *user, infd_request *req, infd_status status, const char *message);
 
+/* raw_input_contents that do not match the inputs outside shared memory. */
+static infd_status raw_count_error(const Inference__ModelInferRequest *r, int n_raw,
+                                   infd_error *err)
+{
+    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                          "%d raw_input_contents for %zu inputs: give one per input not in "
+                          "shared memory, in input order",
+                          n_raw, r->n_inputs);
+}
+
 /* Decodes one ModelInferRequest (the message in gi->in) and submits it.
  * On error nothing was submitted; `gi->id` is set as far as it was read. */
 static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
@@ -1712,20 +1722,6 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
     if (r->n_inputs == 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "model '%s': no inputs given",
                               infd_model_name(gi->model));
-    /* Inputs in shared memory have no raw_input_contents entry. */
-    size_t n_in_shm = 0;
-    for (size_t i = 0; i < r->n_inputs; i++)
-        for (size_t k = 0; k < r->inputs[i]->n_parameters; k++)
-            if (r->inputs[i]->parameters[k]->key &&
-                strcmp(r->inputs[i]->parameters[k]->key, "shared_memory_region") == 0) {
-                n_in_shm++;
-                break;
-            }
-    if (n_raw > 0 && (size_t)n_raw != r->n_inputs - n_in_shm)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%d raw_input_contents for %zu inputs (%zu of them in shared "
-                              "memory): give one per other input, in input order",
-                              n_raw, r->n_inputs, n_in_shm);
     if (r->n_inputs > INFD_MAX_MODEL_IO)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "more than %d inputs",
                               INFD_MAX_MODEL_IO);
@@ -1796,6 +1792,8 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
             data = p;
             nbytes = (size_t)sp.size;
         } else if (n_raw > 0) {
+            if (ri == n_raw)
+                return raw_count_error(r, n_raw, err);
             if (t->contents)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "input '%.127s': has contents, but the request carries "
@@ -1812,6 +1810,8 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
                                          nbytes, err)) != INFD_STATUS_OK)
             return client_error(err);
     }
+    if (ri != n_raw) /* inputs in shared memory have no raw_input_contents entry */
+        return raw_count_error(r, n_raw, err);
     if (grpc_add_outputs(r, gi->req, err) != INFD_STATUS_OK)
         return client_error(err);
     int64_t batch = 0;
