@@ -1549,6 +1549,16 @@ static void on_conn_event(infd_raw *r, raw_conn *c, uint32_t events)
 
 /* ---- the loops ---------------------------------------------------------- */
 
+/* The ready events of `epfd` (0 after an interruption or an error, which
+ * is logged). */
+static int wait_events(int epfd, struct epoll_event *evs)
+{
+    int n = epoll_wait(epfd, evs, MAX_EVENTS, -1);
+    if (n < 0 && errno != EINTR)
+        INFD_LOG_ERROR("raw: epoll_wait: %s", strerror(errno));
+    return n < 0 ? 0 : n;
+}
+
 /* Reads an eventfd's or a timerfd's counter back to zero. */
 static void drain_counter(int fd)
 {
@@ -1594,12 +1604,7 @@ static void *conn_loop_main(void *arg)
         reap(L);
         if (shut && L->n_in_flight == 0)
             break;
-        int n = epoll_wait(L->epfd, evs, MAX_EVENTS, -1);
-        if (n < 0) {
-            if (errno != EINTR)
-                INFD_LOG_ERROR("raw: epoll_wait: %s", strerror(errno));
-            continue;
-        }
+        int n = wait_events(L->epfd, evs);
         for (int i = 0; i < n; i++) {
             raw_handle *h = evs[i].data.ptr;
             switch (h->kind) {
@@ -1632,12 +1637,7 @@ static void *loop_main(void *arg)
         reap_listeners(r);
         if (atomic_load(&r->stopping))
             break;
-        int n = epoll_wait(r->epfd, evs, MAX_EVENTS, -1);
-        if (n < 0) {
-            if (errno != EINTR)
-                INFD_LOG_ERROR("raw: epoll_wait: %s", strerror(errno));
-            continue;
-        }
+        int n = wait_events(r->epfd, evs);
         for (int i = 0; i < n; i++) {
             raw_handle *h = evs[i].data.ptr;
             switch (h->kind) {
