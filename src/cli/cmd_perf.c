@@ -317,37 +317,54 @@ static void on_get_done(struct evhttp_request *req, void *arg)
     event_base_loopexit(g->base, NULL);
 }
 
+/* One blocking HTTP request to HOST:PORT (`body`, JSON, may be NULL): the
+ * status code (0: no answer), the answer in *answer (free it). */
+static int http_exchange(perf *p, const char *host, int port, enum evhttp_cmd_type method,
+                         const char *uri, const char *body, char **answer)
+{
+    http_get g = { .base = p->base };
+    struct evhttp_connection *evcon =
+        evhttp_connection_base_new(p->base, NULL, host, (ev_uint16_t)port);
+    struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
+    *answer = NULL;
+    if (!evcon || !req) {
+        if (req)
+            evhttp_request_free(req);
+        if (evcon)
+            evhttp_connection_free(evcon);
+        return 0;
+    }
+    evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+    if (body) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+        evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
+    }
+    if (evhttp_make_request(evcon, req, method, uri) == 0)
+        event_base_dispatch(p->base);
+    evhttp_connection_free(evcon);
+    *answer = g.body;
+    return g.code;
+}
+
 static int fetch_metadata(perf *p)
 {
     perf_options *o = &p->o;
     const char *host = o->meta_host;
     int port = o->meta_port;
-    http_get g = { .base = p->base };
     int rc = -1;
     yajl_val root = NULL;
-    struct evhttp_connection *evcon =
-        evhttp_connection_base_new(p->base, NULL, host, (ev_uint16_t)port);
-    struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
-    char uri[512];
-    if (!evcon || !req) {
-        fprintf(stderr, "infd perf: out of memory\n");
-        goto out;
-    }
-    evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
+    char uri[512], *answer = NULL;
     snprintf(uri, sizeof(uri), "/v2/models/%s", o->model);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
-    if (evhttp_make_request(evcon, req, EVHTTP_REQ_GET, uri) != 0) {
-        fprintf(stderr, "infd perf: GET http://%s:%d%s failed\n", host, port, uri);
-        goto out;
-    }
-    event_base_dispatch(p->base);
-    if (g.code != 200) {
+    int code = http_exchange(p, host, port, EVHTTP_REQ_GET, uri, NULL, &answer);
+    if (code != 200) {
         fprintf(stderr, "infd perf: GET http://%s:%d%s: %s%d %s\n", host, port, uri,
-                g.code ? "HTTP " : "no answer ", g.code, g.body ? g.body : "");
+                code ? "HTTP " : "no answer ", code, answer ? answer : "");
         goto out;
     }
     char errbuf[256];
-    root = yajl_tree_parse(g.body ? g.body : "", errbuf, sizeof(errbuf));
+    root = yajl_tree_parse(answer ? answer : "", errbuf, sizeof(errbuf));
     if (!root) {
         fprintf(stderr, "infd perf: model metadata is not JSON: %s\n", errbuf);
         goto out;
@@ -411,9 +428,7 @@ static int fetch_metadata(perf *p)
     rc = 0;
 out:
     yajl_tree_free(root);
-    infd_free(g.body);
-    if (evcon)
-        evhttp_connection_free(evcon);
+    infd_free(answer);
     return rc;
 }
 
@@ -1804,36 +1819,6 @@ static int parse_options(perf_options *o, int argc, char **argv)
 
 /* ---- shared memory ------------------------------------------------------ */
 
-/* An HTTP POST of `body` (may be NULL) to `uri` at --url; the status code
- * (0: no answer), the answer in *answer (free it). */
-static int http_post(perf *p, const char *uri, const char *body, char **answer)
-{
-    http_get g = { .base = p->base };
-    struct evhttp_connection *evcon =
-        evhttp_connection_base_new(p->base, NULL, p->o.host, (ev_uint16_t)p->o.port);
-    struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
-    *answer = NULL;
-    if (!evcon || !req) {
-        if (req)
-            evhttp_request_free(req);
-        if (evcon)
-            evhttp_connection_free(evcon);
-        return 0;
-    }
-    evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Host", p->o.host);
-    if (body) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "application/json");
-        evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
-    }
-    if (evhttp_make_request(evcon, req, EVHTTP_REQ_POST, uri) == 0)
-        event_base_dispatch(p->base);
-    evhttp_connection_free(evcon);
-    *answer = g.body;
-    return g.code;
-}
-
 /* Registers (or unregisters) the region over the protocol in use. */
 static int shm_tell_server(perf *p, bool reg)
 {
@@ -1865,7 +1850,8 @@ static int shm_tell_server(perf *p, bool reg)
              reg ? "register" : "unregister");
     snprintf(body, sizeof(body), "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", p->shm_key,
              p->shm_bytes);
-    int code = http_post(p, uri, reg ? body : NULL, &answer);
+    int code =
+        http_exchange(p, p->o.host, p->o.port, EVHTTP_REQ_POST, uri, reg ? body : NULL, &answer);
     if (code != 200)
         fprintf(stderr, "infd perf: POST http://%s:%d%s: %s%d %s\n", p->o.host, p->o.port, uri,
                 code ? "HTTP " : "no answer ", code, answer ? answer : "");
