@@ -16,32 +16,11 @@ shift 2
 PERF=$(command -v perf || true)
 REPO=$(mktemp -d)
 trap 'kill $PID 2>/dev/null; rm -rf "$REPO"' EXIT
-mkdir -p "$REPO/m/1"
-ln -s "$(readlink -f "$MODEL")" "$REPO/m/1/model.onnx"
-cat >"$REPO/m/config.pbtxt" <<CFG
-name: "m"
-max_batch_size: 128
-instance_group [ { kind: KIND_GPU count: 4 } ]
-dynamic_batching { preferred_batch_size: [ 128 ] max_queue_delay_microseconds: 5000 }
-parameters { key: "precision" value: { string_value: "fp16" } }
-CFG
-taskset -c "${SERVER_CPUS:-0-7}" "$INFD" serve --model-repository "$REPO" --http-port 18000 \
-    --grpc-port 18001 --metrics-port 18002 --http-threads 8 --grpc-threads 8 \
-    --raw-socket-dir "$REPO/sock" --enable-shared-memory system >"$REPO/serve.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do
-    curl -sf localhost:18000/v2/models/m/ready >/dev/null && break
-    sleep 1
-done
-args() {
-    case $1 in
-    http) echo --url 127.0.0.1:18000 --binary ;;
-    http-shm) echo --url 127.0.0.1:18000 --shared-memory system ;;
-    grpc) echo --url 127.0.0.1:18001 --protocol grpc ;;
-    grpc-shm) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory system ;;
-    raw) echo --unix "$REPO/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000 ;;
-    esac
-}
+# shellcheck source=bench/gpu_serve_common.sh
+. "$(dirname "$0")/gpu_serve_common.sh"
+gpu_repo "$REPO" "$MODEL" 128 4
+SERVER_CPUS=${SERVER_CPUS:-0-7} gpu_serve "$INFD" "$REPO" || exit 1
+args() { perf_args "$1" "$REPO"; }
 for proto in "$@"; do
     pids=()
     for k in $(seq 1 8); do

@@ -31,39 +31,16 @@ CLIENTS=${5:-8}
 CONC=${6:-128}
 REPO=$(mktemp -d)
 trap 'kill $PID 2>/dev/null; [ -n "${LOG_COPY:-}" ] && cp "$REPO/serve.log" "$LOG_COPY"; rm -rf "$REPO"' EXIT
-mkdir -p "$REPO/m/1"
-ln -s "$(readlink -f "$MODEL")" "$REPO/m/1/model.onnx"
-cat >"$REPO/m/config.pbtxt" <<EOF
-name: "m"
-max_batch_size: $MAXB
-instance_group [ { kind: KIND_GPU count: $INST ${GPUS:+gpus: [ $GPUS ]} } ]
-dynamic_batching { preferred_batch_size: [ $MAXB ] max_queue_delay_microseconds: 5000 }
-parameters { key: "precision" value: { string_value: "fp16" } }
-EOF
-${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$INFD" serve --model-repository "$REPO" --http-port 18000 --grpc-port 18001 \
-    --metrics-port 18002 --http-threads 8 --grpc-threads 8 --raw-socket-dir "$REPO/sock" \
-    --enable-shared-memory system ${SERVE_ARGS:-} >"$REPO/serve.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do
-    curl -sf localhost:18000/v2/models/m/ready >/dev/null && break
-    sleep 1
-done
-curl -sf localhost:18000/v2/models/m/ready >/dev/null || { tail "$REPO/serve.log"; exit 1; }
+# shellcheck source=bench/gpu_serve_common.sh
+. "$(dirname "$0")/gpu_serve_common.sh"
+gpu_repo "$REPO" "$MODEL" "$MAXB" "$INST"
+# shellcheck disable=SC2086
+gpu_serve "$INFD" "$REPO" ${SERVE_ARGS:-} || exit 1
 perf() {
     timeout 60 ${CLIENT_CPUS:+taskset -c $CLIENT_CPUS} "$INFD" perf --model m --measurement-ms 5000 \
         "$@" 2>&1 | tail -1
 }
-FRAMED=(--unix "$REPO/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000)
-# The perf arguments of a protocol name.
-args() {
-    case $1 in
-    http) echo --url 127.0.0.1:18000 --binary ;;
-    http-shm) echo --url 127.0.0.1:18000 --shared-memory system ;;
-    grpc) echo --url 127.0.0.1:18001 --protocol grpc ;;
-    grpc-shm) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory system ;;
-    raw) echo "${FRAMED[@]}" ;;
-    esac
-}
+args() { perf_args "$1" "$REPO"; }
 echo "protocol concurrency requests errors infer/s avg_us p50_us p90_us p95_us p99_us"
 for c in $([ "${QUICK:-0}" = 1 ] || echo 64 256); do
     for proto in raw grpc http http-shm grpc-shm; do
