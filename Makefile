@@ -56,6 +56,9 @@ test: setup
 	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py \
 	    tests/e2e/test_image_preprocess.py tests/e2e/test_cluster_member.py \
 	    tests/e2e/test_cluster_link.py tests/e2e/test_router.py tests/e2e/test_shared_memory.py
+	@echo "== the gRPC frontend's zero copy of large tensors under ASan (its copy counter)"
+	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_grpc.py \
+	    -k test_large_tensors_are_not_copied
 	@echo "== CMake's Release build (-O3) with GCC and clang: warnings are errors"
 	@$(MAKE) --no-print-directory build-o3
 	@echo "== fuzzing the ONNX loader and config.pbtxt (short run)"
@@ -105,7 +108,8 @@ e2e: build
 # FUZZ_SECONDS each; corpora
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
-	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd fuzz_link
+	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd fuzz_link \
+	fuzz_grpc_wire
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -128,6 +132,7 @@ fuzz:
 	    [ $$t = fuzz_image ] && seeds=tests/fuzz/seeds-image; \
 	    [ $$t = fuzz_etcd ] && seeds=tests/fuzz/seeds-etcd; \
 	    [ $$t = fuzz_link ] && seeds=tests/fuzz/seeds-link; \
+	    [ $$t = fuzz_grpc_wire ] && seeds=tests/fuzz/seeds-grpc-wire; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

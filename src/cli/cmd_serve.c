@@ -21,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "core/alloc.h"
+#include "core/common.h"
 #include "core/log.h"
 #include "frontends/grpc/grpc.h"
 #include "frontends/http/http.h"
@@ -54,7 +55,7 @@ static void usage(FILE *out)
         "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
         "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
-        "  --grpc-threads N            gRPC completion-queue threads (default 1)\n"
+        "  --grpc-threads N            gRPC completion-queue threads (default: as HTTP's)\n"
         "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
         "'off': none)\n"
         "  --raw-threads N             raw protocol connection loops (default: the HTTP\n"
@@ -167,6 +168,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_raw_options_init(&ro);
     infd_grpc_options go;
     infd_grpc_options_init(&go);
+    go.n_threads = ho.n_threads; /* one completion queue per HTTP loop's core */
     const char *load[MAX_LIST], *tcp[MAX_LIST];
     int n_load = 0, n_tcp = 0;
     bool raw_off = false;
@@ -481,6 +483,14 @@ out:
     infd_grpc_stop(grpc);
     infd_metrics_stop(metrics);
     infd_server_destroy(server);
+#ifndef NDEBUG
+    /* A build with assertions counts the payload bytes copied (core/common.h):
+     * the frontends' tests check their zero copy with it. */
+    infd_log(INFD_LOG_LEVEL_INFO,
+             "serve: payload bytes copied: %llu (%llu in copies of %d bytes or more)",
+             (unsigned long long)infd_copied_bytes(false),
+             (unsigned long long)infd_copied_bytes(true), INFD_LARGE_COPY);
+#endif
     if (rc == INFD_EXIT_OK)
         infd_log(INFD_LOG_LEVEL_INFO, "stopped");
     return rc;

@@ -27,14 +27,19 @@
  * flight on it, and the call is recycled by whichever completion drops it
  * to zero (always on its completion-queue thread: inferences drop their
  * reference when their send completes). A ginfer (one inference) holds the
- * received message's slice (raw inputs point into it), an arena with the
+ * received message (raw inputs point into its slices), an arena with the
  * decoded request, and the response slice; it goes back to its thread's
  * free list when its response has been sent.
  *
- * Zero copy: raw_input_contents are found by walking the wire format and
- * are handed to the runtime as views of the received slice (protobuf-c
- * would copy them); the rest of the message (small) is unpacked by
- * protobuf-c into the ginfer's arena. The response is planned before
+ * Zero copy: raw_input_contents are found by walking the wire format across
+ * the slices gRPC received the message in (wire.c), and are handed to the
+ * runtime as the slice pieces they span (protobuf-c would copy them, and
+ * joining the slices would be a copy too); the rest of the message (small)
+ * is unpacked by protobuf-c into the ginfer's arena. When the process has a
+ * pinned pool (a GPU model), large raw inputs are instead copied once into
+ * pinned memory the ginfer keeps, so the batcher sends them to the device
+ * from there without gathering them (as HTTP bodies, received into the
+ * pool). The response is planned before
  * submit: header, `raw_output_contents` tags and room for every output in
  * one slice, with each output's room lent to the request
  * (infd_request_set_output_buffer), so the engine writes the response
@@ -64,6 +69,7 @@
  */
 #include "frontends/grpc/grpc.h"
 #include "frontends/grpc/infer_params.h"
+#include "frontends/grpc/wire.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer.h>
@@ -97,6 +103,12 @@
 #define INFERS_KEPT 256
 /* An inference whose arena grew past this gives it back on release. */
 #define INFER_KEEP_BYTES (4u << 20)
+/* Pinned memory the free inferences of one queue thread keep for their raw
+ * inputs; past it an inference gives its pinned memory back to the pool. */
+#define PIN_KEPT_BYTES ((size_t)64 << 20)
+/* Raw inputs of a request this large or larger (in all) are copied into
+ * pinned memory when the process has a pinned pool (a GPU model's). */
+#define PIN_MIN_BYTES ((size_t)64 << 10)
 /* infd_grpc_stop: how long calls may finish before they are cancelled. */
 #define STOP_GRACE_NS (3ull * 1000 * 1000 * 1000)
 #define NAME_BYTES    128
@@ -168,8 +180,14 @@ typedef struct gtag {
 typedef struct ginfer {
     struct ginfer *next; /* free list or a stream's write queue */
     gcall *call;
-    grpc_slice in; /* the received message; raw inputs point into it */
-    bool has_in;
+    /* The received message (raw and uncompressed); raw inputs point into
+     * its slices, unless they were copied to `pin`. */
+    grpc_byte_buffer *in;
+    /* Pinned memory this inference keeps for its raw inputs (a GPU model's
+     * inputs are copied here once, so the batcher sends them to the device
+     * from where they lie), and its size. */
+    uint8_t *pin;
+    size_t pin_bytes;
     infd_arena arena; /* decoded request, converted typed inputs */
     infd_model *model;
     infd_request *req;
@@ -244,6 +262,7 @@ struct gloop {
     int n_free_calls;
     ginfer *free_infers;
     int n_free_infers;
+    size_t pin_kept; /* pinned bytes the free inferences keep */
 };
 
 struct infd_grpc {
@@ -352,6 +371,21 @@ static bool message_slice(grpc_byte_buffer *bb, grpc_slice *out)
     return true;
 }
 
+/* `bb` when it is raw and uncompressed (its slices are read where they
+ * lie), else a new one of its decompressed bytes (one copy); NULL when it
+ * cannot be read. */
+static grpc_byte_buffer *message_raw(grpc_byte_buffer *bb)
+{
+    if (bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE)
+        return bb;
+    grpc_slice s;
+    if (!message_slice(bb, &s))
+        return NULL;
+    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return out;
+}
+
 /* A model version from a request: "" (any) or a positive integer. */
 static bool parse_version(const char *s, int64_t *out)
 {
@@ -397,20 +431,6 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     }
     *p++ = (uint8_t)v;
     return p;
-}
-
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1200,7 +1220,9 @@ static ginfer *infer_get(gloop *loop)
     }
     g->next = NULL;
     g->call = NULL;
-    g->has_in = g->has_out = false;
+    loop->pin_kept -= g->pin_bytes;
+    g->in = NULL;
+    g->has_out = false;
     g->model = NULL;
     g->req = NULL;
     g->id[0] = '\0';
@@ -1222,19 +1244,27 @@ static void infer_put(gloop *loop, ginfer *g)
     memset(g->shm_out, 0, sizeof(g->shm_out));
     infd_model_release(g->model);
     g->model = NULL;
-    if (g->has_in)
-        grpc_slice_unref(g->in);
+    if (g->in)
+        grpc_byte_buffer_destroy(g->in);
+    g->in = NULL;
     if (g->has_out)
         grpc_slice_unref(g->out);
-    g->has_in = g->has_out = false;
+    g->has_out = false;
     if (g->send)
         grpc_byte_buffer_destroy(g->send);
     g->send = NULL;
+    if (g->pin &&
+        (loop->n_free_infers >= INFERS_KEPT || loop->pin_kept + g->pin_bytes > PIN_KEPT_BYTES)) {
+        infd_pinned_free(g->pin);
+        g->pin = NULL;
+        g->pin_bytes = 0;
+    }
     if (loop->n_free_infers >= INFERS_KEPT) {
         infd_arena_fini(&g->arena);
         infd_free(g);
         return;
     }
+    loop->pin_kept += g->pin_bytes;
     if (infd_arena_capacity_bytes(&g->arena) > INFER_KEEP_BYTES) {
         infd_arena_fini(&g->arena);
         infd_arena_init(&g->arena, 0);
@@ -1244,88 +1274,6 @@ static void infer_put(gloop *loop, ginfer *g)
     g->next = loop->free_infers;
     loop->free_infers = g;
     loop->n_free_infers++;
-}
-
-/* Steps over one field of a protobuf message at *q: its tag, and for a
- * length-delimited field its payload. False when the field is malformed. */
-static bool next_field(const uint8_t **q, const uint8_t *end, uint64_t *tag,
-                       const uint8_t **payload, size_t *payload_n)
-{
-    uint64_t len = 0;
-    if (!get_varint(q, end, tag))
-        return false;
-    switch (*tag & 7) {
-    case 0:
-        return get_varint(q, end, &len);
-    case 1:
-        if (end - *q < 8)
-            return false;
-        *q += 8;
-        return true;
-    case 2:
-        if (!get_varint(q, end, &len) || len > (uint64_t)(end - *q))
-            return false;
-        *payload = *q;
-        *payload_n = (size_t)len;
-        *q += len;
-        return true;
-    case 5:
-        if (end - *q < 4)
-            return false;
-        *q += 4;
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Splits a ModelInferRequest's wire form: the raw_input_contents (field 7)
- * are returned as views into `p`, every other field is copied (in order)
- * into `rest` in the arena, which protobuf-c then unpacks without touching
- * tensor bytes. `*rest` is `p` itself when there are no raw contents. */
-static infd_status split_raw(infd_arena *a, const uint8_t *p, size_t n, const uint8_t **rest,
-                             size_t *rest_n, const uint8_t **raw, size_t *raw_n, int *n_raw,
-                             infd_error *err)
-{
-    const uint8_t *end = p + n, *q = p, *payload = NULL;
-    size_t payload_n = 0, raw_total = 0;
-    uint64_t tag;
-    *n_raw = 0;
-    *rest = p;
-    *rest_n = n;
-    /* Pass 1: find the raw contents (and check the framing). */
-    while (q < end) {
-        const uint8_t *field = q;
-        if (!next_field(&q, end, &tag, &payload, &payload_n))
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "malformed ModelInferRequest at byte %zu of %zu",
-                                  (size_t)(field - p), n);
-        if (tag != ((7 << 3) | 2))
-            continue;
-        if (*n_raw == MAX_RAW)
-            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "more than %d raw_input_contents", MAX_RAW);
-        raw[*n_raw] = payload;
-        raw_n[(*n_raw)++] = payload_n;
-        raw_total += (size_t)(q - field);
-    }
-    if (*n_raw == 0)
-        return INFD_STATUS_OK;
-    /* Pass 2: copy the other fields, which are small. */
-    uint8_t *w = infd_arena_alloc(a, n - raw_total + 1, 0);
-    if (!w)
-        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory decoding the request");
-    *rest = w;
-    for (q = p; q < end;) {
-        const uint8_t *field = q;
-        next_field(&q, end, &tag, &payload, &payload_n);
-        if (tag != ((7 << 3) | 2)) {
-            memcpy(w, field, (size_t)(q - field));
-            w += q - field;
-        }
-    }
-    *rest_n = (size_t)(w - *rest);
-    return INFD_STATUS_OK;
 }
 
 /* Converts a typed `contents` to the tensor's row-major bytes: a view of
@@ -1698,19 +1646,63 @@ static infd_status raw_count_error(const Inference__ModelInferRequest *r, int n_
                           n_raw, r->n_inputs);
 }
 
+/* Copies the raw inputs into the inference's pinned memory when they are
+ * large and the process has a pinned pool (a GPU model is loaded): one copy
+ * here, on the queue thread, in place of the batcher's gather into its
+ * staging, and the received slices go back to gRPC at once. Without room
+ * in the pool the pieces stay where they are. */
+static void pin_raw(ginfer *gi, grpc_wire_raw *raw, int n_raw)
+{
+    size_t need = 0;
+    for (int k = 0; k < n_raw; k++)
+        need += (raw[k].nbytes + 63) & ~(size_t)63;
+    if (need < PIN_MIN_BYTES)
+        return;
+    if (gi->pin_bytes < need) {
+        infd_pinned_free(gi->pin);
+        gi->pin_bytes = 0;
+        if (!(gi->pin = infd_pinned_alloc(need)))
+            return;
+        gi->pin_bytes = need;
+    }
+    uint8_t *w = gi->pin;
+    for (int k = 0; k < n_raw; k++) {
+        uint8_t *start = w;
+        for (int p = 0; p < raw[k].n_pieces; p++) {
+            memcpy(w, raw[k].pieces[p].data, raw[k].pieces[p].nbytes);
+            w += raw[k].pieces[p].nbytes;
+        }
+        raw[k].pieces[0] = (infd_data_segment){ start, raw[k].nbytes };
+        raw[k].n_pieces = 1;
+        w = start + ((raw[k].nbytes + 63) & ~(size_t)63);
+    }
+    grpc_byte_buffer_destroy(gi->in);
+    gi->in = NULL;
+}
+
 /* Decodes one ModelInferRequest (the message in gi->in) and submits it.
  * On error nothing was submitted; `gi->id` is set as far as it was read. */
 static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
 {
     infd_grpc *g = c->loop->g;
     bool stream = c->m == M_MODEL_STREAM_INFER;
-    const uint8_t *raw[MAX_RAW], *rest;
-    size_t raw_n[MAX_RAW], rest_n;
+    grpc_wire_raw raw[MAX_RAW];
+    const uint8_t *rest;
+    size_t rest_n;
     int n_raw = 0;
-    infd_status st = split_raw(&gi->arena, GRPC_SLICE_START_PTR(gi->in), GRPC_SLICE_LENGTH(gi->in),
-                               &rest, &rest_n, raw, raw_n, &n_raw, err);
+    const grpc_slice_buffer *sb = &gi->in->data.raw.slice_buffer;
+    infd_data_segment *in =
+        infd_arena_alloc(&gi->arena, (sb->count ? sb->count : 1) * sizeof(infd_data_segment), 0);
+    if (!in)
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory decoding the request");
+    for (size_t k = 0; k < sb->count; k++)
+        in[k] = (infd_data_segment){ GRPC_SLICE_START_PTR(sb->slices[k]),
+                                     GRPC_SLICE_LENGTH(sb->slices[k]) };
+    infd_status st =
+        grpc_wire_split(&gi->arena, in, (int)sb->count, &rest, &rest_n, raw, MAX_RAW, &n_raw, err);
     if (st != INFD_STATUS_OK)
         return st;
+    pin_raw(gi, raw, n_raw);
     ProtobufCAllocator al = { pb_arena_alloc, pb_arena_free, &gi->arena };
     Inference__ModelInferRequest *r = inference__model_infer_request__unpack(&al, rest_n, rest);
     if (!r)
@@ -1799,9 +1791,12 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
                                       "input '%.127s': has contents, but the request carries "
                                       "raw_input_contents",
                                       t->name);
-            data = raw[ri];
-            nbytes = raw_n[ri];
-            ri++;
+            grpc_wire_raw *w = &raw[ri++];
+            if ((st = infd_request_add_input_segments(gi->req, t->name, dt, t->shape,
+                                                      (int)t->n_shape, w->pieces, w->n_pieces,
+                                                      err)) != INFD_STATUS_OK)
+                return client_error(err);
+            continue;
         } else if ((st = typed_input(&gi->arena, t->name, dt, t->contents, numel, &data, &nbytes,
                                      err)) != INFD_STATUS_OK) {
             return st;
@@ -2018,21 +2013,21 @@ static void on_infer_done(void *user, infd_request *req, infd_status status, con
     infer_respond(gi);
 }
 
-/* A received ModelInfer / ModelStreamInfer message (queue thread). */
-static void on_infer_message(gcall *c, grpc_slice s)
+/* A received ModelInfer / ModelStreamInfer message (queue thread), raw and
+ * uncompressed (message_raw); taken over. */
+static void on_infer_message(gcall *c, grpc_byte_buffer *bb)
 {
     gloop *loop = c->loop;
     bool stream = c->m == M_MODEL_STREAM_INFER;
     ginfer *gi = infer_get(loop);
     if (!gi) {
-        grpc_slice_unref(s);
+        grpc_byte_buffer_destroy(bb);
         if (!stream)
             unary_finish(c, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     gi->call = c;
-    gi->in = s;
-    gi->has_in = true;
+    gi->in = bb;
     call_ref(c); /* dropped when gi's message has been sent (or at once) */
     if (!stream)
         c->unary = gi;
@@ -2119,13 +2114,15 @@ static void on_recv(gcall *c, bool ok)
 {
     grpc_byte_buffer *bb = c->recv;
     c->recv = NULL;
+    bool infer = c->m == M_MODEL_INFER || c->m == M_MODEL_STREAM_INFER;
     grpc_slice s;
-    bool have = ok && bb && message_slice(bb, &s);
-    if (bb)
+    grpc_byte_buffer *raw = NULL;
+    bool have = ok && bb && (infer ? (raw = message_raw(bb)) != NULL : message_slice(bb, &s));
+    if (bb && raw != bb)
         grpc_byte_buffer_destroy(bb);
     if (c->m == M_MODEL_STREAM_INFER) {
         if (have) {
-            on_infer_message(c, s);
+            on_infer_message(c, raw);
             pthread_mutex_lock(&c->mu);
             c->recv_paused = c->n_inflight + c->n_queued >= STREAM_MAX_PENDING;
             bool more = !c->recv_paused;
@@ -2149,7 +2146,7 @@ static void on_recv(gcall *c, bool ok)
         return;
     }
     if (c->m == M_MODEL_INFER) {
-        on_infer_message(c, s);
+        on_infer_message(c, raw);
         return;
     }
     rpc_simple(c, s);
@@ -2346,6 +2343,7 @@ static void destroy(infd_grpc *g)
         while (loop->free_infers) {
             ginfer *gi = loop->free_infers;
             loop->free_infers = gi->next;
+            infd_pinned_free(gi->pin);
             infd_arena_fini(&gi->arena);
             infd_free(gi);
         }
