@@ -75,6 +75,40 @@ INFD_API infd_status infd_engine_device_copy(infd_device_kind kind, int index, v
                                              const void *src, size_t bytes, bool to_device,
                                              infd_error *err);
 
+/* Memory shared between processes (CUDA IPC; what Triton's CUDA shared
+ * memory is built on). A handle is INFD_IPC_HANDLE_BYTES opaque bytes (a
+ * cudaIpcMemHandle_t).
+ *   infd_engine_ipc_handle: the handle of memory from
+ *     infd_engine_device_alloc(kind, index), for another process;
+ *   infd_engine_ipc_open: that memory mapped into this process (not the
+ *     process that exported it: the driver refuses that), with in *bytes
+ *     the size of the allocation from the returned pointer on; NULL with the
+ *     reason otherwise (INVALID_ARGUMENT for a handle the driver rejects or
+ *     a device that does not exist, UNAVAILABLE without a device backend);
+ *     give it back with infd_engine_ipc_close.
+ * The calling thread's current device is kept. */
+#define INFD_IPC_HANDLE_BYTES 64
+INFD_API infd_status infd_engine_ipc_handle(infd_device_kind kind, int index, const void *dev,
+                                            void *handle, size_t handle_bytes, infd_error *err);
+INFD_API void *infd_engine_ipc_open(infd_device_kind kind, int index, const void *handle,
+                                    size_t handle_bytes, size_t *bytes, infd_error *err);
+INFD_API void infd_engine_ipc_close(infd_device_kind kind, int index, void *ptr);
+
+/* Copies `bytes` between any two of host memory and memory of device
+ * `index` (or memory from infd_engine_ipc_open), the direction told by the
+ * pointers, and waits for that copy only: unlike infd_engine_device_copy it
+ * does not wait for the device's other work, so it may run beside a
+ * model's runs. The calling thread's current device is kept. */
+INFD_API infd_status infd_engine_memcpy(infd_device_kind kind, int index, void *dst,
+                                        const void *src, size_t bytes, infd_error *err);
+/* infd_engine_memcpy in two steps, for many copies and one wait: each
+ * _async queues a copy on the calling thread's own stream of device
+ * `index` (both sides must stay as they are until the wait), and _wait
+ * waits for every copy that thread queued on that device. */
+INFD_API infd_status infd_engine_memcpy_async(infd_device_kind kind, int index, void *dst,
+                                              const void *src, size_t bytes, infd_error *err);
+INFD_API infd_status infd_engine_memcpy_wait(infd_device_kind kind, int index, infd_error *err);
+
 /* ------------------------------------------------------------------------- */
 /* Plans and contexts                                                        */
 /* ------------------------------------------------------------------------- */
@@ -453,8 +487,10 @@ INFD_API void *infd_context_output_buffer(infd_context *ctx, int i);
  * copies input i to the device from the `n` pieces, one after the other
  * (a batch whose requests each lie in their own page-locked buffer), and
  * ignores that input's tensor data, which may then be NULL. Every piece
- * must be page-locked: a range of infd_context_input_buffer or of memory
- * from infd_engine_host_alloc. The pieces fill the first sum(nbytes) bytes
+ * must be page-locked host memory (a range of infd_context_input_buffer or
+ * of memory from infd_engine_host_alloc) or device memory the plan's
+ * device can read (infd_engine_device_alloc, infd_engine_ipc_open): each
+ * piece's copy is told its direction by its pointer. The pieces fill the first sum(nbytes) bytes
  * of the input; the rest (rows a batch pads) holds whatever it held. The
  * array and the memory are read during that run only, which consumes the
  * setting whatever its outcome. INVALID_ARGUMENT for an input the plan does

@@ -122,6 +122,9 @@ typedef enum infd_backend_copy {
     INFD_BACKEND_COPY_H2D = 0,
     INFD_BACKEND_COPY_D2H = 1,
     INFD_BACKEND_COPY_D2D = 2,
+    /* Told by the pointers (unified addressing): page-locked host memory or
+     * device memory on either side. */
+    INFD_BACKEND_COPY_ANY = 3,
 } infd_backend_copy;
 
 typedef struct infd_backend_ops infd_backend_ops;

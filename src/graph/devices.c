@@ -106,6 +106,128 @@ infd_status infd_engine_device_copy(infd_device_kind kind, int index, void *dst,
     return b->sync(NULL, err);
 }
 
+/* Device `index` of `kind` when this build can share its memory between
+ * processes (CUDA), else the reason. */
+static infd_status ipc_device(infd_device_kind kind, int index, infd_error *err)
+{
+    if (!backend_with_device(kind, "memory shared between processes", err))
+        return err ? err->code : INFD_STATUS_UNAVAILABLE;
+    int n = infd_engine_device_count(kind, NULL);
+    if (index < 0 || index >= n)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "device %d does not exist (this machine has %d)", index, n);
+    return INFD_STATUS_OK;
+}
+
+infd_status infd_engine_ipc_handle(infd_device_kind kind, int index, const void *dev, void *handle,
+                                   size_t handle_bytes, infd_error *err)
+{
+    infd_status st = ipc_device(kind, index, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (!dev || !handle || handle_bytes < INFD_IPC_HANDLE_BYTES)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "an IPC handle needs device memory and %d bytes for the handle",
+                              INFD_IPC_HANDLE_BYTES);
+#ifdef INFD_HAVE_CUDA
+    char why[256];
+    if (infd_cuda_ipc_handle(index, dev, handle, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s", why);
+    return INFD_STATUS_OK;
+#else
+    return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
+#endif
+}
+
+void *infd_engine_ipc_open(infd_device_kind kind, int index, const void *handle,
+                           size_t handle_bytes, size_t *bytes, infd_error *err)
+{
+    *bytes = 0;
+    if (ipc_device(kind, index, err) != INFD_STATUS_OK)
+        return NULL;
+    if (!handle || handle_bytes != INFD_IPC_HANDLE_BYTES) {
+        infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a CUDA IPC handle is %d bytes, not %zu",
+                       INFD_IPC_HANDLE_BYTES, handle ? handle_bytes : 0);
+        return NULL;
+    }
+#ifdef INFD_HAVE_CUDA
+    char why[256];
+    void *p = NULL;
+    if (infd_cuda_ipc_open(index, handle, &p, bytes, why, sizeof(why)) != 0)
+        infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s", why);
+    return p;
+#else
+    return NULL;
+#endif
+}
+
+void infd_engine_ipc_close(infd_device_kind kind, int index, void *ptr)
+{
+#ifdef INFD_HAVE_CUDA
+    if (ptr && kind == INFD_DEVICE_CUDA)
+        infd_cuda_ipc_close(index, ptr);
+#else
+    (void)kind;
+    (void)index;
+    (void)ptr;
+#endif
+}
+
+infd_status infd_engine_memcpy(infd_device_kind kind, int index, void *dst, const void *src,
+                               size_t bytes, infd_error *err)
+{
+    infd_status st = ipc_device(kind, index, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (bytes && (!dst || !src))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a device copy needs two buffers");
+    if (!bytes)
+        return INFD_STATUS_OK;
+#ifdef INFD_HAVE_CUDA
+    char why[256];
+    if (infd_cuda_memcpy(index, dst, src, bytes, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "%s", why);
+    return INFD_STATUS_OK;
+#else
+    return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
+#endif
+}
+
+infd_status infd_engine_memcpy_async(infd_device_kind kind, int index, void *dst, const void *src,
+                                     size_t bytes, infd_error *err)
+{
+    infd_status st = ipc_device(kind, index, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (bytes && (!dst || !src))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a device copy needs two buffers");
+    if (!bytes)
+        return INFD_STATUS_OK;
+#ifdef INFD_HAVE_CUDA
+    char why[256];
+    if (infd_cuda_memcpy_async(index, dst, src, bytes, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "%s", why);
+    return INFD_STATUS_OK;
+#else
+    return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
+#endif
+}
+
+infd_status infd_engine_memcpy_wait(infd_device_kind kind, int index, infd_error *err)
+{
+    infd_status st = ipc_device(kind, index, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+#ifdef INFD_HAVE_CUDA
+    char why[256];
+    if (infd_cuda_memcpy_wait(index, why, sizeof(why)) != 0)
+        return infd_error_set(err, INFD_STATUS_INTERNAL, "%s", why);
+    return INFD_STATUS_OK;
+#else
+    return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
+#endif
+}
+
 int infd_engine_device_count(infd_device_kind kind, infd_error *err)
 {
     switch (kind) {

@@ -2091,8 +2091,8 @@ static void enqueue_device_inputs(const infd_plan *p, infd_context *c, int n_inp
         size_t at = 0;
         for (int k = 0; k < c->n_pieces[i]; k++) {
             const infd_data_segment *s = &c->pieces[i][k];
-            if (s->nbytes)
-                b->copy(c->arena + p->offset[v] + at, s->data, s->nbytes, INFD_BACKEND_COPY_H2D,
+            if (s->nbytes) /* page-locked host memory or device memory */
+                b->copy(c->arena + p->offset[v] + at, s->data, s->nbytes, INFD_BACKEND_COPY_ANY,
                         c->stream);
             at += s->nbytes;
         }

@@ -138,7 +138,8 @@ extern "C" void infd_cuda_copy(void *dst, const void *src, size_t bytes, int dir
 {
     cudaMemcpyKind kind = dir == 0   ? cudaMemcpyHostToDevice
                           : dir == 1 ? cudaMemcpyDeviceToHost
-                                     : cudaMemcpyDeviceToDevice;
+                          : dir == 2 ? cudaMemcpyDeviceToDevice
+                                     : cudaMemcpyDefault;
     infd_cuda_stream *st = (infd_cuda_stream *)stream;
     if (!st) {
         cudaMemcpy(dst, src, bytes, kind); /* errors stay pending for the sync */
