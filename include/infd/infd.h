@@ -664,6 +664,18 @@ INFD_API infd_status infd_request_add_input_segments(infd_request *req, const ch
                                                      int rank, const infd_data_segment *segments,
                                                      int n_segments, infd_error *err);
 
+/* As infd_request_add_input, with the data in memory of CUDA device
+ * `device` (infd_engine_device_alloc, or infd_engine_ipc_open: Triton's
+ * CUDA shared memory). A model whose instances all run on GPUs reads it
+ * where it lies (a device-to-device copy into the batch, on the instance's
+ * stream); any other model (CPU instances, plugin kinds, BYTES inputs)
+ * gets a copy to host memory of the request's own, made now. The memory is
+ * borrowed as infd_request_add_input's is. */
+INFD_API infd_status infd_request_add_input_device(infd_request *req, const char *name,
+                                                   infd_dtype dtype, const int64_t *shape, int rank,
+                                                   const void *dev, size_t nbytes, int device,
+                                                   infd_error *err);
+
 /* The pinned memory pool (Triton's --pinned-memory-pool-byte-size): one
  * region of page-locked host memory per process, made by the first server
  * that loads a model with GPU instances (infd_server_options.
@@ -709,6 +721,14 @@ INFD_API infd_status infd_request_add_output_classification(infd_request *req, c
 INFD_API infd_status infd_request_set_output_buffer(infd_request *req, const char *name, void *data,
                                                     size_t capacity, infd_error *err);
 
+/* As infd_request_set_output_buffer, with `dev` in memory of CUDA device
+ * `device`: the output is copied there when the request completes (and
+ * infd_request_output then gives `dev` as its data, which the host must
+ * not read). A result larger than `capacity` fails the request with
+ * INVALID_ARGUMENT. */
+INFD_API infd_status infd_request_set_output_device(infd_request *req, const char *name, void *dev,
+                                                    size_t capacity, int device, infd_error *err);
+
 /*
  * Shared memory (Triton's shared-memory extension). A client on the same
  * host puts tensors in a POSIX shared memory object it made (shm_open),
@@ -716,13 +736,17 @@ INFD_API infd_status infd_request_set_output_buffer(infd_request *req, const cha
  * region, an offset and a byte size instead of carrying the bytes; outputs
  * are written there the same way. Regions are the server's, shared by its
  * frontends, and off unless infd_server_options.shared_memory enables them.
+ * CUDA regions (INFD_SHM_CUDA) are device memory another process shared by
+ * a CUDA IPC handle.
  * A region unregistered while requests use it leaves the table at once and
  * is unmapped when the last of them lets go; all are unmapped when the
  * server is destroyed. Messages name a region, never its key.
  */
-#define INFD_SHM_SYSTEM     1u /* POSIX shared memory objects */
-#define INFD_SHM_NAME_BYTES 128
-#define INFD_SHM_KEY_BYTES  256
+#define INFD_SHM_SYSTEM            1u /* POSIX shared memory objects */
+#define INFD_SHM_CUDA              2u /* CUDA device memory shared by an IPC handle */
+#define INFD_SHM_CUDA_HANDLE_BYTES 64 /* a cudaIpcMemHandle_t (engine.h: INFD_IPC_HANDLE_BYTES) */
+#define INFD_SHM_NAME_BYTES        128
+#define INFD_SHM_KEY_BYTES         256
 
 typedef struct infd_shm_region infd_shm_region;
 
@@ -732,6 +756,13 @@ typedef struct infd_shm_info {
     uint64_t offset;    /* of the region in the object */
     uint64_t byte_size; /* of the region */
 } infd_shm_info;
+
+/* A CUDA region (Triton's CUDA shared-memory extension). */
+typedef struct infd_cuda_shm_info {
+    const char *name;
+    int device_id;      /* the CUDA device the memory is on */
+    uint64_t byte_size; /* of the region */
+} infd_cuda_shm_info;
 
 /* The INFD_SHM_* kinds the server takes. */
 INFD_API unsigned infd_server_shared_memory(const infd_server *server);
@@ -758,14 +789,39 @@ INFD_API infd_status infd_server_shm_status(infd_server *server, const char *nam
                                             void (*fn)(void *user, const infd_shm_info *region),
                                             void *user, infd_error *err);
 
-/* Bytes [offset, offset + byte_size) of region `name` for a request: *data
- * points at them until infd_shm_region_release(*region). INVALID_ARGUMENT
- * when the region is not registered (or shared memory off) or the span
- * does not fit in it (checked without overflow). */
+/* Registers CUDA region `name` (the same names as system regions, one
+ * namespace with them): the first `byte_size` bytes of the device memory
+ * another process exported with cudaIpcGetMemHandle (`raw_handle`, the
+ * handle's INFD_SHM_CUDA_HANDLE_BYTES bytes) on CUDA device `device_id`,
+ * opened now (infd_engine_ipc_open). INVALID_ARGUMENT: CUDA shared memory
+ * off, a bad name, handle or device, the name registered already, a zero
+ * size or one past the exported allocation; UNAVAILABLE: this build or
+ * machine has no CUDA device. */
+INFD_API infd_status infd_server_cuda_shm_register(infd_server *server, const char *name,
+                                                   const void *raw_handle, size_t handle_bytes,
+                                                   int device_id, uint64_t byte_size,
+                                                   infd_error *err);
+/* As infd_server_shm_unregister and _status, for CUDA regions. */
+INFD_API infd_status infd_server_cuda_shm_unregister(infd_server *server, const char *name,
+                                                     infd_error *err);
+INFD_API infd_status infd_server_cuda_shm_status(infd_server *server, const char *name,
+                                                 void (*fn)(void *user,
+                                                            const infd_cuda_shm_info *region),
+                                                 void *user, infd_error *err);
+
+/* Bytes [offset, offset + byte_size) of region `name` (system or CUDA) for
+ * a request: *data points at them until infd_shm_region_release(*region).
+ * For a CUDA region *data is device memory (infd_shm_region_device says
+ * which device): give it to infd_request_add_input_device and
+ * infd_request_set_output_device, never read it on the host.
+ * INVALID_ARGUMENT when the region is not registered (or shared memory
+ * off) or the span does not fit in it (checked without overflow). */
 INFD_API infd_status infd_server_shm_acquire(infd_server *server, const char *name, uint64_t offset,
                                              uint64_t byte_size, infd_shm_region **region,
                                              void **data, infd_error *err);
 INFD_API void infd_shm_region_release(infd_shm_region *region);
+/* -1 for a system region, else the CUDA device a CUDA region is on. */
+INFD_API int infd_shm_region_device(const infd_shm_region *region);
 
 /* True when the model's outputs arrive in memory of their own and are lent
  * to the request (the cluster router's remote models): a buffer given with

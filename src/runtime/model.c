@@ -1484,6 +1484,15 @@ static infd_status create_instances(infd_model *m, infd_error *err)
                 return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
         }
     }
+    /* Device inputs are read where they lie when every instance copies
+     * every client input to its GPU from pieces. */
+    m->device_inputs = m->n_inst > 0;
+    for (int k = 0; k < m->n_inst && m->device_inputs; k++) {
+        const rt_instance *inst = &m->inst[k];
+        m->device_inputs = m->dev[inst->device].kind == INFD_DEVICE_CUDA;
+        for (int i = 0; i < m->n_in_pub && m->device_inputs; i++)
+            m->device_inputs = inst->pieces[i] != NULL;
+    }
     create_copy_pool(m);
     create_pinned_pool(m);
     return INFD_STATUS_OK;

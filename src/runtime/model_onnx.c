@@ -41,10 +41,13 @@ static bool wants_all_outputs(const infd_request *r)
 
 /* Copies bytes [from, from + len) of the concatenation of `segs` to dst,
  * leaving out (with `skip_pinned`) the pieces in the pinned memory pool,
- * which the device copy reads where they lie. */
+ * which the device copy reads where they lie. An input in device memory
+ * is never copied here (wants_pieces lists it where it lies). */
 static void copy_from_segments(char *dst, const infd_data_segment *segs, int n_segs, size_t from,
-                               size_t len, bool skip_pinned)
+                               size_t len, bool skip_pinned, bool on_device)
 {
+    if (on_device)
+        return;
     for (int g = 0; g < n_segs && len > 0; g++) {
         size_t n = segs[g].nbytes;
         if (from >= n) {
@@ -89,7 +92,7 @@ static void gather_chunk(void *arg, int64_t task)
         size_t upto = stop < end ? stop : end;
         if (upto > at)
             copy_from_segments(inst->gather_dst[i] + at, r->in[i].segs, r->in[i].n_segs, at - base,
-                               upto - at, inst->gather_skip_pinned[i]);
+                               upto - at, inst->gather_skip_pinned[i], r->in[i].on_device);
         at = upto;
     }
 }
@@ -130,9 +133,11 @@ static void gather(const infd_model *m, rt_instance *inst, int n, int64_t rows)
 }
 
 /* Whether input i of the batch should reach the GPU from where its
- * pieces lie: some piece is in the pinned memory pool, and the instance
- * has room to list them (each pinned piece, and at most one run of the
- * staging before each and after the last). */
+ * pieces lie: some piece is in the pinned memory pool or in device memory,
+ * and the instance has room to list them (each such piece, and at most one
+ * run of the staging before each and after the last). A request's input in
+ * device memory is one piece, and only models whose every instance lists
+ * pieces take them (model.c, device_inputs), so such a batch always does. */
 static bool wants_pieces(const rt_instance *inst, int n, int i)
 {
     if (!inst->pieces[i])
@@ -140,10 +145,23 @@ static bool wants_pieces(const rt_instance *inst, int n, int i)
     int pinned = 0;
     for (int k = 0; k < n; k++) {
         const infd_request *r = inst->batch[k];
+        if (r->in[i].on_device) {
+            pinned++;
+            continue;
+        }
         for (int g = 0; g < r->in[i].n_segs; g++)
             pinned += infd_pinned_contains(r->in[i].segs[g].data, r->in[i].segs[g].nbytes);
     }
     return pinned > 0 && 2 * pinned + 1 <= inst->pieces_cap;
+}
+
+/* Whether some request of the batch has input i in device memory. */
+static bool any_on_device(const rt_instance *inst, int n, int i)
+{
+    for (int k = 0; k < n; k++)
+        if (inst->batch[k]->in[i].on_device)
+            return true;
+    return false;
 }
 
 /* Lists the pieces the device copy of input i reads, in batch order: the
@@ -160,7 +178,7 @@ static int pinned_pieces(const infd_model *m, rt_instance *inst, int n, int i, c
             const infd_data_segment *s = &r->in[i].segs[g];
             if (!s->nbytes)
                 continue;
-            bool pinned = infd_pinned_contains(s->data, s->nbytes);
+            bool pinned = r->in[i].on_device || infd_pinned_contains(s->data, s->nbytes);
             const char *src = pinned ? s->data : base + at;
             if (np > 0 && (const char *)out[np - 1].data + out[np - 1].nbytes == src)
                 out[np - 1].nbytes += s->nbytes;
@@ -255,6 +273,12 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
     for (int i = 0; i < m->n_in_pub; i++) {
         inst->gather_skip_pinned[i] = wants_pieces(inst, n, i);
         any_pieces |= inst->gather_skip_pinned[i];
+        /* Device memory cannot be gathered by the host. */
+        if (!inst->gather_skip_pinned[i] && any_on_device(inst, n, i))
+            return infd_error_set(err, INFD_STATUS_INTERNAL,
+                                  "input '%s': a batch of %d requests has more pieces than the "
+                                  "instance lists (%d), and some are in device memory",
+                                  m->in[i].name, n, inst->pieces_cap);
     }
     direct_in &= !any_pieces;
     for (int i = 0; direct_in && i < m->n_in_pub; i++)
@@ -296,6 +320,9 @@ infd_status rt_onnx_run_batch(infd_model *m, rt_instance *inst, int n, int64_t r
         if (infd_context_set_input_pieces(inst->ctxs[pi], p->in_map[i], inst->pieces[i], np,
                                           &perr) != INFD_STATUS_OK) {
             /* Not expected (the pieces fit the input): gather it all. */
+            if (any_on_device(inst, n, i))
+                return infd_error_set(err, INFD_STATUS_INTERNAL, "model '%s': %s", m->name,
+                                      perr.msg);
             infd_log(INFD_LOG_LEVEL_WARN, "model '%s': %s; gathering input '%s' instead", m->name,
                      perr.msg, m->in[i].name);
             inst->gather_skip_pinned[i] = false;

@@ -111,6 +111,11 @@ struct infd_request {
         bool set;
         infd_shape shape;  /* as given */
         const void *whole; /* the bytes in one piece (infd_request_input), or NULL */
+        /* In memory of CUDA device `device` (infd_request_add_input_device,
+         * a model that reads device inputs): never read by the host. */
+        bool on_device;
+        int device;
+        bool host_copy; /* one piece in `dev_host`, copied from a device */
     } in[INFD_MAX_MODEL_IO];
     /* Sequence (infd_request_set_sequence): the correlation id, its flags,
      * and the slot the sequence batcher pinned it to (-1: none). */
@@ -137,7 +142,11 @@ struct infd_request {
     struct {
         void *data;
         size_t capacity;
+        bool on_device; /* CUDA device `device`'s memory: copied there at completion */
+        int device;
     } user_out[INFD_MAX_MODEL_IO]; /* by model output index */
+    bool any_dev_out;
+    bool dev_out_done; /* copied there already, with the rest of its batch */
     /* Results: n_out tensors in the order of `out_index`. */
     int n_out;
     int out_index[INFD_MAX_MODEL_IO];
@@ -158,6 +167,8 @@ struct infd_request {
     size_t var_cap, var_used;
     void *join; /* inputs given in pieces, joined (infd_request_input) */
     size_t join_cap, join_used;
+    void *dev_host; /* device inputs copied to the host for a model that reads none */
+    size_t dev_host_cap, dev_host_used;
     infd_infer_callback cb;
     void *cb_user;
     uint64_t t_submit_ns, deadline_ns, queue_ns, compute_ns;
@@ -266,6 +277,11 @@ struct infd_model {
     /* Gathers the instances' large batches in parallel (model.c,
      * create_copy_pool); NULL when the model has none. */
     struct infd_pool *copy_pool;
+    /* Inputs in device memory (infd_request_add_input_device) are read
+     * where they lie: an ONNX model whose instances are all on GPUs and copy
+     * every input to the device from pieces. Otherwise they are copied to
+     * the host when added. */
+    bool device_inputs;
     atomic_int state; /* infd_model_state */
 
     /* A model of a plugin kind (NULL: ONNX), its state from load, and its

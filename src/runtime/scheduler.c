@@ -64,7 +64,7 @@ infd_status infd_request_create(infd_model *model, infd_request **out, infd_erro
     }
     memset(r, 0, offsetof(infd_request, own));
     memset(&r->cb, 0, sizeof(*r) - offsetof(infd_request, cb));
-    r->var_used = r->join_used = 0;
+    r->var_used = r->join_used = r->dev_host_used = 0;
     r->seq_slot = -1;
     r->model = model;
     infd_model_retain(model);
@@ -95,6 +95,7 @@ void rt_request_pool_free(infd_model *m)
         infd_free(r->cls_buf);
         infd_free(r->var);
         infd_free(r->join);
+        infd_free(r->dev_host);
         infd_free(r);
     }
 }
@@ -345,6 +346,65 @@ infd_status infd_request_add_input_segments(infd_request *req, const char *name,
     return add_input(req, name, dtype, shape, rank, segments, n_segments, nbytes, err);
 }
 
+/* Room for `n` more bytes (aligned) in the request's dev_host buffer; the
+ * inputs copied there before are moved with it. */
+static bool dev_host_reserve(infd_request *req, size_t n)
+{
+    n = (n + INFD_ALIGNMENT - 1) & ~(size_t)(INFD_ALIGNMENT - 1);
+    if (n <= req->dev_host_cap - req->dev_host_used)
+        return true;
+    size_t want = req->dev_host_cap ? req->dev_host_cap : 4096;
+    while (want - req->dev_host_used < n)
+        want *= 2;
+    char *p = infd_aligned_alloc(INFD_ALIGNMENT, want);
+    if (!p)
+        return false;
+    char *old = req->dev_host;
+    if (req->dev_host_used)
+        memcpy(p, old, req->dev_host_used);
+    for (int k = 0; k < INFD_MAX_MODEL_IO; k++)
+        if (req->in[k].set && req->in[k].host_copy)
+            req->in[k].one.data = p + ((const char *)req->in[k].one.data - old);
+    infd_free(old);
+    req->dev_host = p;
+    req->dev_host_cap = want;
+    return true;
+}
+
+infd_status infd_request_add_input_device(infd_request *req, const char *name, infd_dtype dtype,
+                                          const int64_t *shape, int rank, const void *dev,
+                                          size_t nbytes, int device, infd_error *err)
+{
+    const infd_model *m = req->model;
+    int i = infd_model_input_index(m, name);
+    if (i >= 0 && m->device_inputs && dtype != INFD_DTYPE_BYTES) {
+        infd_status st = infd_request_add_input(req, name, dtype, shape, rank, dev, nbytes, err);
+        if (st == INFD_STATUS_OK) {
+            req->in[i].on_device = true;
+            req->in[i].device = device;
+        }
+        return st;
+    }
+    /* A model that reads its inputs on the host (or BYTES, whose lengths
+     * the host checks): copied there now. */
+    if (i >= 0 && !dev_host_reserve(req, nbytes))
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                              "out of memory copying input '%s' (%zu bytes) from device %d", name,
+                              nbytes, device);
+    char *host = i >= 0 ? (char *)req->dev_host + req->dev_host_used : NULL;
+    infd_status st;
+    if (i >= 0 && nbytes &&
+        (st = infd_engine_memcpy(INFD_DEVICE_CUDA, device, host, dev, nbytes, err)) !=
+            INFD_STATUS_OK)
+        return infd_error_prefix(err, "input '%s' from device %d", name, device);
+    if ((st = infd_request_add_input(req, name, dtype, shape, rank, host, nbytes, err)) !=
+        INFD_STATUS_OK)
+        return st;
+    req->in[i].host_copy = true;
+    req->dev_host_used += (nbytes + INFD_ALIGNMENT - 1) & ~(size_t)(INFD_ALIGNMENT - 1);
+    return INFD_STATUS_OK;
+}
+
 infd_status infd_request_add_output(infd_request *req, const char *name, infd_error *err)
 {
     const infd_model *m = req->model;
@@ -370,7 +430,96 @@ infd_status infd_request_set_output_buffer(infd_request *req, const char *name, 
                               m->name, name ? name : "(null)");
     req->user_out[j].data = data;
     req->user_out[j].capacity = data ? capacity : 0;
+    req->user_out[j].on_device = false;
     return INFD_STATUS_OK;
+}
+
+infd_status infd_request_set_output_device(infd_request *req, const char *name, void *dev,
+                                           size_t capacity, int device, infd_error *err)
+{
+    const infd_model *m = req->model;
+    int j = infd_model_output_index(m, name);
+    if (j < 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "model '%s' has no output '%s'",
+                              m->name, name ? name : "(null)");
+    if (!dev)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "output '%s': no device memory given", name);
+    req->user_out[j].data = dev;
+    req->user_out[j].capacity = capacity;
+    req->user_out[j].on_device = true;
+    req->user_out[j].device = device;
+    req->any_dev_out = true;
+    return INFD_STATUS_OK;
+}
+
+/* Copies the outputs that go to device memory there, from the host memory
+ * the run wrote them in; each then reads as that device memory. With
+ * `queued`, the copies are queued (infd_engine_memcpy_async; the caller
+ * waits on every device in *devices) instead of waited for one by one. */
+static infd_status outputs_to_device(infd_request *r, bool queued, uint64_t *devices,
+                                     infd_error *err)
+{
+    const infd_model *m = r->model;
+    for (int k = 0; k < r->n_out; k++) {
+        int j = r->out_index[k];
+        if (!r->user_out[j].on_device || r->cls[j])
+            continue;
+        infd_tensor *t = &r->out[k];
+        int dev = r->user_out[j].device;
+        if (t->nbytes > r->user_out[j].capacity)
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "output '%s': the caller's buffer holds %zu bytes, the result "
+                                  "needs %zu",
+                                  m->out[j].name, r->user_out[j].capacity, t->nbytes);
+        infd_status st = queued
+                             ? infd_engine_memcpy_async(INFD_DEVICE_CUDA, dev, r->user_out[j].data,
+                                                        t->data, t->nbytes, err)
+                             : infd_engine_memcpy(INFD_DEVICE_CUDA, dev, r->user_out[j].data,
+                                                  t->data, t->nbytes, err);
+        if (st != INFD_STATUS_OK)
+            return infd_error_prefix(err, "output '%s' to device %d", m->out[j].name, dev);
+        if (devices)
+            *devices |= 1ull << (dev & 63);
+        t->data = r->user_out[j].data;
+    }
+    return INFD_STATUS_OK;
+}
+
+/* The device outputs of a batch's requests, queued together and waited for
+ * once per device (each copy waited for alone costs a round trip to the
+ * device per request). A request whose copy cannot be queued fails alone;
+ * a failed wait fails them all. */
+static void batch_outputs_to_device(rt_instance *inst, int n)
+{
+    uint64_t devices = 0;
+    bool any = false;
+    for (int k = 0; k < n; k++) {
+        infd_request *r = inst->batch[k];
+        if (inst->deferred[k] || !r->any_dev_out || r->kind_status != INFD_STATUS_OK)
+            continue;
+        infd_error e = { 0 };
+        if (outputs_to_device(r, true, &devices, &e) != INFD_STATUS_OK) {
+            r->kind_status = e.code;
+            snprintf(r->kind_msg, sizeof(r->kind_msg), "%.255s", e.msg);
+        }
+        r->dev_out_done = true;
+        any = true;
+    }
+    infd_error e = { 0 };
+    for (int d = 0; any && d < 64; d++)
+        if ((devices >> d & 1) &&
+            infd_engine_memcpy_wait(INFD_DEVICE_CUDA, d, &e) != INFD_STATUS_OK)
+            break;
+    if (e.code == INFD_STATUS_OK)
+        return;
+    for (int k = 0; k < n; k++) {
+        infd_request *r = inst->batch[k];
+        if (!inst->deferred[k] && r->dev_out_done && r->kind_status == INFD_STATUS_OK) {
+            r->kind_status = e.code;
+            snprintf(r->kind_msg, sizeof(r->kind_msg), "output to a device: %.200s", e.msg);
+        }
+    }
 }
 
 int infd_request_n_outputs(const infd_request *req)
@@ -416,7 +565,7 @@ static infd_status prepare_outputs(infd_request *r, infd_error *err)
         size_t bytes = (size_t)r->rows * m->out[j].row_bytes;
         if (m->out[j].row_bytes == 0)
             continue; /* no fixed size: the kind sets it (infd_request_output_set) */
-        if (r->user_out[j].data && !r->cls[j]) {
+        if (r->user_out[j].data && !r->cls[j] && !r->user_out[j].on_device) {
             if (r->user_out[j].capacity < bytes)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "output '%s': the caller's buffer holds %zu bytes, the "
@@ -455,7 +604,9 @@ static infd_status prepare_outputs(infd_request *r, infd_error *err)
             t->shape.dims[d + lead] = io->dims[d];
         t->nbytes = bytes;
         t->owns_data = false;
-        if (r->user_out[j].data && !r->cls[j]) { /* classified: its BYTES go elsewhere */
+        /* Classified: its BYTES go elsewhere; on a device: copied there at
+         * completion. */
+        if (r->user_out[j].data && !r->cls[j] && !r->user_out[j].on_device) {
             t->data = r->user_out[j].data;
         } else {
             t->data = (char *)r->own + off;
@@ -488,6 +639,11 @@ static void complete(infd_model *m, infd_request *r, infd_status status, const c
     if (status == INFD_STATUS_OK && r->any_cls) {
         infd_error_clear(&cerr);
         status = rt_classify(r, &cerr);
+        msg = cerr.msg;
+    }
+    if (status == INFD_STATUS_OK && r->any_dev_out && !r->dev_out_done) {
+        infd_error_clear(&cerr);
+        status = outputs_to_device(r, false, NULL, &cerr);
         msg = cerr.msg;
     }
     record_completion(m, r, status);
@@ -880,6 +1036,8 @@ static void execute(infd_model *m, rt_instance *inst, int n, int64_t rows)
         rt_seq_done(m, inst, n);
         pthread_mutex_unlock(&m->mu);
     }
+    if (st == INFD_STATUS_OK)
+        batch_outputs_to_device(inst, n);
     for (int k = 0; k < n; k++) {
         infd_request *r = inst->batch[k];
         inst->batch[k] = NULL;

@@ -10,6 +10,13 @@
  * write it is taken out of the table at once (its name may be registered
  * again) and unmapped when the last request lets go.
  *
+ * A CUDA region (Triton's CUDA shared-memory extension) is device memory
+ * the client exported with cudaIpcGetMemHandle, opened here from that
+ * handle (infd_engine_ipc_open) and closed when the last user lets go.
+ * Its byte_size may not exceed what the client allocated (the driver says
+ * how much), so no request can reach past the client's memory. System and
+ * CUDA regions share one namespace, as in Triton.
+ *
  * Every offset and size is checked with checked arithmetic: offsets past
  * the end were a Triton CVE class. Messages name the region, never its key
  * (another one: CVE-2025-23320, shared/reference/reliability-and-ecosystem.md).
@@ -30,6 +37,8 @@
 #include "core/log.h"
 #include "runtime/runtime.h"
 
+_Static_assert(INFD_SHM_CUDA_HANDLE_BYTES == INFD_IPC_HANDLE_BYTES, "one handle size");
+
 struct infd_shm_region {
     infd_shm_region *next; /* the table's list */
     atomic_int refs;       /* the table's (while registered) and each user's */
@@ -38,7 +47,8 @@ struct infd_shm_region {
     uint64_t offset, byte_size;
     void *map; /* the mapping, from the page holding `offset` */
     size_t map_len;
-    uint8_t *data; /* the region's first byte in the mapping */
+    uint8_t *data; /* the region's first byte in the mapping (CUDA: on the device) */
+    int device;    /* -1: system memory; else the CUDA device it is on */
 };
 
 void rt_shm_init(rt_shm_table *t, unsigned kinds)
@@ -52,7 +62,10 @@ static void region_unref(infd_shm_region *r)
 {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
         return;
-    munmap(r->map, r->map_len);
+    if (r->device >= 0)
+        infd_engine_ipc_close(INFD_DEVICE_CUDA, r->device, r->data);
+    else
+        munmap(r->map, r->map_len);
     infd_free(r);
 }
 
@@ -66,13 +79,21 @@ void rt_shm_fini(rt_shm_table *t)
     pthread_mutex_destroy(&t->mu);
 }
 
-static infd_status shm_enabled(const rt_shm_table *t, infd_error *err)
+static infd_status shm_enabled(const rt_shm_table *t, unsigned kind, infd_error *err)
 {
-    if (t->kinds & INFD_SHM_SYSTEM)
+    if (t->kinds & kind)
         return INFD_STATUS_OK;
+    const char *what = kind == INFD_SHM_CUDA ? "cuda" : "system";
     return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                          "system shared memory is off: start the server with "
-                          "--enable-shared-memory system");
+                          "%s shared memory is off: start the server with "
+                          "--enable-shared-memory %s",
+                          kind == INFD_SHM_CUDA ? "CUDA" : what, what);
+}
+
+/* The kind of a region. */
+static unsigned kind_of(const infd_shm_region *r)
+{
+    return r->device >= 0 ? INFD_SHM_CUDA : INFD_SHM_SYSTEM;
 }
 
 /* Region names: 1 to 127 bytes, printable, no '/' (they travel in URLs). */
@@ -110,11 +131,32 @@ static infd_shm_region *find_locked(rt_shm_table *t, const char *name)
     return NULL;
 }
 
+/* Adds `r` to the table unless its name is taken (then frees it). */
+static infd_status insert(rt_shm_table *t, infd_shm_region *r, infd_error *err)
+{
+    pthread_mutex_lock(&t->mu);
+    bool taken = find_locked(t, r->name) != NULL;
+    if (!taken) {
+        r->next = t->head;
+        t->head = r;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (taken) {
+        infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                       "region '%s' is registered already: unregister it first", r->name);
+        region_unref(r);
+        return INFD_STATUS_INVALID_ARGUMENT;
+    }
+    INFD_LOG_INFO("%s shared memory region '%s' registered (%llu bytes)",
+                  r->device >= 0 ? "CUDA" : "system", r->name, (unsigned long long)r->byte_size);
+    return INFD_STATUS_OK;
+}
+
 infd_status infd_server_shm_register(infd_server *s, const char *name, const char *key,
                                      uint64_t offset, uint64_t byte_size, infd_error *err)
 {
     rt_shm_table *t = rt_server_shm(s);
-    infd_status st = shm_enabled(t, err);
+    infd_status st = shm_enabled(t, INFD_SHM_SYSTEM, err);
     if (st != INFD_STATUS_OK)
         return st;
     if (!name_ok(name))
@@ -177,28 +219,65 @@ infd_status infd_server_shm_register(infd_server *s, const char *name, const cha
     r->map = map;
     r->map_len = map_len;
     r->data = (uint8_t *)map + (offset - map_off);
+    r->device = -1;
     atomic_init(&r->refs, 1);
-    pthread_mutex_lock(&t->mu);
-    bool taken = find_locked(t, name) != NULL;
-    if (!taken) {
-        r->next = t->head;
-        t->head = r;
-    }
-    pthread_mutex_unlock(&t->mu);
-    if (taken) {
-        region_unref(r);
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "region '%s' is registered already: unregister it first", name);
-    }
-    INFD_LOG_INFO("shared memory region '%s' registered (%llu bytes)", name,
-                  (unsigned long long)byte_size);
-    return INFD_STATUS_OK;
+    return insert(t, r, err);
 }
 
-infd_status infd_server_shm_unregister(infd_server *s, const char *name, infd_error *err)
+infd_status infd_server_cuda_shm_register(infd_server *s, const char *name, const void *raw_handle,
+                                          size_t handle_bytes, int device_id, uint64_t byte_size,
+                                          infd_error *err)
 {
     rt_shm_table *t = rt_server_shm(s);
-    infd_status st = shm_enabled(t, err);
+    infd_status st = shm_enabled(t, INFD_SHM_CUDA, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    if (!name_ok(name))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "a region name is 1 to %d printable bytes without '/'",
+                              INFD_SHM_NAME_BYTES - 1);
+    if (!raw_handle || handle_bytes != INFD_IPC_HANDLE_BYTES)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "region '%s': raw_handle must be a cudaIpcMemHandle_t (%d bytes), "
+                              "not %zu bytes",
+                              name, INFD_IPC_HANDLE_BYTES, raw_handle ? handle_bytes : 0);
+    if (byte_size == 0 || byte_size > (uint64_t)INT64_MAX)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "region '%s': byte_size %llu must be 1 to 2^63-1", name,
+                              (unsigned long long)byte_size);
+    if (device_id < 0)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "region '%s': device_id %d is not a device", name, device_id);
+    size_t have = 0;
+    void *dev =
+        infd_engine_ipc_open(INFD_DEVICE_CUDA, device_id, raw_handle, handle_bytes, &have, err);
+    if (!dev)
+        return infd_error_prefix(err, "region '%s' on CUDA device %d", name, device_id);
+    if (byte_size > have) {
+        infd_engine_ipc_close(INFD_DEVICE_CUDA, device_id, dev);
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "region '%s': byte_size %llu is more than the %zu bytes the handle's "
+                              "allocation holds",
+                              name, (unsigned long long)byte_size, have);
+    }
+    infd_shm_region *r = infd_calloc(1, sizeof(*r));
+    if (!r) {
+        infd_engine_ipc_close(INFD_DEVICE_CUDA, device_id, dev);
+        return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    r->byte_size = byte_size;
+    r->data = dev;
+    r->device = device_id;
+    atomic_init(&r->refs, 1);
+    return insert(t, r, err);
+}
+
+/* Unregisters region `name` of `kind`, or every one of that kind. */
+static infd_status unregister_kind(infd_server *s, unsigned kind, const char *name, infd_error *err)
+{
+    rt_shm_table *t = rt_server_shm(s);
+    infd_status st = shm_enabled(t, kind, err);
     if (st != INFD_STATUS_OK)
         return st;
     bool all = !name || !*name;
@@ -206,7 +285,7 @@ infd_status infd_server_shm_unregister(infd_server *s, const char *name, infd_er
     pthread_mutex_lock(&t->mu);
     for (infd_shm_region **p = &t->head; *p;) {
         infd_shm_region *r = *p;
-        if (all || strcmp(r->name, name) == 0) {
+        if (kind_of(r) == kind && (all || strcmp(r->name, name) == 0)) {
             *p = r->next;
             r->next = gone;
             gone = r;
@@ -219,38 +298,85 @@ infd_status infd_server_shm_unregister(infd_server *s, const char *name, infd_er
     pthread_mutex_unlock(&t->mu);
     if (!all && !gone)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "no shared memory region '%.127s' is registered", name);
+                              "no %s shared memory region '%.127s' is registered",
+                              kind == INFD_SHM_CUDA ? "CUDA" : "system", name);
     while (gone) {
         infd_shm_region *r = gone;
         gone = r->next;
-        INFD_LOG_INFO("shared memory region '%s' unregistered", r->name);
+        INFD_LOG_INFO("%s shared memory region '%s' unregistered",
+                      kind == INFD_SHM_CUDA ? "CUDA" : "system", r->name);
         region_unref(r); /* unmapped now, or when its last request lets go */
     }
     return INFD_STATUS_OK;
+}
+
+infd_status infd_server_shm_unregister(infd_server *s, const char *name, infd_error *err)
+{
+    return unregister_kind(s, INFD_SHM_SYSTEM, name, err);
+}
+
+infd_status infd_server_cuda_shm_unregister(infd_server *s, const char *name, infd_error *err)
+{
+    return unregister_kind(s, INFD_SHM_CUDA, name, err);
+}
+
+/* Calls fn for region `name` of `kind` or for every one of that kind. */
+static infd_status status_kind(infd_server *s, unsigned kind, const char *name,
+                               void (*fn)(void *user, const infd_shm_region *r), void *user,
+                               infd_error *err)
+{
+    rt_shm_table *t = rt_server_shm(s);
+    infd_status st = shm_enabled(t, kind, err);
+    if (st != INFD_STATUS_OK)
+        return st;
+    bool all = !name || !*name, found = false;
+    pthread_mutex_lock(&t->mu);
+    for (infd_shm_region *r = t->head; r; r = r->next) {
+        if (kind_of(r) != kind || (!all && strcmp(r->name, name) != 0))
+            continue;
+        fn(user, r);
+        found = true;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (!all && !found)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "no %s shared memory region '%.127s' is registered",
+                              kind == INFD_SHM_CUDA ? "CUDA" : "system", name);
+    return INFD_STATUS_OK;
+}
+
+typedef struct status_call {
+    void (*sys)(void *user, const infd_shm_info *info);
+    void (*cuda)(void *user, const infd_cuda_shm_info *info);
+    void *user;
+} status_call;
+
+static void status_row(void *user, const infd_shm_region *r)
+{
+    const status_call *c = user;
+    if (r->device < 0) {
+        infd_shm_info info = { r->name, r->key, r->offset, r->byte_size };
+        c->sys(c->user, &info);
+    } else {
+        infd_cuda_shm_info info = { r->name, r->device, r->byte_size };
+        c->cuda(c->user, &info);
+    }
 }
 
 infd_status infd_server_shm_status(infd_server *s, const char *name,
                                    void (*fn)(void *user, const infd_shm_info *info), void *user,
                                    infd_error *err)
 {
-    rt_shm_table *t = rt_server_shm(s);
-    infd_status st = shm_enabled(t, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    bool all = !name || !*name, found = false;
-    pthread_mutex_lock(&t->mu);
-    for (infd_shm_region *r = t->head; r; r = r->next) {
-        if (!all && strcmp(r->name, name) != 0)
-            continue;
-        infd_shm_info info = { r->name, r->key, r->offset, r->byte_size };
-        fn(user, &info);
-        found = true;
-    }
-    pthread_mutex_unlock(&t->mu);
-    if (!all && !found)
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "no shared memory region '%.127s' is registered", name);
-    return INFD_STATUS_OK;
+    status_call c = { fn, NULL, user };
+    return status_kind(s, INFD_SHM_SYSTEM, name, status_row, &c, err);
+}
+
+infd_status infd_server_cuda_shm_status(infd_server *s, const char *name,
+                                        void (*fn)(void *user, const infd_cuda_shm_info *info),
+                                        void *user, infd_error *err)
+{
+    status_call c = { NULL, fn, user };
+    return status_kind(s, INFD_SHM_CUDA, name, status_row, &c, err);
 }
 
 infd_status infd_server_shm_acquire(infd_server *s, const char *name, uint64_t offset,
@@ -260,9 +386,10 @@ infd_status infd_server_shm_acquire(infd_server *s, const char *name, uint64_t o
     rt_shm_table *t = rt_server_shm(s);
     *region = NULL;
     *data = NULL;
-    infd_status st = shm_enabled(t, err);
-    if (st != INFD_STATUS_OK)
-        return st;
+    if (!t->kinds)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "shared memory is off: start the server with "
+                              "--enable-shared-memory system (or cuda)");
     pthread_mutex_lock(&t->mu);
     infd_shm_region *r = find_locked(t, name ? name : "");
     uint64_t have = r ? r->byte_size : 0;
@@ -282,6 +409,11 @@ infd_status infd_server_shm_acquire(infd_server *s, const char *name, uint64_t o
     *region = r;
     *data = r->data + offset;
     return INFD_STATUS_OK;
+}
+
+int infd_shm_region_device(const infd_shm_region *region)
+{
+    return region ? region->device : -1;
 }
 
 void infd_shm_region_release(infd_shm_region *region)
