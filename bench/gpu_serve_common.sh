@@ -19,14 +19,14 @@ CFG
 }
 
 # gpu_serve INFD DIR [ARGS...]: `infd serve` on ports 18000-18002 (8 HTTP
-# and gRPC threads, raw sockets in DIR/sock, system shared memory on), on
+# and gRPC threads, raw sockets in DIR/sock, system and CUDA shared memory on), on
 # SERVER_CPUS when set; sets PID and waits until the model is ready.
 gpu_serve() {
     local infd=$1 dir=$2
     shift 2
     ${SERVER_CPUS:+taskset -c $SERVER_CPUS} "$infd" serve --model-repository "$dir" \
         --http-port 18000 --grpc-port 18001 --metrics-port 18002 --http-threads 8 \
-        --grpc-threads 8 --raw-socket-dir "$dir/sock" --enable-shared-memory system "$@" \
+        --grpc-threads 8 --raw-socket-dir "$dir/sock" --enable-shared-memory system,cuda "$@" \
         >"$dir/serve.log" 2>&1 &
     PID=$!
     for _ in $(seq 1 300); do
@@ -38,13 +38,16 @@ gpu_serve() {
 }
 
 # perf_args PROTOCOL DIR: the `infd perf` arguments of http (binary),
-# http-shm, grpc, grpc-shm or raw (framed, over the Unix socket).
+# http-shm, http-cuda, grpc, grpc-shm, grpc-cuda or raw (framed, over the
+# Unix socket).
 perf_args() {
     case $1 in
     http) echo --url 127.0.0.1:18000 --binary ;;
     http-shm) echo --url 127.0.0.1:18000 --shared-memory system ;;
     grpc) echo --url 127.0.0.1:18001 --protocol grpc ;;
     grpc-shm) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory system ;;
+    http-cuda) echo --url 127.0.0.1:18000 --shared-memory cuda ;;
+    grpc-cuda) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory cuda ;;
     raw) echo --unix "$2/sock/m.framed.sock" --framed --metadata-url 127.0.0.1:18000 ;;
     esac
 }

@@ -19,7 +19,9 @@
 # instance_group gpus; default: every GPU); SERVER_CPUS and CLIENT_CPUS
 # (taskset lists, e.g. 0-15 and 16-31) pin the server and the `infd perf`
 # clients to separate cores, as a client on another machine would be;
-# QUICK=1 skips the single-client sweep; SERVE_ARGS adds options to
+# QUICK=1 skips the single-client sweep, SINGLE picks its protocols (default
+# all: raw grpc http http-shm grpc-shm http-cuda grpc-cuda), MULTI the
+# multi-client ones (default http raw); SERVE_ARGS adds options to
 # `infd serve` (e.g. "--pinned-memory-pool-byte-size 0"); LOG_COPY=FILE keeps the
 # server's log there.
 set -u
@@ -43,7 +45,7 @@ perf() {
 args() { perf_args "$1" "$REPO"; }
 echo "protocol concurrency requests errors infer/s avg_us p50_us p90_us p95_us p99_us"
 for c in $([ "${QUICK:-0}" = 1 ] || echo 64 256); do
-    for proto in raw grpc http http-shm grpc-shm; do
+    for proto in ${SINGLE:-raw grpc http http-shm grpc-shm http-cuda grpc-cuda}; do
         # shellcheck disable=SC2046
         echo "$proto $(perf $(args $proto) --concurrency-range $c:$c:1)"
     done

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/evp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -63,6 +64,7 @@
 #include "core/histogram.h"
 #include "core/strbuf.h"
 #include "grpc_service.pb-c.h"
+#include "infd/engine.h"
 #include "infd/infd.h"
 
 #define PERF_MAX_IO          INFD_MAX_MODEL_IO
@@ -92,7 +94,8 @@ typedef struct perf_options {
     const char *model;
     bool binary, framed, random_data;
     bool streaming; /* gRPC: ModelStreamInfer instead of ModelInfer */
-    bool shm;       /* --shared-memory system: tensors in a registered region */
+    bool shm;       /* --shared-memory system|cuda: tensors in a registered region */
+    bool shm_cuda;  /* --shared-memory cuda: the region is device memory of GPU 0 */
     bool rpc_live;  /* gRPC: unary ServerLive (an empty request) instead of ModelInfer */
     int c_start, c_end, c_step;
     int64_t request_count; /* 0: time window */
@@ -163,6 +166,7 @@ struct perf {
      * output (at shm_off[], inputs then outputs), registered as one region. */
     char shm_key[64], shm_region[64];
     uint8_t *shm_map;
+    void *shm_dev; /* --shared-memory cuda: the region's device memory (GPU 0) */
     size_t shm_bytes;
     size_t shm_off[2 * PERF_MAX_IO];
     bool shm_registered;
@@ -272,9 +276,11 @@ static void usage(FILE *f)
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
-               "  --shared-memory none|system  HTTP/gRPC: inputs and outputs in a POSIX shared\n"
-               "                               memory region registered with the server\n"
-               "                               (Triton's extension; default none)\n"
+               "  --shared-memory none|system|cuda\n"
+               "                               HTTP/gRPC: inputs and outputs in a POSIX shared\n"
+               "                               memory region, or in device memory of GPU 0\n"
+               "                               shared by a CUDA IPC handle, registered with the\n"
+               "                               server (Triton's extensions; default none)\n"
                "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E "
                "(default 1:1:1)\n"
                "  --request-count N            measure N answered requests per step\n"
@@ -1698,11 +1704,13 @@ static int parse_options(perf_options *o, int argc, char **argv)
         } else if (strcmp(a, "--metadata-url") == 0) {
             meta = v;
         } else if (strcmp(a, "--shared-memory") == 0) {
-            if (strcmp(v, "system") != 0 && strcmp(v, "none") != 0) {
-                fprintf(stderr, "infd perf: --shared-memory takes none or system, not '%s'\n", v);
+            if (strcmp(v, "system") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "none") != 0) {
+                fprintf(stderr, "infd perf: --shared-memory takes none, system or cuda, not '%s'\n",
+                        v);
                 return -1;
             }
-            o->shm = strcmp(v, "system") == 0;
+            o->shm = strcmp(v, "none") != 0;
+            o->shm_cuda = strcmp(v, "cuda") == 0;
         } else if (strcmp(a, "--concurrency-range") == 0) {
             if (parse_range(v, &o->c_start, &o->c_end, &o->c_step) != 0) {
                 fprintf(stderr,
@@ -1822,6 +1830,39 @@ static int parse_options(perf_options *o, int argc, char **argv)
 /* Registers (or unregisters) the region over the protocol in use. */
 static int shm_tell_server(perf *p, bool reg)
 {
+    uint8_t handle[INFD_IPC_HANDLE_BYTES];
+    if (reg && p->o.shm_cuda) {
+        infd_error err = { 0 };
+        if (infd_engine_ipc_handle(INFD_DEVICE_CUDA, 0, p->shm_dev, handle, sizeof(handle), &err) !=
+            INFD_STATUS_OK) {
+            fprintf(stderr, "infd perf: --shared-memory cuda: %s\n", err.msg);
+            return -1;
+        }
+    }
+    if (p->o.protocol == PROTO_GRPC && p->o.shm_cuda) {
+        ProtobufCMessage *m;
+        if (reg) {
+            Inference__CudaSharedMemoryRegisterRequest r =
+                INFERENCE__CUDA_SHARED_MEMORY_REGISTER_REQUEST__INIT;
+            r.name = p->shm_region;
+            r.raw_handle.data = handle;
+            r.raw_handle.len = sizeof(handle);
+            r.device_id = 0;
+            r.byte_size = p->shm_bytes;
+            m = grpc_unary(p, "/inference.GRPCInferenceService/CudaSharedMemoryRegister", &r.base,
+                           &inference__cuda_shared_memory_register_response__descriptor);
+        } else {
+            Inference__CudaSharedMemoryUnregisterRequest r =
+                INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_REQUEST__INIT;
+            r.name = p->shm_region;
+            m = grpc_unary(p, "/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &r.base,
+                           &inference__cuda_shared_memory_unregister_response__descriptor);
+        }
+        if (!m)
+            return -1;
+        protobuf_c_message_free_unpacked(m, NULL);
+        return 0;
+    }
     if (p->o.protocol == PROTO_GRPC) {
         ProtobufCMessage *m;
         if (reg) {
@@ -1846,10 +1887,18 @@ static int shm_tell_server(perf *p, bool reg)
         return 0;
     }
     char uri[160], body[256], *answer = NULL;
-    snprintf(uri, sizeof(uri), "/v2/systemsharedmemory/region/%s/%s", p->shm_region,
-             reg ? "register" : "unregister");
-    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", p->shm_key,
-             p->shm_bytes);
+    snprintf(uri, sizeof(uri), "/v2/%ssharedmemory/region/%s/%s", p->o.shm_cuda ? "cuda" : "system",
+             p->shm_region, reg ? "register" : "unregister");
+    if (p->o.shm_cuda) {
+        char b64[4 * ((INFD_IPC_HANDLE_BYTES + 2) / 3) + 1];
+        EVP_EncodeBlock((unsigned char *)b64, handle, (int)sizeof(handle));
+        snprintf(body, sizeof(body),
+                 "{\"raw_handle\":{\"b64\":\"%s\"},\"device_id\":0,\"byte_size\":%zu}", b64,
+                 p->shm_bytes);
+    } else {
+        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", p->shm_key,
+                 p->shm_bytes);
+    }
     int code =
         http_exchange(p, p->o.host, p->o.port, EVHTTP_REQ_POST, uri, reg ? body : NULL, &answer);
     if (code != 200)
@@ -1873,8 +1922,24 @@ static int shm_setup(perf *p)
         at += ((in ? p->in[i].nbytes : p->out[i].nbytes) + 63) & ~(size_t)63;
     }
     p->shm_bytes = at ? at : 64;
-    snprintf(p->shm_key, sizeof(p->shm_key), "/infd-perf-%d", (int)getpid());
     snprintf(p->shm_region, sizeof(p->shm_region), "infd_perf_%d", (int)getpid());
+    if (p->o.shm_cuda) {
+        infd_error err = { 0 };
+        p->shm_dev = infd_engine_device_alloc(INFD_DEVICE_CUDA, 0, p->shm_bytes, &err);
+        for (int i = 0; p->shm_dev && i < p->n_inputs && err.code == INFD_STATUS_OK; i++)
+            if (p->in[i].nbytes)
+                infd_engine_device_copy(INFD_DEVICE_CUDA, 0, (uint8_t *)p->shm_dev + p->shm_off[i],
+                                        p->in[i].data, p->in[i].nbytes, true, &err);
+        if (!p->shm_dev || err.code != INFD_STATUS_OK) {
+            fprintf(stderr, "infd perf: --shared-memory cuda: %s\n", err.msg);
+            return -1;
+        }
+        if (shm_tell_server(p, true) != 0)
+            return -1;
+        p->shm_registered = true;
+        return 0;
+    }
+    snprintf(p->shm_key, sizeof(p->shm_key), "/infd-perf-%d", (int)getpid());
     int fd = shm_open(p->shm_key, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)p->shm_bytes) != 0) {
         fprintf(stderr, "infd perf: shared memory object %s: %s\n", p->shm_key, strerror(errno));
@@ -1909,6 +1974,9 @@ static void shm_teardown(perf *p)
     if (p->shm_map)
         munmap(p->shm_map, p->shm_bytes);
     p->shm_map = NULL;
+    if (p->shm_dev)
+        infd_engine_device_free(INFD_DEVICE_CUDA, 0, p->shm_dev);
+    p->shm_dev = NULL;
     if (p->shm_key[0])
         shm_unlink(p->shm_key);
     p->shm_key[0] = '\0';
@@ -1989,11 +2057,13 @@ int infd_cli_perf(int argc, char **argv)
            o->protocol == PROTO_HTTP   ? "http"
            : o->protocol == PROTO_GRPC ? "grpc"
                                        : "raw",
-           o->protocol == PROTO_GRPC   ? (o->shm         ? "unary, shared memory"
+           o->protocol == PROTO_GRPC   ? (o->shm_cuda    ? "unary, CUDA shared memory"
+                                          : o->shm       ? "unary, shared memory"
                                           : o->streaming ? "streaming"
                                           : o->rpc_live  ? "unary ServerLive"
                                                          : "unary")
-           : o->protocol == PROTO_HTTP ? (o->shm      ? "shared memory"
+           : o->protocol == PROTO_HTTP ? (o->shm_cuda ? "CUDA shared memory"
+                                          : o->shm    ? "shared memory"
                                           : o->binary ? "binary"
                                                       : "JSON")
                                        : (o->framed ? "framed" : "headerless"),

@@ -68,7 +68,8 @@ static void usage(FILE *out)
         "- 1) / instances, at least 1)\n"
         "  --enable-shared-memory KINDS\n"
         "                              let clients register shared memory (Triton's\n"
-        "                              extension): 'system' (POSIX shm; default off)\n"
+        "                              extension): 'system' (POSIX shm), 'cuda' (CUDA\n"
+        "                              IPC handles), or 'system,cuda'; default off\n"
         "  --pinned-memory-pool-byte-size N\n"
         "                              page-locked memory that GPU models' request bodies\n"
         "                              are received into (default 1 GiB; 0: none)\n"
@@ -246,10 +247,12 @@ int infd_cli_serve(int argc, char **argv)
                 size_t len = strcspn(p, ",");
                 if (len == 6 && strncmp(p, "system", 6) == 0) {
                     so.shared_memory |= INFD_SHM_SYSTEM;
+                } else if (len == 4 && strncmp(p, "cuda", 4) == 0) {
+                    so.shared_memory |= INFD_SHM_CUDA;
                 } else {
                     fprintf(stderr,
                             "infd serve: --enable-shared-memory: '%.*s' is not a kind infd has "
-                            "('system'; CUDA shared memory is not built yet)\n",
+                            "('system', 'cuda')\n",
                             (int)len, p);
                     return INFD_EXIT_USAGE;
                 }

@@ -35,11 +35,10 @@
  * the slices gRPC received the message in (wire.c), and are handed to the
  * runtime as the slice pieces they span (protobuf-c would copy them, and
  * joining the slices would be a copy too); the rest of the message (small)
- * is unpacked by protobuf-c into the ginfer's arena. When the process has a
- * pinned pool (a GPU model), large raw inputs are instead copied once into
- * pinned memory the ginfer keeps, so the batcher sends them to the device
- * from there without gathering them (as HTTP bodies, received into the
- * pool). The response is planned before
+ * is unpacked by protobuf-c into the ginfer's arena. (Copying them once
+ * into the pinned pool instead, as HTTP receives bodies there, was measured
+ * on the H200: 10% more gRPC throughput, and a default-sized pool then too
+ * full for HTTP's bodies; bench/RESULTS.md.) The response is planned before
  * submit: header, `raw_output_contents` tags and room for every output in
  * one slice, with each output's room lent to the request
  * (infd_request_set_output_buffer), so the engine writes the response
@@ -103,12 +102,6 @@
 #define INFERS_KEPT 256
 /* An inference whose arena grew past this gives it back on release. */
 #define INFER_KEEP_BYTES (4u << 20)
-/* Pinned memory the free inferences of one queue thread keep for their raw
- * inputs; past it an inference gives its pinned memory back to the pool. */
-#define PIN_KEPT_BYTES ((size_t)64 << 20)
-/* Raw inputs of a request this large or larger (in all) are copied into
- * pinned memory when the process has a pinned pool (a GPU model's). */
-#define PIN_MIN_BYTES ((size_t)64 << 10)
 /* infd_grpc_stop: how long calls may finish before they are cancelled. */
 #define STOP_GRACE_NS (3ull * 1000 * 1000 * 1000)
 #define NAME_BYTES    128
@@ -142,6 +135,9 @@ typedef enum method {
     M_SHM_STATUS,
     M_SHM_REGISTER,
     M_SHM_UNREGISTER,
+    M_CUDA_SHM_STATUS,
+    M_CUDA_SHM_REGISTER,
+    M_CUDA_SHM_UNREGISTER,
     M_UNKNOWN
 } method;
 
@@ -161,6 +157,9 @@ static const char *const g_methods[M_UNKNOWN] = {
     [M_SHM_STATUS] = "/inference.GRPCInferenceService/SystemSharedMemoryStatus",
     [M_SHM_REGISTER] = "/inference.GRPCInferenceService/SystemSharedMemoryRegister",
     [M_SHM_UNREGISTER] = "/inference.GRPCInferenceService/SystemSharedMemoryUnregister",
+    [M_CUDA_SHM_STATUS] = "/inference.GRPCInferenceService/CudaSharedMemoryStatus",
+    [M_CUDA_SHM_REGISTER] = "/inference.GRPCInferenceService/CudaSharedMemoryRegister",
+    [M_CUDA_SHM_UNREGISTER] = "/inference.GRPCInferenceService/CudaSharedMemoryUnregister",
     [M_HEALTH_CHECK] = "/grpc.health.v1.Health/Check",
     [M_HEALTH_WATCH] = "/grpc.health.v1.Health/Watch",
 };
@@ -181,13 +180,8 @@ typedef struct ginfer {
     struct ginfer *next; /* free list or a stream's write queue */
     gcall *call;
     /* The received message (raw and uncompressed); raw inputs point into
-     * its slices, unless they were copied to `pin`. */
+     * its slices. */
     grpc_byte_buffer *in;
-    /* Pinned memory this inference keeps for its raw inputs (a GPU model's
-     * inputs are copied here once, so the batcher sends them to the device
-     * from where they lie), and its size. */
-    uint8_t *pin;
-    size_t pin_bytes;
     infd_arena arena; /* decoded request, converted typed inputs */
     infd_model *model;
     infd_request *req;
@@ -262,7 +256,6 @@ struct gloop {
     int n_free_calls;
     ginfer *free_infers;
     int n_free_infers;
-    size_t pin_kept; /* pinned bytes the free inferences keep */
 };
 
 struct infd_grpc {
@@ -1139,6 +1132,109 @@ static void rpc_shm(gcall *c, grpc_slice s)
     protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
 }
 
+/* The CUDA shared-memory RPCs (Triton's extension). */
+typedef struct cuda_shm_rows {
+    infd_arena *a;
+    Inference__CudaSharedMemoryStatusResponse__RegionsEntry **e;
+    size_t n, cap;
+    bool oom;
+} cuda_shm_rows;
+
+static void cuda_shm_row(void *user, const infd_cuda_shm_info *info)
+{
+    cuda_shm_rows *t = user;
+    if (t->oom || t->n == t->cap) {
+        t->oom = true;
+        return;
+    }
+    Inference__CudaSharedMemoryStatusResponse__RegionsEntry *e =
+        infd_arena_alloc(t->a, sizeof(*e), 0);
+    Inference__CudaSharedMemoryStatusResponse__RegionStatus *v =
+        infd_arena_alloc(t->a, sizeof(*v), 0);
+    if (!e || !v) {
+        t->oom = true;
+        return;
+    }
+    inference__cuda_shared_memory_status_response__regions_entry__init(e);
+    inference__cuda_shared_memory_status_response__region_status__init(v);
+    v->name = infd_arena_strdup(t->a, info->name);
+    v->device_id = (uint64_t)info->device_id;
+    v->byte_size = info->byte_size;
+    e->key = v->name;
+    e->value = v;
+    if (!v->name)
+        t->oom = true;
+    t->e[t->n++] = e;
+}
+
+static void rpc_cuda_shm(gcall *c, grpc_slice s)
+{
+    infd_server *server = c->loop->g->server;
+    infd_error err = { 0 };
+    if (c->m == M_CUDA_SHM_REGISTER) {
+        Inference__CudaSharedMemoryRegisterRequest *rq =
+            (Inference__CudaSharedMemoryRegisterRequest *)unpack_request(
+                c, &inference__cuda_shared_memory_register_request__descriptor, s);
+        if (!rq)
+            return;
+        if (rq->device_id < 0 || rq->device_id > INT32_MAX) {
+            infd_error_set(&err, INFD_STATUS_INVALID_ARGUMENT,
+                           "region '%.127s': device_id %" PRId64 " is not a device", rq->name,
+                           rq->device_id);
+            unary_error(c, &err);
+        } else if (infd_server_cuda_shm_register(server, rq->name, rq->raw_handle.data,
+                                                 rq->raw_handle.len, (int)rq->device_id,
+                                                 rq->byte_size, &err) != INFD_STATUS_OK) {
+            unary_error(c, &err);
+        } else {
+            Inference__CudaSharedMemoryRegisterResponse r =
+                INFERENCE__CUDA_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+            unary_reply(c, &r.base);
+        }
+        protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+        return;
+    }
+    if (c->m == M_CUDA_SHM_UNREGISTER) {
+        Inference__CudaSharedMemoryUnregisterRequest *rq =
+            (Inference__CudaSharedMemoryUnregisterRequest *)unpack_request(
+                c, &inference__cuda_shared_memory_unregister_request__descriptor, s);
+        if (!rq)
+            return;
+        if (infd_server_cuda_shm_unregister(server, rq->name, &err) != INFD_STATUS_OK) {
+            unary_error(c, &err);
+        } else {
+            Inference__CudaSharedMemoryUnregisterResponse r =
+                INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+            unary_reply(c, &r.base);
+        }
+        protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+        return;
+    }
+    Inference__CudaSharedMemoryStatusRequest *rq =
+        (Inference__CudaSharedMemoryStatusRequest *)unpack_request(
+            c, &inference__cuda_shared_memory_status_request__descriptor, s);
+    if (!rq)
+        return;
+    infd_arena a;
+    infd_arena_init(&a, 0);
+    cuda_shm_rows t = { .a = &a, .cap = 4096 };
+    t.e = infd_arena_alloc(&a, t.cap * sizeof(*t.e), 0);
+    t.oom = !t.e;
+    if (infd_server_cuda_shm_status(server, rq->name, cuda_shm_row, &t, &err) != INFD_STATUS_OK) {
+        unary_error(c, &err);
+    } else if (t.oom) {
+        unary_finish(c, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory writing the status");
+    } else {
+        Inference__CudaSharedMemoryStatusResponse r =
+            INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        r.n_regions = t.n;
+        r.regions = t.e;
+        unary_reply(c, &r.base);
+    }
+    infd_arena_fini(&a);
+    protobuf_c_message_free_unpacked(&rq->base, &g_pb_heap);
+}
+
 static void rpc_simple(gcall *c, grpc_slice s)
 {
     infd_grpc *g = c->loop->g;
@@ -1156,15 +1252,16 @@ static void rpc_simple(gcall *c, grpc_slice s)
         break;
     }
     case M_SERVER_METADATA: {
-        static const char *const ext[] = { "binary_tensor_data",  "model_repository",
-                                           "model_configuration", "statistics",
-                                           "parameters",          "schedule_policy",
-                                           "system_shared_memory" };
+        const char *ext[8] = { "binary_tensor_data", "model_repository", "model_configuration",
+                               "statistics",         "parameters",       "schedule_policy" };
         Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
         r.name = (char *)infd_server_id(g->server);
         r.version = (char *)infd_version();
-        r.n_extensions = sizeof(ext) / sizeof(ext[0]) -
-                         !(infd_server_shared_memory(g->server) & INFD_SHM_SYSTEM);
+        r.n_extensions = 6;
+        if (infd_server_shared_memory(g->server) & INFD_SHM_SYSTEM)
+            ext[r.n_extensions++] = "system_shared_memory";
+        if (infd_server_shared_memory(g->server) & INFD_SHM_CUDA)
+            ext[r.n_extensions++] = "cuda_shared_memory";
         r.extensions = (char **)ext;
         unary_reply(c, &r.base);
         break;
@@ -1196,6 +1293,11 @@ static void rpc_simple(gcall *c, grpc_slice s)
     case M_SHM_UNREGISTER:
         rpc_shm(c, s);
         break;
+    case M_CUDA_SHM_STATUS:
+    case M_CUDA_SHM_REGISTER:
+    case M_CUDA_SHM_UNREGISTER:
+        rpc_cuda_shm(c, s);
+        break;
     default:
         unary_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, "method not implemented");
         break;
@@ -1220,7 +1322,6 @@ static ginfer *infer_get(gloop *loop)
     }
     g->next = NULL;
     g->call = NULL;
-    loop->pin_kept -= g->pin_bytes;
     g->in = NULL;
     g->has_out = false;
     g->model = NULL;
@@ -1253,18 +1354,11 @@ static void infer_put(gloop *loop, ginfer *g)
     if (g->send)
         grpc_byte_buffer_destroy(g->send);
     g->send = NULL;
-    if (g->pin &&
-        (loop->n_free_infers >= INFERS_KEPT || loop->pin_kept + g->pin_bytes > PIN_KEPT_BYTES)) {
-        infd_pinned_free(g->pin);
-        g->pin = NULL;
-        g->pin_bytes = 0;
-    }
     if (loop->n_free_infers >= INFERS_KEPT) {
         infd_arena_fini(&g->arena);
         infd_free(g);
         return;
     }
-    loop->pin_kept += g->pin_bytes;
     if (infd_arena_capacity_bytes(&g->arena) > INFER_KEEP_BYTES) {
         infd_arena_fini(&g->arena);
         infd_arena_init(&g->arena, 0);
@@ -1453,8 +1547,10 @@ static infd_status shm_param_check(shm_param *p, const char *what, infd_error *e
     return INFD_STATUS_OK;
 }
 
-/* The span of a region for `gi`, held until it goes back. */
-static infd_status shm_span(ginfer *gi, const shm_param *p, void **data, infd_error *err)
+/* The span of a region for `gi`, held until it goes back; *device is -1
+ * for system memory, else the CUDA device *data is on. */
+static infd_status shm_span(ginfer *gi, const shm_param *p, void **data, int *device,
+                            infd_error *err)
 {
     if (gi->n_shm >= (int)(sizeof(gi->shm) / sizeof(gi->shm[0])))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -1463,7 +1559,7 @@ static infd_status shm_span(ginfer *gi, const shm_param *p, void **data, infd_er
         infd_server_shm_acquire(gi->call->loop->g->server, p->region, (uint64_t)p->offset,
                                 (uint64_t)p->size, &gi->shm[gi->n_shm], data, err);
     if (st == INFD_STATUS_OK)
-        gi->n_shm++;
+        *device = infd_shm_region_device(gi->shm[gi->n_shm++]);
     return st;
 }
 
@@ -1597,16 +1693,21 @@ static infd_status plan_outputs(ginfer *gi, const Inference__ModelInferRequest *
             char what[200];
             snprintf(what, sizeof(what), "output '%.127s'", io.name);
             void *p;
+            int dev;
             infd_status st;
             if ((st = shm_param_check(&sp, what, err)) != INFD_STATUS_OK)
                 return st;
             if (sp.region) {
-                if ((st = shm_span(gi, &sp, &p, err)) != INFD_STATUS_OK)
+                if ((st = shm_span(gi, &sp, &p, &dev, err)) != INFD_STATUS_OK)
                     return infd_error_prefix(err, "%s", what);
                 gi->shm_out[j] = p;
                 gi->shm_cap[j] = (size_t)sp.size;
-                if (sizes[j] && (st = infd_request_set_output_buffer(
-                                     gi->req, io.name, p, (size_t)sp.size, err)) != INFD_STATUS_OK)
+                /* A CUDA region's output is copied there at completion. */
+                if (dev >= 0   ? (st = infd_request_set_output_device(gi->req, io.name, p,
+                                                                      (size_t)sp.size, dev, err))
+                    : sizes[j] ? (st = infd_request_set_output_buffer(gi->req, io.name, p,
+                                                                      (size_t)sp.size, err))
+                               : INFD_STATUS_OK)
                     return client_error(err);
                 sizes[j] = 0;
             }
@@ -1646,40 +1747,6 @@ static infd_status raw_count_error(const Inference__ModelInferRequest *r, int n_
                           n_raw, r->n_inputs);
 }
 
-/* Copies the raw inputs into the inference's pinned memory when they are
- * large and the process has a pinned pool (a GPU model is loaded): one copy
- * here, on the queue thread, in place of the batcher's gather into its
- * staging, and the received slices go back to gRPC at once. Without room
- * in the pool the pieces stay where they are. */
-static void pin_raw(ginfer *gi, grpc_wire_raw *raw, int n_raw)
-{
-    size_t need = 0;
-    for (int k = 0; k < n_raw; k++)
-        need += (raw[k].nbytes + 63) & ~(size_t)63;
-    if (need < PIN_MIN_BYTES)
-        return;
-    if (gi->pin_bytes < need) {
-        infd_pinned_free(gi->pin);
-        gi->pin_bytes = 0;
-        if (!(gi->pin = infd_pinned_alloc(need)))
-            return;
-        gi->pin_bytes = need;
-    }
-    uint8_t *w = gi->pin;
-    for (int k = 0; k < n_raw; k++) {
-        uint8_t *start = w;
-        for (int p = 0; p < raw[k].n_pieces; p++) {
-            memcpy(w, raw[k].pieces[p].data, raw[k].pieces[p].nbytes);
-            w += raw[k].pieces[p].nbytes;
-        }
-        raw[k].pieces[0] = (infd_data_segment){ start, raw[k].nbytes };
-        raw[k].n_pieces = 1;
-        w = start + ((raw[k].nbytes + 63) & ~(size_t)63);
-    }
-    grpc_byte_buffer_destroy(gi->in);
-    gi->in = NULL;
-}
-
 /* Decodes one ModelInferRequest (the message in gi->in) and submits it.
  * On error nothing was submitted; `gi->id` is set as far as it was read. */
 static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
@@ -1702,7 +1769,6 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
         grpc_wire_split(&gi->arena, in, (int)sb->count, &rest, &rest_n, raw, MAX_RAW, &n_raw, err);
     if (st != INFD_STATUS_OK)
         return st;
-    pin_raw(gi, raw, n_raw);
     ProtobufCAllocator al = { pb_arena_alloc, pb_arena_free, &gi->arena };
     Inference__ModelInferRequest *r = inference__model_infer_request__unpack(&al, rest_n, rest);
     if (!r)
@@ -1774,13 +1840,21 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
             return st;
         if (sp.region) {
             void *p;
+            int dev;
             if (t->contents)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "%s is in shared memory region '%.127s': it has no "
                                       "contents",
                                       what, sp.region);
-            if ((st = shm_span(gi, &sp, &p, err)) != INFD_STATUS_OK)
+            if ((st = shm_span(gi, &sp, &p, &dev, err)) != INFD_STATUS_OK)
                 return infd_error_prefix(err, "%s", what);
+            if (dev >= 0) {
+                if ((st = infd_request_add_input_device(gi->req, t->name, dt, t->shape,
+                                                        (int)t->n_shape, p, (size_t)sp.size, dev,
+                                                        err)) != INFD_STATUS_OK)
+                    return client_error(err);
+                continue;
+            }
             data = p;
             nbytes = (size_t)sp.size;
         } else if (n_raw > 0) {
@@ -1848,7 +1922,7 @@ static infd_status finish_outputs(ginfer *gi, bool stream, infd_error *err)
                                       "output '%s': %zu bytes do not fit its "
                                       "shared_memory_byte_size %zu",
                                       names[i], ts[i].nbytes, gi->shm_cap[i]);
-            if (ts[i].data != gi->shm_out[i] && ts[i].nbytes) {
+            if (ts[i].data != gi->shm_out[i] && ts[i].nbytes) { /* a CUDA region's is there */
                 INFD_COUNT_COPY(ts[i].nbytes);
                 memcpy(gi->shm_out[i], ts[i].data, ts[i].nbytes);
             }
@@ -2343,7 +2417,6 @@ static void destroy(infd_grpc *g)
         while (loop->free_infers) {
             ginfer *gi = loop->free_infers;
             loop->free_infers = gi->next;
-            infd_pinned_free(gi->pin);
             infd_arena_fini(&gi->arena);
             infd_free(gi);
         }

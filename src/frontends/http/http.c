@@ -48,6 +48,7 @@
 #include <event2/util.h>
 #include <inttypes.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -547,6 +548,8 @@ static void handle_server_metadata(http_loop *loop, struct evhttp_request *ev)
                         "policy\"");
     if (infd_server_shared_memory(loop->h->server) & INFD_SHM_SYSTEM)
         infd_strbuf_puts(b, ",\"system_shared_memory\"");
+    if (infd_server_shared_memory(loop->h->server) & INFD_SHM_CUDA)
+        infd_strbuf_puts(b, ",\"cuda_shared_memory\"");
     infd_strbuf_puts(b, "]}");
     send_json(loop, ev, 200);
 }
@@ -1306,9 +1309,10 @@ static const uint8_t *pool_span(const infd_data_segment *segs, int n, size_t len
 }
 
 /* The span [offset, offset + size) of shared memory region `name` for the
- * call, held until the call goes back. */
+ * call, held until the call goes back; *device is -1 for system memory,
+ * else the CUDA device *data is on. */
 static infd_status shm_span(http_call *c, const char *name, int64_t offset, int64_t size,
-                            void **data, infd_error *err)
+                            void **data, int *device, infd_error *err)
 {
     if (c->n_shm >= (int)INFD_ARRAY_SIZE(c->shm))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
@@ -1317,14 +1321,16 @@ static infd_status shm_span(http_call *c, const char *name, int64_t offset, int6
     infd_status st = infd_server_shm_acquire(c->loop->h->server, name, (uint64_t)offset,
                                              (uint64_t)size, &c->shm[c->n_shm], data, err);
     if (st == INFD_STATUS_OK)
-        c->n_shm++;
+        *device = infd_shm_region_device(c->shm[c->n_shm++]);
     return st;
 }
 
 /* Outputs the client asked for in shared memory: a fixed-size one is
  * written there by the engine (infd_request_set_output_buffer, whose size
  * check at submit says when the span is too small); others are copied
- * there when they are known (finish_infer). */
+ * there when they are known (finish_infer). Into a CUDA region the runtime
+ * copies each output when the request completes
+ * (infd_request_set_output_device). */
 static infd_status shm_outputs(http_call *c, infd_error *err)
 {
     kserve_request *r = &c->kreq;
@@ -1339,11 +1345,18 @@ static infd_status shm_outputs(http_call *c, infd_error *err)
                                   "unknown output '%s' of model '%s'", o->name,
                                   infd_model_name(c->model));
         void *p;
-        infd_status st = shm_span(c, o->shm_region, o->shm_offset, o->shm_byte_size, &p, err);
+        int dev;
+        infd_status st = shm_span(c, o->shm_region, o->shm_offset, o->shm_byte_size, &p, &dev, err);
         if (st != INFD_STATUS_OK)
             return infd_error_prefix(err, "output '%s'", o->name);
         c->shm_out[j] = p;
         c->shm_out_cap[j] = (size_t)o->shm_byte_size;
+        if (dev >= 0) {
+            if ((st = infd_request_set_output_device(c->req, o->name, p, (size_t)o->shm_byte_size,
+                                                     dev, err)) != INFD_STATUS_OK)
+                return st;
+            continue;
+        }
         if (io.row_bytes > 0 &&
             (st = infd_request_set_output_buffer(c->req, o->name, p, (size_t)o->shm_byte_size,
                                                  err)) != INFD_STATUS_OK)
@@ -1505,10 +1518,14 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         kserve_input *ki = &r->inputs[i];
         if (ki->shm_region[0]) {
             void *p;
-            if (shm_span(c, ki->shm_region, ki->shm_offset, ki->shm_byte_size, &p, &err) !=
+            int dev;
+            if (shm_span(c, ki->shm_region, ki->shm_offset, ki->shm_byte_size, &p, &dev, &err) !=
                     INFD_STATUS_OK ||
-                infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank, p,
-                                       ki->nbytes, &err) != INFD_STATUS_OK) {
+                (dev < 0 ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank,
+                                                  p, ki->nbytes, &err)
+                         : infd_request_add_input_device(c->req, ki->name, ki->dtype, ki->shape,
+                                                         ki->rank, p, ki->nbytes, dev, &err)) !=
+                    INFD_STATUS_OK) {
                 infd_error_prefix(&err, "input '%s'", ki->name);
                 goto fail_request;
             }
@@ -1596,7 +1613,7 @@ static void finish_infer(http_call *c)
                             name, t.nbytes, j < 0 ? (size_t)0 : c->shm_out_cap[j]);
                 return;
             }
-            if (t.data != c->shm_out[j] && t.nbytes) {
+            if (t.data != c->shm_out[j] && t.nbytes) { /* a CUDA region's is there */
                 INFD_COUNT_COPY(t.nbytes);
                 memcpy(c->shm_out[j], t.data, t.nbytes);
             }
@@ -1735,9 +1752,43 @@ static bool shm_u64(yajl_val root, const char *key, bool required, uint64_t *out
     return true;
 }
 
+static void cuda_shm_status_row(void *user, const infd_cuda_shm_info *r)
+{
+    infd_strbuf *b = user;
+    if (b->len > 1)
+        infd_strbuf_puts(b, ",");
+    infd_strbuf_puts(b, "{\"name\":");
+    kserve_write_cstr(b, r->name);
+    infd_strbuf_printf(b, ",\"device_id\":%d,\"byte_size\":%" PRIu64 "}", r->device_id,
+                       r->byte_size);
+}
+
+/* A CUDA register request's raw_handle: {"b64": "<base64 of the handle>"}
+ * decoded into `out` (INFD_SHM_CUDA_HANDLE_BYTES); false with `msg` set. */
+static bool cuda_handle(yajl_val root, uint8_t *out, char *msg, size_t n)
+{
+    const char *path[] = { "raw_handle", "b64", NULL };
+    yajl_val v = yajl_tree_get(root, path, yajl_t_string);
+    const char *b64 = v ? YAJL_GET_STRING(v) : NULL;
+    size_t len = b64 ? strlen(b64) : 0;
+    /* 64 bytes are 88 base64 characters, the last two '=' padding. */
+    uint8_t buf[3 * 88 / 4];
+    if (!b64 || len != 4 * ((INFD_SHM_CUDA_HANDLE_BYTES + 2) / 3) ||
+        EVP_DecodeBlock(buf, (const unsigned char *)b64, (int)len) < 0 || b64[len - 1] != '=' ||
+        b64[len - 2] != '=') {
+        snprintf(msg, n,
+                 "'raw_handle' must be {\"b64\": the base64 of a %d-byte cudaIpcMemHandle_t}",
+                 INFD_SHM_CUDA_HANDLE_BYTES);
+        return false;
+    }
+    memcpy(out, buf, INFD_SHM_CUDA_HANDLE_BYTES);
+    return true;
+}
+
 /* POST .../region/{r}/register with {"key": "/name", "offset": N,
- * "byte_size": N}. */
-static void shm_register(http_loop *loop, struct evhttp_request *ev, const char *name)
+ * "byte_size": N}, or for a CUDA region {"raw_handle": {"b64": "..."},
+ * "device_id": N, "byte_size": N}. */
+static void shm_register(http_loop *loop, struct evhttp_request *ev, const char *name, bool cuda)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(ev);
     size_t len = evbuffer_get_length(in);
@@ -1759,8 +1810,28 @@ static void shm_register(http_loop *loop, struct evhttp_request *ev, const char 
     if (!root || !YAJL_IS_OBJECT(root)) {
         yajl_tree_free(root);
         send_errorf(loop, ev, 400,
-                    "a register request is a JSON object with 'key', 'offset' and "
-                    "'byte_size'");
+                    cuda ? "a register request is a JSON object with 'raw_handle', 'device_id' "
+                           "and 'byte_size'"
+                         : "a register request is a JSON object with 'key', 'offset' and "
+                           "'byte_size'");
+        return;
+    }
+    if (cuda) {
+        uint8_t handle[INFD_SHM_CUDA_HANDLE_BYTES];
+        uint64_t device = 0, size = 0;
+        infd_error err = { 0 };
+        if (!cuda_handle(root, handle, msg, sizeof(msg)) ||
+            !shm_u64(root, "device_id", true, &device, msg, sizeof(msg)) ||
+            !shm_u64(root, "byte_size", true, &size, msg, sizeof(msg)))
+            send_error(loop, ev, 400, msg);
+        else if (device > INT32_MAX)
+            send_errorf(loop, ev, 400, "'device_id' %" PRIu64 " is not a device", device);
+        else if (infd_server_cuda_shm_register(loop->h->server, name, handle, sizeof(handle),
+                                               (int)device, size, &err) == INFD_STATUS_OK)
+            send_empty(loop, ev, 200);
+        else
+            send_errorf(loop, ev, 400, "%s", err.msg);
+        yajl_tree_free(root);
         return;
     }
     const char *kpath[] = { "key", NULL };
@@ -1782,9 +1853,9 @@ static void shm_register(http_loop *loop, struct evhttp_request *ev, const char 
     yajl_tree_free(root);
 }
 
-/* /v2/systemsharedmemory[/region/{r}]/{status,register,unregister}. Every
- * error is 400, as Triton answers them. */
-static void route_shm(http_loop *loop, struct evhttp_request *ev, char **seg, int n)
+/* /v2/{system,cuda}sharedmemory[/region/{r}]/{status,register,unregister}.
+ * Every error is 400, as Triton answers them. */
+static void route_shm(http_loop *loop, struct evhttp_request *ev, char **seg, int n, bool cuda)
 {
     const char *region = NULL;
     const char *action = n >= 3 ? seg[n - 1] : "";
@@ -1802,7 +1873,8 @@ static void route_shm(http_loop *loop, struct evhttp_request *ev, char **seg, in
         infd_strbuf *b = &loop->jb;
         infd_strbuf_reset(b);
         infd_strbuf_puts(b, "[");
-        if (infd_server_shm_status(s, region, shm_status_row, b, &err) != INFD_STATUS_OK) {
+        if ((cuda ? infd_server_cuda_shm_status(s, region, cuda_shm_status_row, b, &err)
+                  : infd_server_shm_status(s, region, shm_status_row, b, &err)) != INFD_STATUS_OK) {
             send_errorf(loop, ev, 400, "%s", err.msg);
             return;
         }
@@ -1810,11 +1882,12 @@ static void route_shm(http_loop *loop, struct evhttp_request *ev, char **seg, in
         send_json(loop, ev, 200);
     } else if (strcmp(action, "register") == 0 && region) {
         if (method_is(loop, ev, EVHTTP_REQ_POST))
-            shm_register(loop, ev, region);
+            shm_register(loop, ev, region, cuda);
     } else if (strcmp(action, "unregister") == 0) {
         if (!method_is(loop, ev, EVHTTP_REQ_POST))
             return;
-        if (infd_server_shm_unregister(s, region, &err) == INFD_STATUS_OK)
+        if ((cuda ? infd_server_cuda_shm_unregister(s, region, &err)
+                  : infd_server_shm_unregister(s, region, &err)) == INFD_STATUS_OK)
             send_empty(loop, ev, 200);
         else
             send_errorf(loop, ev, 400, "%s", err.msg);
@@ -2075,8 +2148,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
             return;
         }
     }
-    if (strcmp(seg[1], "systemsharedmemory") == 0) {
-        route_shm(loop, ev, seg, n);
+    if (strcmp(seg[1], "systemsharedmemory") == 0 || strcmp(seg[1], "cudasharedmemory") == 0) {
+        route_shm(loop, ev, seg, n, seg[1][0] == 'c');
         return;
     }
     if (strcmp(seg[1], "repository") == 0) {
