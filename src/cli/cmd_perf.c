@@ -68,6 +68,7 @@
 #include "infd/infd.h"
 
 #define PERF_MAX_IO          INFD_MAX_MODEL_IO
+#define PERF_MAX_CHANNELS    64
 #define PERF_MAX_CONCURRENCY 4096
 #define PERF_TIMEOUT_S       60 /* a request unanswered this long counts as an error */
 #define RAW_HEADER_BYTES     32
@@ -94,6 +95,7 @@ typedef struct perf_options {
     const char *model;
     bool binary, framed, random_data;
     bool streaming; /* gRPC: ModelStreamInfer instead of ModelInfer */
+    int channels;   /* gRPC: connections the calls spread over (--grpc-channels) */
     bool shm;       /* --shared-memory system|cuda: tensors in a registered region */
     bool shm_cuda;  /* --shared-memory cuda: the region is device memory of GPU 0 */
     bool rpc_live;  /* gRPC: unary ServerLive (an empty request) instead of ModelInfer */
@@ -181,6 +183,10 @@ struct perf {
     struct addrinfo *raw_addr;
     /* gRPC: the channel, its queue, the method, the request message. */
     grpc_channel *chan;
+    /* --grpc-channels N: the calls spread over N channels, a connection
+     * each (chans[0] is `chan`). */
+    grpc_channel *chans[PERF_MAX_CHANNELS];
+    int next_chan;
     grpc_completion_queue *cq;
     grpc_slice method;
     grpc_slice gmsg;
@@ -276,6 +282,8 @@ static void usage(FILE *f)
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
+               "  --grpc-channels N            gRPC: spread the calls over N connections\n"
+               "                               (default 1; HTTP/2 multiplexes them on one)\n"
                "  --shared-memory none|system|cuda\n"
                "                               HTTP/gRPC: inputs and outputs in a POSIX shared\n"
                "                               memory region, or in device memory of GPU 0\n"
@@ -1042,7 +1050,7 @@ static int grpc_open(perf *p)
     char target[300];
     snprintf(target, sizeof(target), strchr(p->o.host, ':') ? "[%s]:%d" : "%s:%d", p->o.host,
              p->o.port);
-    grpc_arg args[2];
+    grpc_arg args[3];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -1050,12 +1058,23 @@ static int grpc_open(perf *p)
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[1].value.integer = -1;
-    grpc_channel_args ch = { 2, args };
+    /* Channels of one process share a connection unless each has a
+     * subchannel pool of its own. */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+    args[2].value.integer = 1;
+    grpc_channel_args ch = { 3, args };
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    p->chan = grpc_channel_create(target, creds, &ch);
+    int n = p->o.channels > 0 ? p->o.channels : 1;
+    for (int k = 0; k < n; k++)
+        p->chans[k] = grpc_channel_create(target, creds, &ch);
+    p->chan = p->chans[0];
     grpc_channel_credentials_release(creds);
     p->cq = grpc_completion_queue_create_for_next(NULL);
-    if (!p->chan || !p->cq) {
+    bool ok = true;
+    for (int k = 0; k < n; k++)
+        ok &= p->chans[k] != NULL;
+    if (!ok || !p->cq) {
         fprintf(stderr, "infd perf: cannot create a gRPC channel to %s\n", target);
         return -1;
     }
@@ -1076,8 +1095,10 @@ static void grpc_close(perf *p)
         grpc_completion_queue_destroy(p->cq);
         p->cq = NULL;
     }
-    if (p->chan)
-        grpc_channel_destroy(p->chan);
+    for (int k = 0; k < PERF_MAX_CHANNELS; k++)
+        if (p->chans[k])
+            grpc_channel_destroy(p->chans[k]);
+    memset(p->chans, 0, sizeof(p->chans));
     p->chan = NULL;
     grpc_slice_unref(p->gmsg);
     p->gmsg = grpc_empty_slice();
@@ -1416,7 +1437,9 @@ static void issue_grpc(perf_conn *c)
                               ? gpr_inf_future(GPR_CLOCK_REALTIME)
                               : gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
                                              gpr_time_from_seconds(PERF_TIMEOUT_S, GPR_TIMESPAN));
-        c->call = grpc_channel_create_call(p->chan, NULL, GRPC_PROPAGATE_DEFAULTS, p->cq, p->method,
+        int n = p->o.channels > 0 ? p->o.channels : 1;
+        grpc_channel *chan = p->chans[p->next_chan++ % n];
+        c->call = grpc_channel_create_call(chan, NULL, GRPC_PROPAGATE_DEFAULTS, p->cq, p->method,
                                            NULL, dl, NULL);
         grpc_metadata_array_init(&c->md_in);
         grpc_metadata_array_init(&c->md_trail);
@@ -1687,6 +1710,10 @@ static int parse_options(perf_options *o, int argc, char **argv)
         } else if (strcmp(a, "--framed") == 0) {
             o->framed = true;
             takes = false;
+        } else if (strcmp(a, "--grpc-channels") == 0) {
+            if (parse_int(a, v, 1, PERF_MAX_CHANNELS, &n) != 0)
+                return -1;
+            o->channels = (int)n;
         } else if (strcmp(a, "--streaming") == 0) {
             o->streaming = true;
             takes = false;
@@ -1801,6 +1828,10 @@ static int parse_options(perf_options *o, int argc, char **argv)
     }
     if (o->protocol == PROTO_RAW && o->binary) {
         fprintf(stderr, "infd perf: --binary is an HTTP option\n");
+        return -1;
+    }
+    if (o->protocol != PROTO_GRPC && o->channels) {
+        fprintf(stderr, "infd perf: --grpc-channels is a gRPC option\n");
         return -1;
     }
     if (!url && !o->unix_path) {

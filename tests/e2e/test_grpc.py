@@ -890,7 +890,7 @@ def perf_rows(stdout):
     return [(int(t[0]), int(t[1]), int(t[2])) for t in table]
 
 
-@pytest.mark.parametrize("mode", ["unary", "streaming"])
+@pytest.mark.parametrize("mode", ["unary", "streaming", "unary over 3 channels"])
 def test_perf_grpc_counts_add_up(pb, serve, infd_bin, tmp_path, mode):
     models = tmp_path / "models"
     model_repo.add_sub(models, dynamic_batching={"max_queue_delay_microseconds": 200})
@@ -903,12 +903,13 @@ def test_perf_grpc_counts_add_up(pb, serve, infd_bin, tmp_path, mode):
 
     before = successes()
     out = tmp_path / "perf.csv"
-    r = run_perf(infd_bin, "--protocol", "grpc", *(["--streaming"] if mode == "streaming" else []),
+    extra = {"streaming": ["--streaming"], "unary over 3 channels": ["--grpc-channels", 3]}
+    r = run_perf(infd_bin, "--protocol", "grpc", *extra.get(mode, []),
                  "--url", f"127.0.0.1:{s.grpc_port}", "--model", "add_sub", "--batch-size", 2,
                  "--concurrency-range", "1:3:2", "--request-count", 100, "--warmup-ms", 50,
                  "--csv", out)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"grpc ({mode})" in r.stdout, r.stdout
+    assert f"grpc ({mode.split()[0]})" in r.stdout, r.stdout
     assert perf_rows(r.stdout) == [(1, 100, 0), (3, 100, 0)], r.stdout
     rows = list(csv.DictReader(open(out, newline="")))
     total = sum(int(row["Total Requests"]) for row in rows)
@@ -960,3 +961,8 @@ def test_perf_grpc_errors(pb, serve, infd_bin, tmp_path):
     assert r.returncode == 2
     r = run_perf(infd_bin, "--streaming", "--url", url, "--model", "add_sub")
     assert r.returncode == 2
+    r = run_perf(infd_bin, "--grpc-channels", 2, "--url", url, "--model", "add_sub")
+    assert r.returncode == 2 and "--grpc-channels is a gRPC option" in r.stderr, r.stderr
+    r = run_perf(infd_bin, "--protocol", "grpc", "--grpc-channels", 0, "--url", url,
+                 "--model", "add_sub")
+    assert r.returncode == 2 and "--grpc-channels" in r.stderr, r.stderr
