@@ -16,6 +16,7 @@ VERSION = 1
 HEADER = struct.Struct("<4sBBHQHHIQ")  # 32 bytes, little-endian
 assert HEADER.size == 32
 FLAG_CLOSING = 0x01
+FLAG_SHM = 0x02  # descriptors carry shared-memory references
 
 # Wire dtype codes: infd_dtype's values (include/infd/infd.h).
 DTYPES = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
@@ -86,9 +87,23 @@ class RawClient:
 
     @staticmethod
     def encode(inputs, outputs=(), request_id=1, dtypes=None, nbytes=None, version=VERSION,
-               magic=MAGIC):
+               magic=MAGIC, shm_inputs=None, shm_outputs=None):
         """inputs: {name: ndarray}; dtypes / nbytes: {name: code or byte count} overrides
-        to build bad requests. Returns the request's bytes."""
+        to build bad requests. shm_inputs {name: (region, offset)} and shm_outputs
+        {name: (region, offset, byte_size)} put tensors in shared memory (FLAG_SHM; an
+        input there gives only its shape and dtype). Returns the request's bytes."""
+        shm = shm_inputs is not None or shm_outputs is not None
+        shm_inputs, shm_outputs = shm_inputs or {}, shm_outputs or {}
+
+        def ref(where, output):
+            if not shm:
+                return b""
+            if where is None:
+                return b"\0"
+            rb = where[0].encode()
+            return (struct.pack("<B", len(rb)) + rb + struct.pack("<Q", where[1]) +
+                    (struct.pack("<Q", where[2]) if output else b""))
+
         desc = bytearray()
         data = bytearray()
         for name, arr in inputs.items():
@@ -100,16 +115,20 @@ class RawClient:
             desc += struct.pack("<B", len(nb)) + nb + struct.pack("<BB", code, arr.ndim)
             desc += struct.pack(f"<{arr.ndim}q", *arr.shape)
             desc += struct.pack("<Q", n)
-            data += raw[:n] + bytes(max(0, n - len(raw)))
+            desc += ref(shm_inputs.get(name), False)
+            if name not in shm_inputs:
+                data += raw[:n] + bytes(max(0, n - len(raw)))
         for name in outputs:
             nb = name.encode()
-            desc += struct.pack("<B", len(nb)) + nb
-        head = HEADER.pack(magic, version, 0, 0, request_id, len(inputs), len(outputs),
-                           len(desc), len(data))
+            desc += struct.pack("<B", len(nb)) + nb + ref(shm_outputs.get(name), True)
+        head = HEADER.pack(magic, version, FLAG_SHM if shm else 0, 0, request_id, len(inputs),
+                           len(outputs), len(desc), len(data))
         return head + bytes(desc) + bytes(data)
 
     def read_response(self):
-        """Returns (request_id, status name, message, flags, {name: ndarray})."""
+        """Returns (request_id, status name, message, flags, {name: ndarray}); with
+        FLAG_SHM an output written to its shared-memory region is (dtype, dims, nbytes)
+        instead of an array."""
         magic, version, flags, status, rid, n_out, msg_len, desc_len, data_len = \
             HEADER.unpack(self.recv_exact(HEADER.size))
         assert magic == MAGIC and version == VERSION, (magic, version)
@@ -127,12 +146,19 @@ class RawClient:
             p += 8 * rank
             (nb,) = struct.unpack_from("<Q", desc, p)
             p += 8
-            outs[name] = (DTYPES[code], dims, nb)
+            in_region = False
+            if flags & FLAG_SHM:
+                in_region = desc[p] == 1
+                p += 1
+            outs[name] = (DTYPES[code], dims, nb, in_region)
         assert p == len(desc)
         data = self.recv_exact(data_len) if data_len else b""
         result = {}
         off = 0
-        for name, (dt, dims, nb) in outs.items():
+        for name, (dt, dims, nb, in_region) in outs.items():
+            if in_region:
+                result[name] = (dt, dims, nb)
+                continue
             result[name] = np.frombuffer(data[off:off + nb], dtype=NUMPY[dt]).reshape(dims)
             off += nb
         assert off == data_len

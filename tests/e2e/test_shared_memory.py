@@ -267,3 +267,66 @@ def test_grpc_inputs_and_outputs_in_shared_memory(serve, tmp_path, shm, pb):
     st.SystemSharedMemoryUnregister(pb.svc.SystemSharedMemoryUnregisterRequest(), timeout=10)
     assert not st.SystemSharedMemoryStatus(pb.svc.SystemSharedMemoryStatusRequest(),
                                            timeout=10).regions
+
+
+def test_raw_framed_inputs_and_outputs_in_shared_memory(serve, tmp_path, shm):
+    """The raw protocol's framed mode with FLAG_SHM (docs/RAW_PROTOCOL.md): inputs read
+    from a region, one output written into a region and one sent inline; bad
+    references are answered with the region named and the connection kept."""
+    from raw_client import RawClient
+    from test_raw import wait_socket
+    root = tmp_path / "repo"
+    repo.add_sub(root)
+    srv = serve(root, SHM, "system")
+    m = shm(256)
+    a, b, s, d = views(m)
+    assert register(srv.url, "r", key_of(m), 0, 256).status_code == 200
+    rng = np.random.default_rng(8)
+    with RawClient.unix(wait_socket(srv.raw_dir / "add_sub.framed.sock")) as c:
+        for rid in range(1, 4):
+            a[:] = rng.normal(size=16)
+            b[:] = rng.normal(size=16)
+            s[:] = 0
+            shape = np.zeros((1, 16), np.float32)  # only the shape and dtype travel
+            status, msg, outs = c.framed(
+                {"INPUT0": shape, "INPUT1": shape}, outputs=("OUTPUT0", "OUTPUT1"),
+                request_id=rid, shm_inputs={"INPUT0": ("r", 0), "INPUT1": ("r", 64)},
+                shm_outputs={"OUTPUT0": ("r", 128, 64)})
+            assert status == "OK", msg
+            assert outs["OUTPUT0"] == ("FP32", (1, 16), 64)
+            assert np.array_equal(s, a + b)
+            assert np.allclose(outs["OUTPUT1"].ravel(), a - b)
+        # Inputs inline and in a region mixed, every output inline.
+        x = rng.normal(size=(1, 16)).astype(np.float32)
+        status, msg, outs = c.framed({"INPUT0": x, "INPUT1": shape}, request_id=9,
+                                     shm_inputs={"INPUT1": ("r", 64)})
+        assert status == "OK", msg
+        assert np.allclose(outs["OUTPUT0"].ravel(), x.ravel() + b)
+        # Bad references: each answered, the connection kept.
+        for kw, want in [
+            (dict(shm_inputs={"INPUT0": ("nope", 0), "INPUT1": ("r", 64)}),
+             "input 'INPUT0': no shared memory region 'nope'"),
+            (dict(shm_inputs={"INPUT0": ("r", 200), "INPUT1": ("r", 64)}),
+             "offset 200 + byte_size 64 does not fit"),
+            (dict(shm_inputs={"INPUT0": ("r", 0), "INPUT1": ("r", 64)},
+                  shm_outputs={"OUTPUT0": ("r", 250, 64)}),
+             "output 'OUTPUT0'"),
+        ]:
+            status, msg, _ = c.framed({"INPUT0": shape, "INPUT1": shape},
+                                      outputs=("OUTPUT0",), request_id=5, **kw)
+            assert status == "INVALID_ARGUMENT" and want in msg, (kw, msg)
+        status, msg, outs = c.framed({"INPUT0": x, "INPUT1": x}, request_id=6)
+        assert status == "OK" and np.allclose(outs["OUTPUT0"], 2 * x), msg
+    # A truncated reference loses nothing either.
+    with RawClient.unix(srv.raw_dir / "add_sub.framed.sock") as c:
+        req = bytearray(RawClient.encode({"INPUT0": shape, "INPUT1": shape},
+                                         shm_inputs={"INPUT0": ("r", 0), "INPUT1": ("r", 64)}))
+        from raw_client import HEADER
+        head = list(HEADER.unpack_from(req))
+        head[7] -= 9  # the last input's offset and region cut off the descriptors
+        cut = HEADER.pack(*head) + req[HEADER.size:HEADER.size + head[7]]
+        c.sock.sendall(cut)
+        _, status, msg, _, _ = c.read_response()
+        assert status == "INVALID_ARGUMENT" and "input 1" in msg, msg
+        status, msg, outs = c.framed({"INPUT0": x, "INPUT1": x}, request_id=7)
+        assert status == "OK", msg

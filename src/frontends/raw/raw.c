@@ -31,6 +31,9 @@
  * the send buffer (infd_request_set_output_buffer) and sent from there with
  * one sendmsg over an iovec. Buffers are sized per connection for its
  * largest request and reused, so steady-state requests allocate nothing.
+ * Framed requests with RAW_FLAG_SHM name shared-memory regions instead of
+ * sending some tensors: those inputs are read where they lie and those
+ * outputs written there (the regions are held until the answer is sent).
  *
  * Sockets are edge-triggered and registered once (EPOLLIN | EPOLLOUT |
  * EPOLLRDHUP | EPOLLET): a connection that stops reading in the middle of
@@ -82,11 +85,13 @@
 #define RAW_VERSION        1
 #define RAW_HEADER_BYTES   32
 #define RAW_FLAG_CLOSING   0x01                /* response: the server closes after it */
+#define RAW_FLAG_SHM       0x02                /* descriptors name shared-memory regions */
 #define RAW_MAX_DESC_BYTES 65536u              /* request descriptor section */
 #define RAW_MAX_DATA_BYTES ((uint64_t)1 << 30) /* request tensor data, 1 GiB */
 #define RAW_MAX_MSG_BYTES  (INFD_ERROR_MSG_BYTES - 1)
-/* One output descriptor at most: name length, name, dtype, rank, dims, nbytes. */
-#define RAW_MAX_OUT_DESC (1 + 255 + 1 + 1 + 8 * INFD_MAX_RANK + 8)
+/* One output descriptor at most: name length, name, dtype, rank, dims, nbytes,
+ * and with RAW_FLAG_SHM whether it was written to its region. */
+#define RAW_MAX_OUT_DESC (1 + 255 + 1 + 1 + 8 * INFD_MAX_RANK + 8 + 1)
 #define RAW_TXHDR_BYTES \
     (RAW_HEADER_BYTES + RAW_MAX_MSG_BYTES + INFD_MAX_MODEL_IO * RAW_MAX_OUT_DESC)
 
@@ -216,6 +221,20 @@ typedef struct raw_conn {
     size_t txhdr_len;
     struct iovec iov[INFD_MAX_MODEL_IO + 1];
     int iov_n, iov_i;
+
+    /* Shared memory (RAW_FLAG_SHM): the regions the request holds, and per
+     * requested output whether it goes to a region (its name, where, how
+     * much room, and on which CUDA device, -1 for system memory). */
+    bool shm;
+    infd_shm_region *shm_held[2 * INFD_MAX_MODEL_IO];
+    int n_shm;
+    int n_shm_out;
+    struct {
+        const char *name;
+        uint8_t *data;
+        size_t cap;
+        int device;
+    } shm_out[INFD_MAX_MODEL_IO];
 
     /* Written by the worker thread before the hand-off under done_mu. */
     struct raw_conn *done_next;
@@ -776,6 +795,15 @@ static void close_stale(raw_loop *L)
 
 static void rx_free(uint8_t *p);
 
+/* Lets go of the regions the current request held. */
+static void shm_release(raw_conn *c)
+{
+    for (int i = 0; i < c->n_shm; i++)
+        infd_shm_region_release(c->shm_held[i]);
+    c->n_shm = 0;
+    c->n_shm_out = 0;
+}
+
 static void conn_free(raw_conn *c)
 {
     if (c->prev)
@@ -785,6 +813,7 @@ static void conn_free(raw_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     infd_request_destroy(c->req);
+    shm_release(c);
     infd_model_release(c->model);
     rx_free(c->rx);
     infd_free(c->tx);
@@ -1014,6 +1043,7 @@ static void write_done(infd_raw *r, raw_conn *c)
     stats_record(r, c->rm, !c->failed, infd_clock_ns() - c->t_start_ns);
     infd_request_destroy(c->req);
     c->req = NULL;
+    shm_release(c);
     if (c->close_after_send) {
         /* Closing with unread bytes makes the kernel reset the connection,
          * and over TCP a reset can discard the error answer before the
@@ -1133,9 +1163,27 @@ static void answer(infd_raw *r, raw_conn *c)
             fail_request(r, c, INFD_STATUS_INTERNAL, "output size differs from the model's row");
             return;
         }
+        /* An output in a shared-memory region is there (in place, or
+         * copied now), and sends no bytes. */
+        int so = -1;
+        for (int k = 0; k < c->n_shm_out && so < 0; k++)
+            if (strcmp(c->shm_out[k].name, name) == 0)
+                so = k;
+        if (so >= 0) {
+            if (t.nbytes > c->shm_out[so].cap) {
+                char msg[320];
+                snprintf(msg, sizeof(msg),
+                         "output '%.127s': %zu bytes do not fit its shared memory span of %zu",
+                         name, t.nbytes, c->shm_out[so].cap);
+                fail_request(r, c, INFD_STATUS_INVALID_ARGUMENT, msg);
+                return;
+            }
+            if (t.data != c->shm_out[so].data && t.nbytes) /* a CUDA region's is there */
+                memcpy(c->shm_out[so].data, t.data, t.nbytes);
+        }
         c->iov[1 + i].iov_base = t.data;
-        c->iov[1 + i].iov_len = t.nbytes;
-        data_bytes += t.nbytes;
+        c->iov[1 + i].iov_len = so >= 0 ? 0 : t.nbytes;
+        data_bytes += c->iov[1 + i].iov_len;
         if (c->mode == MODE_HEADERLESS)
             continue;
         size_t len = strlen(name);
@@ -1153,10 +1201,13 @@ static void answer(infd_raw *r, raw_conn *c)
             put_u64(p, (uint64_t)t.shape.dims[k]);
         put_u64(p, t.nbytes);
         p += 8;
+        if (c->shm)
+            *p++ = so >= 0;
         d = (size_t)(p - c->txhdr);
     }
     if (c->mode == MODE_FRAMED) {
-        put_response_header(c, INFD_STATUS_OK, 0, n, 0, d - RAW_HEADER_BYTES, data_bytes);
+        put_response_header(c, INFD_STATUS_OK, c->shm ? RAW_FLAG_SHM : 0, n, 0,
+                            d - RAW_HEADER_BYTES, data_bytes);
         c->iov[0].iov_base = c->txhdr;
         c->iov[0].iov_len = d;
     } else {
@@ -1313,7 +1364,50 @@ typedef struct in_desc {
     int dtype, rank;
     int64_t dims[INFD_MAX_RANK];
     uint64_t nbytes;
+    size_t region_off, region_len; /* RAW_FLAG_SHM: 0 = the bytes are in the data */
+    uint64_t offset;
 } in_desc;
+
+/* RAW_FLAG_SHM: a region reference after a descriptor at d + *p (n bytes
+ * in all): u8 region_len, region, u64 offset and, for an output, u64
+ * byte_size. False when truncated. */
+static bool region_ref(const uint8_t *d, size_t n, size_t *p, bool output, size_t *off, size_t *len,
+                       uint64_t *offset, uint64_t *size)
+{
+    if (*p + 1 > n)
+        return false;
+    *len = d[*p];
+    *off = *p + 1;
+    size_t need = 1 + *len + (*len ? 8 : 0) + (*len && output ? 8 : 0);
+    if (*p + need > n)
+        return false;
+    *p += 1 + *len;
+    if (*len) {
+        *offset = get_u64(d + *p);
+        *p += 8;
+        if (output) {
+            *size = get_u64(d + *p);
+            *p += 8;
+        }
+    }
+    return true;
+}
+
+/* Holds [offset, offset + size) of region `name` for the request; *device
+ * is -1 for system memory, else the CUDA device *data is on. */
+static infd_status shm_span(raw_conn *c, const char *name, uint64_t offset, uint64_t size,
+                            void **data, int *device, infd_error *err)
+{
+    if (c->n_shm >= (int)INFD_ARRAY_SIZE(c->shm_held))
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "more than %d shared memory spans in one request",
+                              (int)INFD_ARRAY_SIZE(c->shm_held));
+    infd_status st = infd_server_shm_acquire(c->raw->server, name, offset, size,
+                                             &c->shm_held[c->n_shm], data, err);
+    if (st == INFD_STATUS_OK)
+        *device = infd_shm_region_device(c->shm_held[c->n_shm++]);
+    return st;
+}
 
 /* Framed: parses the descriptors, builds the request and the slots. Errors
  * are answered after the data is skipped; the connection stays usable. */
@@ -1326,10 +1420,13 @@ static void parse_desc(raw_conn *c)
     uint64_t data_bytes = get_u64(h + 24);
     in_desc in[INFD_MAX_MODEL_IO];
     size_t out_off[INFD_MAX_MODEL_IO], out_len[INFD_MAX_MODEL_IO];
+    size_t oreg_off[INFD_MAX_MODEL_IO], oreg_len[INFD_MAX_MODEL_IO];
+    uint64_t oreg_offset[INFD_MAX_MODEL_IO], oreg_size[INFD_MAX_MODEL_IO];
     infd_error e = { 0 };
     infd_status st = INFD_STATUS_INVALID_ARGUMENT;
 
     c->discard_left = data_bytes;
+    c->shm = (h[5] & RAW_FLAG_SHM) != 0;
     if (n_in > INFD_MAX_MODEL_IO || n_out > INFD_MAX_MODEL_IO) {
         infd_error_set(&e, st, "%d inputs and %d outputs requested, at most %d each", n_in, n_out,
                        INFD_MAX_MODEL_IO);
@@ -1370,12 +1467,19 @@ static void parse_desc(raw_conn *c)
             x->dims[k] = (int64_t)get_u64(d + p);
         x->nbytes = get_u64(d + p);
         p += 8;
-        if (x->nbytes > RAW_MAX_DATA_BYTES) {
+        x->region_len = 0;
+        if (c->shm &&
+            !region_ref(d, n, &p, false, &x->region_off, &x->region_len, &x->offset, NULL)) {
+            infd_error_set(&e, st, "input %d: shared memory reference truncated", i);
+            goto fail;
+        }
+        if (x->region_len == 0 && x->nbytes > RAW_MAX_DATA_BYTES) {
             infd_error_set(&e, st, "input '%.*s': %llu bytes", (int)x->name_len,
                            (const char *)d + x->name_off, (unsigned long long)x->nbytes);
             goto fail;
         }
-        sum += x->nbytes;
+        if (x->region_len == 0)
+            sum += x->nbytes;
     }
     for (int i = 0; i < n_out; i++) {
         if (p + 1 > n || p + 1 + d[p] > n || d[p] == 0) {
@@ -1385,6 +1489,12 @@ static void parse_desc(raw_conn *c)
         out_len[i] = d[p];
         out_off[i] = p + 1;
         p += 1 + out_len[i];
+        oreg_len[i] = 0;
+        if (c->shm && !region_ref(d, n, &p, true, &oreg_off[i], &oreg_len[i], &oreg_offset[i],
+                                  &oreg_size[i])) {
+            infd_error_set(&e, st, "requested output %d: shared memory reference truncated", i);
+            goto fail;
+        }
     }
     if (p != n) {
         infd_error_set(&e, st, "descriptors: %zu bytes left over", n - p);
@@ -1395,30 +1505,74 @@ static void parse_desc(raw_conn *c)
                        (unsigned long long)sum, (unsigned long long)data_bytes);
         goto fail;
     }
-    /* Every field is read: the byte after each name may now become its NUL. */
-    for (int i = 0; i < n_in; i++)
+    /* Every field is read: the byte after each name may now become its NUL
+     * (a region name's is the first byte of its offset, read above). */
+    for (int i = 0; i < n_in; i++) {
         d[in[i].name_off + in[i].name_len] = '\0';
-    for (int i = 0; i < n_out; i++)
+        if (in[i].region_len)
+            d[in[i].region_off + in[i].region_len] = '\0';
+    }
+    for (int i = 0; i < n_out; i++) {
         d[out_off[i] + out_len[i]] = '\0';
+        if (oreg_len[i])
+            d[oreg_off[i] + oreg_len[i]] = '\0';
+    }
 
-    /* Input slots. */
+    /* Input slots (none for an input in shared memory). */
     size_t off = 0;
     for (int i = 0; i < n_in; i++) {
         c->in[i].off = off;
-        c->in[i].nbytes = (size_t)in[i].nbytes;
-        off += infd_align_up((size_t)in[i].nbytes, SLOT_ALIGN);
+        c->in[i].nbytes = in[i].region_len ? 0 : (size_t)in[i].nbytes;
+        off += infd_align_up(c->in[i].nbytes, SLOT_ALIGN);
     }
     if (!ensure_rx(c, off ? off : 1)) {
         infd_error_set(&e, INFD_STATUS_OUT_OF_MEMORY, "out of memory for %zu input bytes", off);
         goto fail;
     }
     st = infd_request_create(c->model, &c->req, &e);
-    for (int i = 0; i < n_in && st == INFD_STATUS_OK; i++)
-        st = infd_request_add_input(c->req, (const char *)d + in[i].name_off,
-                                    (infd_dtype)in[i].dtype, in[i].dims, in[i].rank,
+    for (int i = 0; i < n_in && st == INFD_STATUS_OK; i++) {
+        const char *name = (const char *)d + in[i].name_off;
+        if (in[i].region_len) {
+            void *p_in;
+            int dev;
+            if ((st = shm_span(c, (const char *)d + in[i].region_off, in[i].offset, in[i].nbytes,
+                               &p_in, &dev, &e)) != INFD_STATUS_OK) {
+                infd_error_prefix(&e, "input '%s'", name);
+                break;
+            }
+            st = dev < 0 ? infd_request_add_input(c->req, name, (infd_dtype)in[i].dtype, in[i].dims,
+                                                  in[i].rank, p_in, (size_t)in[i].nbytes, &e)
+                         : infd_request_add_input_device(c->req, name, (infd_dtype)in[i].dtype,
+                                                         in[i].dims, in[i].rank, p_in,
+                                                         (size_t)in[i].nbytes, dev, &e);
+            continue;
+        }
+        st = infd_request_add_input(c->req, name, (infd_dtype)in[i].dtype, in[i].dims, in[i].rank,
                                     c->rx + c->in[i].off, c->in[i].nbytes, &e);
+    }
     for (int i = 0; i < n_out && st == INFD_STATUS_OK; i++)
         st = infd_request_add_output(c->req, (const char *)d + out_off[i], &e);
+    /* Outputs in shared memory: written there (fixed size, system memory),
+     * copied there at completion (CUDA), or copied there when answering. */
+    for (int i = 0; i < n_out && st == INFD_STATUS_OK; i++) {
+        if (!oreg_len[i])
+            continue;
+        const char *name = (const char *)d + out_off[i];
+        void *p_out;
+        int dev;
+        if ((st = shm_span(c, (const char *)d + oreg_off[i], oreg_offset[i], oreg_size[i], &p_out,
+                           &dev, &e)) != INFD_STATUS_OK) {
+            infd_error_prefix(&e, "output '%s'", name);
+            break;
+        }
+        int k = c->n_shm_out++;
+        c->shm_out[k].name = name;
+        c->shm_out[k].data = p_out;
+        c->shm_out[k].cap = (size_t)oreg_size[i];
+        c->shm_out[k].device = dev;
+        if (dev >= 0)
+            st = infd_request_set_output_device(c->req, name, p_out, (size_t)oreg_size[i], dev, &e);
+    }
     if (st != INFD_STATUS_OK)
         goto fail;
 
@@ -1438,6 +1592,16 @@ static void parse_desc(raw_conn *c)
         if (idx < 0 || infd_model_output(c->model, idx, &io) != INFD_STATUS_OK ||
             infd_dtype_size(io.dtype) == 0)
             continue;
+        if (n_out && oreg_len[i]) { /* in shared memory: written there, not in tx */
+            int k = 0;
+            while (k < c->n_shm_out && c->shm_out[k].name != (const char *)d + out_off[i])
+                k++;
+            if (c->shm_out[k].device < 0 &&
+                (st = infd_request_set_output_buffer(c->req, io.name, c->shm_out[k].data,
+                                                     c->shm_out[k].cap, &e)) != INFD_STATUS_OK)
+                goto fail;
+            continue;
+        }
         out_names[i] = io.name;
         out_bytes[i] = (size_t)batch * io.row_bytes;
         off += infd_align_up(out_bytes[i], SLOT_ALIGN);
@@ -1465,6 +1629,7 @@ static void parse_desc(raw_conn *c)
 fail:
     infd_request_destroy(c->req);
     c->req = NULL;
+    shm_release(c);
     c->err_code = e.code != INFD_STATUS_OK ? e.code : INFD_STATUS_INVALID_ARGUMENT;
     snprintf(c->err_msg, sizeof(c->err_msg), "%s", e.msg);
     c->state = C_DISCARD;
