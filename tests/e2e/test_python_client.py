@@ -300,7 +300,7 @@ def test_pip_install_and_import(server, tmp_path):
                        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     code = ("import numpy as np, infd, infd.http as h, infd.grpc as g\n"
-            "import infd.utils.shared_memory\n"
+            "import infd.utils.shared_memory, infd.utils.cuda_shared_memory\n"
             "assert infd.__file__.startswith(%r), infd.__file__\n"
             "c = h.InferenceServerClient('%s:%d')\n"
             "a = np.ones((1, 16), np.float32)\n"
@@ -362,3 +362,66 @@ def test_system_shared_memory_helpers(serve, model_repo, protocol):
         shm.destroy_shared_memory_region(h)
     assert key not in shm.mapped_shared_memory_regions()
     assert not os.path.exists("/dev/shm" + key)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_cuda_shared_memory_calls(serve, model_repo, protocol):
+    """The clients' CUDA shared-memory calls everywhere: the status, and a
+    register the server refuses (no GPU here, or a handle of zeros the driver
+    rejects) with the region named."""
+    import base64
+    import infd.utils.cuda_shared_memory  # noqa: F401  (imports without a GPU)
+    mod = httpclient if protocol == "http" else pytest.importorskip("infd.grpc")
+    srv = serve(model_repo, "--enable-shared-memory", "cuda")
+    url = f"127.0.0.1:{srv.http_port if protocol == 'http' else srv.grpc_port}"
+    with mod.InferenceServerClient(url) as c:
+        status = c.get_cuda_shared_memory_status()
+        assert (status == []) if protocol == "http" else not status.regions
+        with pytest.raises(InferenceServerException, match="region 'c' on CUDA device 0"):
+            c.register_cuda_shared_memory("c", base64.b64encode(bytes(64)), 0, 64)
+        with pytest.raises(InferenceServerException, match="no CUDA shared memory region 'c'"):
+            c.unregister_cuda_shared_memory("c")
+        c.unregister_cuda_shared_memory()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_cuda_shared_memory_helpers(serve, tmp_path, infd_bin, protocol):
+    """infd.utils.cuda_shared_memory, as tritonclient's, with a GPU: device
+    memory allocated and exported by the helpers, inputs and outputs of a
+    KIND_GPU model in it, results read back. Skips without a GPU."""
+    from test_cuda import cuda_state
+    from test_serve_gpu import add_sub as gpu_add_sub, group_text
+    usable, line = cuda_state(infd_bin)
+    if not usable:
+        pytest.skip(f"no usable CUDA device (infd --version: cuda backend: {line})")
+    import infd.utils.cuda_shared_memory as cudashm
+    mod = httpclient if protocol == "http" else pytest.importorskip("infd.grpc")
+    root = tmp_path / "repo"
+    gpu_add_sub(root, "add_sub_gpu", group_text("KIND_GPU"))
+    srv = serve(root, "--enable-shared-memory", "cuda")
+    url = f"127.0.0.1:{srv.http_port if protocol == 'http' else srv.grpc_port}"
+    try:
+        h = cudashm.create_shared_memory_region("io", 256, 0)
+    except cudashm.CudaSharedMemoryException as e:
+        pytest.skip(f"no CUDA runtime for the helpers: {e}")
+    try:
+        assert "io" in cudashm.allocated_shared_memory_regions()
+        a = np.arange(16, dtype=np.float32)[None]
+        b = np.full((1, 16), 3, np.float32)
+        cudashm.set_shared_memory_region(h, [a, b])
+        with mod.InferenceServerClient(url) as c:
+            c.register_cuda_shared_memory("io", cudashm.get_raw_handle(h), 0, 256)
+            x = [mod.InferInput("INPUT0", [1, 16], "FP32").set_shared_memory("io", 64),
+                 mod.InferInput("INPUT1", [1, 16], "FP32").set_shared_memory("io", 64, 64)]
+            o = [mod.InferRequestedOutput("OUTPUT0").set_shared_memory("io", 64, 128),
+                 mod.InferRequestedOutput("OUTPUT1").set_shared_memory("io", 64, 192)]
+            res = c.infer("add_sub_gpu", x, outputs=o)
+            assert res.as_numpy("OUTPUT0") is None  # in the region
+            np.testing.assert_array_equal(cudashm.get_contents_as_numpy(h, "FP32", [1, 16], 128),
+                                          a + b)
+            np.testing.assert_array_equal(cudashm.get_contents_as_numpy(h, "FP32", [1, 16], 192),
+                                          a - b)
+            c.unregister_cuda_shared_memory("io")
+    finally:
+        cudashm.destroy_shared_memory_region(h)
+    assert "io" not in cudashm.allocated_shared_memory_regions()

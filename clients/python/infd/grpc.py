@@ -8,6 +8,7 @@ Calls go through grpcio's generic multi-callables, so no grpc_tools stubs
 are needed. Methods return protobuf messages, or dicts with as_json=True.
 """
 
+import base64
 import queue
 import threading
 
@@ -237,6 +238,15 @@ class InferenceServerClient:
             "SystemSharedMemoryUnregister": unary("SystemSharedMemoryUnregister",
                                                   pb.SystemSharedMemoryUnregisterRequest,
                                                   pb.SystemSharedMemoryUnregisterResponse),
+            "CudaSharedMemoryStatus": unary("CudaSharedMemoryStatus",
+                                            pb.CudaSharedMemoryStatusRequest,
+                                            pb.CudaSharedMemoryStatusResponse),
+            "CudaSharedMemoryRegister": unary("CudaSharedMemoryRegister",
+                                              pb.CudaSharedMemoryRegisterRequest,
+                                              pb.CudaSharedMemoryRegisterResponse),
+            "CudaSharedMemoryUnregister": unary("CudaSharedMemoryUnregister",
+                                                pb.CudaSharedMemoryUnregisterRequest,
+                                                pb.CudaSharedMemoryUnregisterResponse),
         }
         self._stream_rpc = self._channel.stream_stream(
             _SERVICE + "ModelStreamInfer", request_serializer=pb.ModelInferRequest.SerializeToString,
@@ -316,6 +326,31 @@ class InferenceServerClient:
         """Unregisters region `name`, or every region."""
         self._call("SystemSharedMemoryUnregister",
                    pb.SystemSharedMemoryUnregisterRequest(name=name), headers, client_timeout)
+
+    def get_cuda_shared_memory_status(self, region_name="", headers=None, as_json=False,
+                                      client_timeout=None):
+        """The CudaSharedMemoryStatus response (CUDA regions by name)."""
+        r = self._call("CudaSharedMemoryStatus",
+                       pb.CudaSharedMemoryStatusRequest(name=region_name), headers, client_timeout)
+        return self._out(r, as_json)
+
+    def register_cuda_shared_memory(self, name, raw_handle, device_id, byte_size, headers=None,
+                                    client_timeout=None):
+        """Registers CUDA region `name`: `byte_size` bytes of the device memory
+        whose cudaIpcMemHandle_t `raw_handle` gives, base64-encoded
+        (utils.cuda_shared_memory.get_raw_handle), on GPU `device_id`. The
+        server needs --enable-shared-memory cuda."""
+        self._call("CudaSharedMemoryRegister",
+                   pb.CudaSharedMemoryRegisterRequest(name=name,
+                                                      raw_handle=base64.b64decode(raw_handle),
+                                                      device_id=int(device_id),
+                                                      byte_size=int(byte_size)),
+                   headers, client_timeout)
+
+    def unregister_cuda_shared_memory(self, name="", headers=None, client_timeout=None):
+        """Unregisters CUDA region `name`, or every CUDA region."""
+        self._call("CudaSharedMemoryUnregister",
+                   pb.CudaSharedMemoryUnregisterRequest(name=name), headers, client_timeout)
 
     def load_model(self, model_name, headers=None, config=None, files=None,
                    client_timeout=None):

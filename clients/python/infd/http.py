@@ -374,6 +374,34 @@ class InferenceServerClient:
             path += "/region/" + urllib.parse.quote(name, safe="")
         self._get_json(path + "/unregister", method="POST")
 
+    def get_cuda_shared_memory_status(self, region_name="", headers=None, query_params=None):
+        """[{"name", "device_id", "byte_size"}] of every registered CUDA region,
+        or of `region_name`."""
+        path = "/v2/cudasharedmemory"
+        if region_name:
+            path += "/region/" + urllib.parse.quote(region_name, safe="")
+        return self._get_json(path + "/status")
+
+    def register_cuda_shared_memory(self, name, raw_handle, device_id, byte_size, headers=None,
+                                    query_params=None):
+        """Registers CUDA region `name`: `byte_size` bytes of the device memory
+        whose cudaIpcMemHandle_t `raw_handle` gives, base64-encoded
+        (utils.cuda_shared_memory.get_raw_handle), on GPU `device_id`. The
+        server needs --enable-shared-memory cuda."""
+        if isinstance(raw_handle, bytes):
+            raw_handle = raw_handle.decode()
+        body = json.dumps({"raw_handle": {"b64": raw_handle}, "device_id": int(device_id),
+                           "byte_size": int(byte_size)})
+        self._get_json("/v2/cudasharedmemory/region/" + urllib.parse.quote(name, safe="") + "/register",
+                       method="POST", body=body.encode())
+
+    def unregister_cuda_shared_memory(self, name="", headers=None, query_params=None):
+        """Unregisters CUDA region `name`, or every CUDA region."""
+        path = "/v2/cudasharedmemory"
+        if name:
+            path += "/region/" + urllib.parse.quote(name, safe="")
+        self._get_json(path + "/unregister", method="POST")
+
     def load_model(self, model_name, headers=None, query_params=None, config=None, files=None):
         if config is not None or files:
             raise_error("load_model: config and files overrides are not supported")
