@@ -74,6 +74,11 @@ int infd_cli_use_plan_file(infd_cli_common *c, const char *cmd);
  * anything else. */
 int infd_cli_parse_long(const char *s, long lo, long hi, long *out);
 
+/* In a build with assertions, logs the payload bytes the process copied
+ * (core/common.h: the zero-copy tests read the line), as `who`; nothing in
+ * a release build. */
+void infd_cli_log_copies(const char *who);
+
 /* The network options of the servers (`infd serve`, `infd router`):
  * --host, --http-port, --grpc-port, --metrics-port (-1: off),
  * --http-threads, --grpc-threads. Returns 1 when `opt` is one of them, with

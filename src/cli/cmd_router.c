@@ -193,13 +193,6 @@ out:
     infd_grpc_stop(grpc);
     infd_server_destroy(server);
     remove_tree(repo);
-#ifndef NDEBUG
-    /* A build with assertions counts the payload bytes copied (core/common.h):
-     * the cluster tests check the router's zero copy with it. */
-    infd_log(INFD_LOG_LEVEL_INFO,
-             "router: payload bytes copied: %llu (%llu in copies of %d bytes or more)",
-             (unsigned long long)infd_copied_bytes(false),
-             (unsigned long long)infd_copied_bytes(true), INFD_LARGE_COPY);
-#endif
+    infd_cli_log_copies("router"); /* the zero-copy tests read it */
     return rc;
 }

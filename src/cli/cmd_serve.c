@@ -21,7 +21,6 @@
 
 #include "cli/cli.h"
 #include "core/alloc.h"
-#include "core/common.h"
 #include "core/log.h"
 #include "frontends/grpc/grpc.h"
 #include "frontends/http/http.h"
@@ -486,14 +485,7 @@ out:
     infd_grpc_stop(grpc);
     infd_metrics_stop(metrics);
     infd_server_destroy(server);
-#ifndef NDEBUG
-    /* A build with assertions counts the payload bytes copied (core/common.h):
-     * the frontends' tests check their zero copy with it. */
-    infd_log(INFD_LOG_LEVEL_INFO,
-             "serve: payload bytes copied: %llu (%llu in copies of %d bytes or more)",
-             (unsigned long long)infd_copied_bytes(false),
-             (unsigned long long)infd_copied_bytes(true), INFD_LARGE_COPY);
-#endif
+    infd_cli_log_copies("serve"); /* the zero-copy tests read it */
     if (rc == INFD_EXIT_OK)
         infd_log(INFD_LOG_LEVEL_INFO, "stopped");
     return rc;

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/common.h"
+#include "core/log.h"
 #include "frontends/grpc/grpc.h"
 #include "frontends/http/http.h"
 #include "frontends/metrics/metrics.h"
@@ -198,4 +200,16 @@ void infd_cli_block_stop_signals(sigset_t *stop)
     sigaddset(stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+void infd_cli_log_copies(const char *who)
+{
+#ifndef NDEBUG
+    infd_log(INFD_LOG_LEVEL_INFO,
+             "%s: payload bytes copied: %llu (%llu in copies of %d bytes or more)", who,
+             (unsigned long long)infd_copied_bytes(false),
+             (unsigned long long)infd_copied_bytes(true), INFD_LARGE_COPY);
+#else
+    (void)who;
+#endif
 }

@@ -173,8 +173,10 @@ void infd_engine_ipc_close(infd_device_kind kind, int index, void *ptr)
 #endif
 }
 
-infd_status infd_engine_memcpy(infd_device_kind kind, int index, void *dst, const void *src,
-                               size_t bytes, infd_error *err)
+/* A copy of `bytes` told its direction by the pointers, waited for when
+ * `wait` (infd_engine_memcpy), else queued (infd_engine_memcpy_async). */
+static infd_status engine_copy(infd_device_kind kind, int index, void *dst, const void *src,
+                               size_t bytes, bool wait, infd_error *err)
 {
     infd_status st = ipc_device(kind, index, err);
     if (st != INFD_STATUS_OK)
@@ -185,32 +187,26 @@ infd_status infd_engine_memcpy(infd_device_kind kind, int index, void *dst, cons
         return INFD_STATUS_OK;
 #ifdef INFD_HAVE_CUDA
     char why[256];
-    if (infd_cuda_memcpy(index, dst, src, bytes, why, sizeof(why)) != 0)
+    if ((wait ? infd_cuda_memcpy(index, dst, src, bytes, why, sizeof(why))
+              : infd_cuda_memcpy_async(index, dst, src, bytes, why, sizeof(why))) != 0)
         return infd_error_set(err, INFD_STATUS_INTERNAL, "%s", why);
     return INFD_STATUS_OK;
 #else
+    (void)wait;
     return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
 #endif
+}
+
+infd_status infd_engine_memcpy(infd_device_kind kind, int index, void *dst, const void *src,
+                               size_t bytes, infd_error *err)
+{
+    return engine_copy(kind, index, dst, src, bytes, true, err);
 }
 
 infd_status infd_engine_memcpy_async(infd_device_kind kind, int index, void *dst, const void *src,
                                      size_t bytes, infd_error *err)
 {
-    infd_status st = ipc_device(kind, index, err);
-    if (st != INFD_STATUS_OK)
-        return st;
-    if (bytes && (!dst || !src))
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "a device copy needs two buffers");
-    if (!bytes)
-        return INFD_STATUS_OK;
-#ifdef INFD_HAVE_CUDA
-    char why[256];
-    if (infd_cuda_memcpy_async(index, dst, src, bytes, why, sizeof(why)) != 0)
-        return infd_error_set(err, INFD_STATUS_INTERNAL, "%s", why);
-    return INFD_STATUS_OK;
-#else
-    return infd_error_set(err, INFD_STATUS_UNAVAILABLE, "this build has no CUDA backend");
-#endif
+    return engine_copy(kind, index, dst, src, bytes, false, err);
 }
 
 infd_status infd_engine_memcpy_wait(infd_device_kind kind, int index, infd_error *err)

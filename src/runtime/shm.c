@@ -108,6 +108,13 @@ static bool name_ok(const char *name)
     return true;
 }
 
+static infd_status name_error(infd_error *err)
+{
+    return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                          "a region name is 1 to %d printable bytes without '/'",
+                          INFD_SHM_NAME_BYTES - 1);
+}
+
 /* POSIX object names as shm_open takes them portably: "/" then 1 to 254
  * bytes without a slash, and not "." or "..". */
 static bool key_ok(const char *key)
@@ -160,9 +167,7 @@ infd_status infd_server_shm_register(infd_server *s, const char *name, const cha
     if (st != INFD_STATUS_OK)
         return st;
     if (!name_ok(name))
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "a region name is 1 to %d printable bytes without '/'",
-                              INFD_SHM_NAME_BYTES - 1);
+        return name_error(err);
     if (!key_ok(key))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "region '%s': the key must be a POSIX shared memory name: '/' then "
@@ -233,9 +238,7 @@ infd_status infd_server_cuda_shm_register(infd_server *s, const char *name, cons
     if (st != INFD_STATUS_OK)
         return st;
     if (!name_ok(name))
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "a region name is 1 to %d printable bytes without '/'",
-                              INFD_SHM_NAME_BYTES - 1);
+        return name_error(err);
     if (!raw_handle || handle_bytes != INFD_IPC_HANDLE_BYTES)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "region '%s': raw_handle must be a cudaIpcMemHandle_t (%d bytes), "

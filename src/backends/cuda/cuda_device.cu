@@ -123,20 +123,8 @@ extern "C" int infd_cuda_ipc_handle(int index, const void *dev_ptr, void *handle
     return 0;
 }
 
-extern "C" int infd_cuda_memcpy(int index, void *dst, const void *src, size_t bytes, char *why,
-                                size_t n)
-{
-    device_scope dev(index);
-    if (dev.rc != cudaSuccess)
-        return fail(dev.rc, "cudaSetDevice", why, n);
-    /* On this thread's own default stream (cudaStreamPerThread): the legacy
-     * default stream would also wait for the device's blocking streams. */
-    cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread);
-    if (rc == cudaSuccess)
-        rc = cudaStreamSynchronize(cudaStreamPerThread);
-    return rc == cudaSuccess ? 0 : fail(rc, "cudaMemcpy", why, n);
-}
-
+/* On this thread's own default stream (cudaStreamPerThread): the legacy
+ * default stream would also wait for the device's blocking streams. */
 extern "C" int infd_cuda_memcpy_async(int index, void *dst, const void *src, size_t bytes,
                                       char *why, size_t n)
 {
@@ -154,6 +142,14 @@ extern "C" int infd_cuda_memcpy_wait(int index, char *why, size_t n)
         return fail(dev.rc, "cudaSetDevice", why, n);
     cudaError_t rc = cudaStreamSynchronize(cudaStreamPerThread);
     return rc == cudaSuccess ? 0 : fail(rc, "cudaStreamSynchronize", why, n);
+}
+
+extern "C" int infd_cuda_memcpy(int index, void *dst, const void *src, size_t bytes, char *why,
+                                size_t n)
+{
+    if (infd_cuda_memcpy_async(index, dst, src, bytes, why, n) != 0)
+        return -1;
+    return infd_cuda_memcpy_wait(index, why, n);
 }
 
 extern "C" int infd_cuda_device_describe(int index, char *buf, size_t n)

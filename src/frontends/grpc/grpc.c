@@ -1693,7 +1693,7 @@ static infd_status plan_outputs(ginfer *gi, const Inference__ModelInferRequest *
             char what[200];
             snprintf(what, sizeof(what), "output '%.127s'", io.name);
             void *p;
-            int dev;
+            int dev = -1;
             infd_status st;
             if ((st = shm_param_check(&sp, what, err)) != INFD_STATUS_OK)
                 return st;
@@ -1840,7 +1840,7 @@ static infd_status infer_submit(gcall *c, ginfer *gi, infd_error *err)
             return st;
         if (sp.region) {
             void *p;
-            int dev;
+            int dev = -1;
             if (t->contents)
                 return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                       "%s is in shared memory region '%.127s': it has no "

@@ -1345,7 +1345,7 @@ static infd_status shm_outputs(http_call *c, infd_error *err)
                                   "unknown output '%s' of model '%s'", o->name,
                                   infd_model_name(c->model));
         void *p;
-        int dev;
+        int dev = -1;
         infd_status st = shm_span(c, o->shm_region, o->shm_offset, o->shm_byte_size, &p, &dev, err);
         if (st != INFD_STATUS_OK)
             return infd_error_prefix(err, "output '%s'", o->name);
@@ -1518,7 +1518,7 @@ static void handle_infer(http_loop *loop, struct evhttp_request *ev, const char 
         kserve_input *ki = &r->inputs[i];
         if (ki->shm_region[0]) {
             void *p;
-            int dev;
+            int dev = -1;
             if (shm_span(c, ki->shm_region, ki->shm_offset, ki->shm_byte_size, &p, &dev, &err) !=
                     INFD_STATUS_OK ||
                 (dev < 0 ? infd_request_add_input(c->req, ki->name, ki->dtype, ki->shape, ki->rank,

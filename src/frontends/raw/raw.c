@@ -1534,7 +1534,7 @@ static void parse_desc(raw_conn *c)
         const char *name = (const char *)d + in[i].name_off;
         if (in[i].region_len) {
             void *p_in;
-            int dev;
+            int dev = -1;
             if ((st = shm_span(c, (const char *)d + in[i].region_off, in[i].offset, in[i].nbytes,
                                &p_in, &dev, &e)) != INFD_STATUS_OK) {
                 infd_error_prefix(&e, "input '%s'", name);
@@ -1559,7 +1559,7 @@ static void parse_desc(raw_conn *c)
             continue;
         const char *name = (const char *)d + out_off[i];
         void *p_out;
-        int dev;
+        int dev = -1;
         if ((st = shm_span(c, (const char *)d + oreg_off[i], oreg_offset[i], oreg_size[i], &p_out,
                            &dev, &e)) != INFD_STATUS_OK) {
             infd_error_prefix(&e, "output '%s'", name);
