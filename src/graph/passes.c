@@ -320,7 +320,8 @@ static infd_status build_fused(infd_ir_graph *g, const infd_ir_node *prod, const
     if (f->residual >= 0)
         ins[n_in - 1] = f->residual;
     outs[0] = f->out_value;
-    memcpy(attrs, prod->attrs, (size_t)prod->n_attrs * sizeof(infd_ir_attr));
+    if (prod->n_attrs) /* a node without attributes has no array */
+        memcpy(attrs, prod->attrs, (size_t)prod->n_attrs * sizeof(infd_ir_attr));
     int32_t na = prod->n_attrs;
     if (f->kind) {
         attrs[na++] = (infd_ir_attr){ .name = "_fused_activation",
