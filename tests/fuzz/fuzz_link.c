@@ -15,7 +15,6 @@
  * whose request of 2 rows gets a RESULT's outputs.
  * Seeds: tests/fuzz/seeds-link (INFER messages written for this project).
  */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,7 @@
 #include "cluster.pb-c.h"
 #include "cluster/link.h"
 #include "infd/plugin.h"
-#include "plugins/plugins.h"
+#include "fuzz_server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -154,58 +153,15 @@ static void result(const Infd__Cluster__LinkMessage *h, const infd_data_segment 
         abort(); /* every lent frame is given back exactly once */
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-        abort();
-}
-
-static void model(const char *root, const char *name, const char *backend, int max_batch)
-{
-    char path[512], text[512];
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/1", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/config.pbtxt", root, name);
-    snprintf(text, sizeof(text),
-             "backend: \"%s\"\nmax_batch_size: %d\n"
-             "parameters { key: \"classes\" value { string_value: \"4\" } }\n",
-             backend, max_batch);
-    write_file(path, text);
-}
-
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    char root[] = "/tmp/infd-fuzz-link-XXXXXX";
     infd_error err;
-    if (!mkdtemp(root) || infd_plugins_register(&err) != INFD_STATUS_OK)
-        abort();
     if (infd_model_kind_register(&held_kind, &err) != INFD_STATUS_OK)
         abort();
-    model(root, "sm", "softmax", 4);
-    model(root, "sm_flat", "softmax", 0);
-    model(root, "held", "held", 4);
-    infd_log_set_level(INFD_LOG_LEVEL_ERROR);
-    infd_server_options o;
-    infd_server_options_init(&o);
-    o.model_repository = root;
-    o.pinned_pool_bytes = 0;
-    if (infd_server_create(&o, &server, &err) != INFD_STATUS_OK) {
-        fprintf(stderr, "fuzz_link: %s\n", err.msg);
-        abort();
-    }
-    /* Loaded (control mode none; softmax reads no file): the folder goes. */
-    nftw(root, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+    static const fuzz_model models[] = { { "sm", "softmax", 4 },
+                                         { "sm_flat", "softmax", 0 },
+                                         { "held", "held", 4 } };
+    server = fuzz_server_create("fuzz_link", models, 3, 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

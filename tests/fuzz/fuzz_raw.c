@@ -20,7 +20,6 @@
 #include "frontends/raw/raw.c"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plugins/plugins.h"
+#include "fuzz_server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,55 +35,11 @@ static infd_server *server;
 static infd_model *models[2];
 static infd_raw fake_raw;
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-        abort();
-}
-
-static void model(const char *root, const char *name, int max_batch)
-{
-    char path[512], text[512];
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/1", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/config.pbtxt", root, name);
-    snprintf(text, sizeof(text),
-             "backend: \"softmax\"\nmax_batch_size: %d\n"
-             "parameters { key: \"classes\" value { string_value: \"4\" } }\n",
-             max_batch);
-    write_file(path, text);
-}
-
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    char root[] = "/tmp/infd-fuzz-raw-XXXXXX";
     infd_error err;
-    if (!mkdtemp(root) || infd_plugins_register(&err) != INFD_STATUS_OK)
-        abort();
-    model(root, "sm", 4);
-    model(root, "sm_flat", 0);
-    infd_log_set_level(INFD_LOG_LEVEL_ERROR);
-    infd_server_options o;
-    infd_server_options_init(&o);
-    o.model_repository = root;
-    o.pinned_pool_bytes = 0;
-    o.shared_memory = INFD_SHM_SYSTEM;
-    if (infd_server_create(&o, &server, &err) != INFD_STATUS_OK) {
-        fprintf(stderr, "fuzz_raw: %s\n", err.msg);
-        abort();
-    }
-    nftw(root, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+    static const fuzz_model sm[] = { { "sm", "softmax", 4 }, { "sm_flat", "softmax", 0 } };
+    server = fuzz_server_create("fuzz_raw", sm, 2, INFD_SHM_SYSTEM);
     /* One POSIX object, two regions of it; the server maps them at
      * register, so the name can go at once. */
     char key[64];
