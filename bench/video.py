@@ -198,9 +198,15 @@ def run_infd(args, ts, tmp, streams):
     body = [f for fs in per_stream.values() for f in fs[30:]]
     stages = {k: stats([f["latency_us"][k] / 1000 for f in body])
               for k in frames[0]["latency_us"]} if frames else {}
+    # The input's key frames decode slowest (an IDR is several times a P
+    # frame's bytes): process time apart for them and for the rest.
+    by_key = {name: stats([f["latency_us"]["process"] / 1000 for f in body
+                           if f.get("input_key") == want])
+              for name, want in (("input_key_frames", True), ("other_frames", False))}
     got = {f"s{i}": count_frames(outs[i]) for i in range(streams)}
     frames_in = {k: len(v) for k, v in per_stream.items()}
-    return {"stages_ms": stages, "frames_in": frames_in, "frames_out": got,
+    return {"stages_ms": stages, "process_by_input_key_ms": by_key,
+            "frames_in": frames_in, "frames_out": got,
             "glass_to_glass_ms": stats(glass),
             "gpu": "decoded on the GPU (NVDEC)" in text,
             "encoder": (re.search(r"video: encoder: [^\n]*", text) or [""])[0]}
@@ -347,6 +353,10 @@ def main():
                   f"{st['process']['p50']:.2f} p99 {st['process']['p99']:.2f} max "
                   f"{st['process']['max']:.2f} ms; frames in {row['infd']['frames_in']} out "
                   f"{row['infd']['frames_out']}")
+            for name, s in row["infd"]["process_by_input_key_ms"].items():
+                if s:
+                    print(f"   process on {name.replace('_', ' ')} ({s['n']}): p50 "
+                          f"{s['p50']:.2f} p99 {s['p99']:.2f} max {s['max']:.2f} ms")
             print("   infd stage means (ms): " + ", ".join(
                 f"{k} {v['mean']:.3f}" for k, v in st.items() if k != "process"))
             print(f"   {row['infd']['encoder']}")

@@ -431,6 +431,8 @@ def check_astronaut(v, astronaut, ref_box, ref_kp, tmp_path):
     frames = decode_rgb(out)
     assert len(frames) == 90, len(frames)
     dets = v.frames()
+    # The input has a key frame every 30 frames (make_ts's -g 30).
+    assert [d["frame"] for d in dets if d["input_key"]] == [0, 30, 60], dets[:2]
     for i, (frame, det) in enumerate(zip(frames, dets)):
         assert det["frame"] == i and det["width"] == W and det["height"] == H
         assert len(det["faces"]) == 1, det

@@ -83,11 +83,10 @@ struct video_gpu {
     ctx_pop_fn pop;
     cudaStream_t stream;
     int w, h, size;
-    uint8_t *frame;    /* the stream's own NV12 frame, device */
-    int pitch;         /* of both planes */
-    float *input;      /* device S x S x 3 */
-    uint8_t *host;     /* page-locked NV12 for the encoder */
-    float *host_input; /* page-locked S x S x 3, the request's input */
+    uint8_t *frame; /* the stream's own NV12 frame, device */
+    int pitch;      /* of both planes */
+    float *input;   /* device S x S x 3, the request's input */
+    uint8_t *host;  /* page-locked NV12 for the encoder */
     video_rect *rects, *host_rects;
 };
 
@@ -157,9 +156,8 @@ static void free_frames(video_gpu *g)
     cudaFree(g->frame);
     cudaFree(g->input);
     cudaFreeHost(g->host);
-    cudaFreeHost(g->host_input);
     g->frame = g->host = NULL;
-    g->input = g->host_input = NULL;
+    g->input = NULL;
 }
 
 extern "C" void video_gpu_destroy(video_gpu *g)
@@ -178,7 +176,7 @@ extern "C" void video_gpu_destroy(video_gpu *g)
 }
 
 extern "C" infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_letterbox *lb,
-                                        video_nv12 *host, float **host_input, infd_error *err)
+                                        video_nv12 *host, float **dev_input, infd_error *err)
 {
     in_ctx scope(g);
     cudaStreamSynchronize(g->stream);
@@ -192,14 +190,12 @@ extern "C" infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_
     if ((e = cudaMalloc((void **)&g->frame, plane + chroma)) != cudaSuccess ||
         (e = cudaMalloc((void **)&g->input, (size_t)lb->size * lb->size * 3 * sizeof(float))) !=
             cudaSuccess ||
-        (e = cudaMallocHost((void **)&g->host, plane + chroma)) != cudaSuccess ||
-        (e = cudaMallocHost((void **)&g->host_input,
-                            (size_t)lb->size * lb->size * 3 * sizeof(float))) != cudaSuccess) {
+        (e = cudaMallocHost((void **)&g->host, plane + chroma)) != cudaSuccess) {
         free_frames(g);
         return cuda_fail(err, e, "frame buffers");
     }
     *host = (video_nv12){ g->host, g->host + plane, g->pitch, g->pitch, w, h };
-    *host_input = g->host_input;
+    *dev_input = g->input;
     return INFD_STATUS_OK;
 }
 
@@ -244,8 +240,7 @@ __global__ static void letterbox_kernel(const uint8_t *__restrict__ y, int pitch
 }
 
 extern "C" infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src,
-                                            const video_letterbox *lb, float *input,
-                                            infd_error *err)
+                                            const video_letterbox *lb, infd_error *err)
 {
     in_ctx scope(g);
     int S = lb->size;
@@ -253,8 +248,7 @@ extern "C" infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src,
     letterbox_kernel<<<grid, block, 0, g->stream>>>(src->y, src->pitch_y, src->uv, src->pitch_uv,
                                                     src->w, src->h, S, lb->ox, lb->oy, lb->w, lb->h,
                                                     g->input);
-    cudaError_t e = cudaMemcpyAsync(input, g->input, (size_t)S * S * 3 * sizeof(float),
-                                    cudaMemcpyDeviceToHost, g->stream);
+    cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(g->stream);
     return e == cudaSuccess ? INFD_STATUS_OK : cuda_fail(err, e, "letterbox");

@@ -1,10 +1,11 @@
 /*
  * gpu.h - the video app's CUDA stages, for frames NVDEC decoded into
  * device memory (FFmpeg's CUDA hwaccel, NV12): the letterbox into the
- * detector's input, and the drawing, on the frame where it lies. Only two
- * copies cross to the host: the detector's input (S x S x 3 floats, since
- * infd_request_add_input takes host memory) and the finished frame for
- * the encoder, into page-locked buffers.
+ * detector's input, and the drawing, on the frame where it lies. The
+ * detector's input stays on the device (infd_request_add_input_device: a
+ * model on GPUs copies it device to device, any other gets a host copy).
+ * One copy crosses to the host: the finished frame for the encoder, into a
+ * page-locked buffer.
  *
  * The decoder's frames live in the FFmpeg device's CUDA context (the
  * primary one, video_gpu_device); every call makes it current (and
@@ -53,16 +54,17 @@ void video_gpu_destroy(video_gpu *g);
 
 /* Sizes the buffers for w x h frames and an S x S input (lb->size); gives
  * the page-locked host frame the encoder reads (NV12) in *host and the
- * page-locked input video_gpu_preprocess fills in *host_input. */
+ * device input video_gpu_preprocess fills (S x S x 3 floats, on CUDA
+ * device 0, video_gpu_device's) in *dev_input. */
 infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_letterbox *lb,
-                             video_nv12 *host, float **host_input, infd_error *err);
+                             video_nv12 *host, float **dev_input, infd_error *err);
 
-/* The detector's input from device frame `src`: each input pixel the mean
- * of its footprint, BT.601 limited range to RGB, x / 127.5 - 1, -1 in the
- * border; copied into `input` (S x S x 3 floats on the host, best the
- * page-locked *host_input). Waits for the copy. */
+/* The detector's input from device frame `src` into the device input of
+ * video_gpu_resize: each input pixel the mean of its footprint, BT.601
+ * limited range to RGB, x / 127.5 - 1, -1 in the border. Waits for it, so
+ * that any stream may read the input after. */
 infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src, const video_letterbox *lb,
-                                 float *input, infd_error *err);
+                                 infd_error *err);
 
 /* Copies device frame `src` to the stream's own device frame, fills the
  * rectangles there, and downloads the result to the host frame of

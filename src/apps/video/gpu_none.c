@@ -23,16 +23,16 @@ void video_gpu_destroy(video_gpu *g)
 }
 
 infd_status video_gpu_resize(video_gpu *g, int w, int h, const video_letterbox *lb,
-                             video_nv12 *host, float **host_input, infd_error *err)
+                             video_nv12 *host, float **dev_input, infd_error *err)
 {
-    (void)g, (void)w, (void)h, (void)lb, (void)host, (void)host_input;
+    (void)g, (void)w, (void)h, (void)lb, (void)host, (void)dev_input;
     return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "this infd was built without CUDA");
 }
 
 infd_status video_gpu_preprocess(video_gpu *g, const video_nv12 *src, const video_letterbox *lb,
-                                 float *input, infd_error *err)
+                                 infd_error *err)
 {
-    (void)g, (void)src, (void)lb, (void)input;
+    (void)g, (void)src, (void)lb;
     return infd_error_set(err, INFD_STATUS_UNIMPLEMENTED, "this infd was built without CUDA");
 }
 

@@ -83,7 +83,7 @@ struct video_stream {
      * the encoder reads, and the rectangles to draw. */
     video_gpu *gpu;
     video_nv12 gpu_host;
-    float *gpu_input;
+    float *gpu_input; /* device memory, the detector's input */
     video_rect *rects;
     AVFrame *host_frame;
     int gpu_w, gpu_h;
@@ -255,9 +255,10 @@ static infd_status resize(video_stream *s, int w, int h, infd_error *err)
     return INFD_STATUS_OK;
 }
 
-/* Runs the detector on s->input; the faces found in s->faces. */
-static int detect(video_stream *s, const float *input, uint64_t frame_no, uint64_t *infer_ns,
-                  uint64_t *post_ns)
+/* Runs the detector on `input` (host memory, or device memory on CUDA
+ * device `device` when that is >= 0); the faces found in s->faces. */
+static int detect(video_stream *s, const float *input, int device, uint64_t frame_no,
+                  uint64_t *infer_ns, uint64_t *post_ns)
 {
     uint64_t t0 = infd_clock_ns(), t1 = 0;
     video_shared *sh = s->sh;
@@ -267,9 +268,12 @@ static int detect(video_stream *s, const float *input, uint64_t frame_no, uint64
     int n = -1;
     int S = sh->input_size;
     int64_t shape[4] = { 1, S, S, 3 };
+    size_t bytes = (size_t)S * S * 3 * sizeof(float);
     if (infd_request_create(sh->model, &req, &err) != INFD_STATUS_OK ||
-        infd_request_add_input(req, sh->input_name, INFD_DTYPE_FP32, shape, 4, input,
-                               (size_t)S * S * 3 * sizeof(float), &err) != INFD_STATUS_OK ||
+        (device >= 0 ? infd_request_add_input_device(req, sh->input_name, INFD_DTYPE_FP32, shape, 4,
+                                                     input, bytes, device, &err)
+                     : infd_request_add_input(req, sh->input_name, INFD_DTYPE_FP32, shape, 4, input,
+                                              bytes, &err)) != INFD_STATUS_OK ||
         infd_infer(req, &err) != INFD_STATUS_OK)
         goto out;
     t1 = infd_clock_ns();
@@ -324,14 +328,16 @@ static void put_json(video_stream *s, size_t *len, const char *fmt, ...)
 
 /* The frame's JSON line (docs/VIDEO.md, "Detections"). Stream names are
  * checked to need no escaping (ingest.c). */
-static void report_json(video_stream *s, uint64_t frame_no, int64_t pts, int n, const uint64_t *ns)
+static void report_json(video_stream *s, uint64_t frame_no, int64_t pts, bool input_key, int n,
+                        const uint64_t *ns)
 {
     video_shared *sh = s->sh;
     size_t len = 0;
     put_json(s, &len,
              "{\"stream\":\"%s\",\"frame\":%" PRIu64 ",\"pts\":%" PRId64 ",\"time_ms\":%" PRIu64
-             ",\"width\":%d,\"height\":%d,\"faces\":[",
-             s->name, frame_no, pts, infd_clock_realtime_ns() / 1000000, s->width, s->height);
+             ",\"width\":%d,\"height\":%d,\"input_key\":%s,\"faces\":[",
+             s->name, frame_no, pts, infd_clock_realtime_ns() / 1000000, s->width, s->height,
+             input_key ? "true" : "false");
     for (int i = 0; i < n; i++) {
         const video_face *f = &s->faces[i];
         put_json(s, &len, "%s{\"score\":%.4f,\"box\":[%.1f,%.1f,%.1f,%.1f],\"landmarks\":[",
@@ -456,15 +462,16 @@ static AVFrame *detect_and_draw(video_stream *s, AVFrame *f, uint64_t frame_no, 
         infd_error_clear(&err);
         video_nv12 src = { f->data[0],     f->data[1], f->linesize[0],
                            f->linesize[1], f->width,   f->height };
-        if (video_gpu_preprocess(s->gpu, &src, &s->lb, s->gpu_input, &err) != INFD_STATUS_OK) {
+        if (video_gpu_preprocess(s->gpu, &src, &s->lb, &err) != INFD_STATUS_OK) {
             infd_log(INFD_LOG_LEVEL_ERROR, "video: stream %s: frame %" PRIu64 ": %s", s->name,
                      frame_no, err.msg);
             return NULL;
         }
         uint64_t t1 = infd_clock_ns();
         ns[VIDEO_STAGE_PREPROCESS] = t1 - t;
-        int n =
-            detect(s, s->gpu_input, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
+        /* The input stays on the GPU (video_gpu_device's device 0). */
+        int n = detect(s, s->gpu_input, 0, frame_no, &ns[VIDEO_STAGE_INFER],
+                       &ns[VIDEO_STAGE_POSTPROCESS]);
         *n_faces = n < 0 ? 0 : n;
         uint64_t t2 = infd_clock_ns();
         int n_rects = video_draw_rects(f->width, f->height, s->faces, *n_faces, s->rects,
@@ -507,7 +514,7 @@ static AVFrame *detect_and_draw(video_stream *s, AVFrame *f, uint64_t frame_no, 
     uint64_t t1 = infd_clock_ns();
     ns[VIDEO_STAGE_PREPROCESS] = t1 - t; /* the copy included */
 
-    int n = detect(s, s->input, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
+    int n = detect(s, s->input, -1, frame_no, &ns[VIDEO_STAGE_INFER], &ns[VIDEO_STAGE_POSTPROCESS]);
     *n_faces = n < 0 ? 0 : n;
     uint64_t t2 = infd_clock_ns();
     video_yuv img = { s->work->data[0],     s->work->data[1],     s->work->data[2],
@@ -610,7 +617,7 @@ static void process(video_stream *s, const video_ingest_timing *it)
     atomic_fetch_add(&sh->frames, 1);
     atomic_fetch_add(&sh->faces, (uint64_t)n);
     if (sh->detections || atomic_load(&sh->subscribers) > 0)
-        report_json(s, frame_no, pts, n, ns);
+        report_json(s, frame_no, pts, input_key, n, ns);
     record(s, ns);
 }
 
