@@ -38,13 +38,14 @@ gpu_serve() {
 }
 
 # perf_args PROTOCOL DIR: the `infd perf` arguments of http (binary),
-# http-shm, http-cuda, grpc, grpc-shm, grpc-cuda or raw (framed, over the
-# Unix socket).
+# http-shm, http-cuda, grpc, grpc-ch8 (8 connections a client), grpc-shm,
+# grpc-cuda or raw (framed, over the Unix socket).
 perf_args() {
     case $1 in
     http) echo --url 127.0.0.1:18000 --binary ;;
     http-shm) echo --url 127.0.0.1:18000 --shared-memory system ;;
     grpc) echo --url 127.0.0.1:18001 --protocol grpc ;;
+    grpc-ch8) echo --url 127.0.0.1:18001 --protocol grpc --grpc-channels 8 ;;
     grpc-shm) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory system ;;
     http-cuda) echo --url 127.0.0.1:18000 --shared-memory cuda ;;
     grpc-cuda) echo --url 127.0.0.1:18001 --protocol grpc --shared-memory cuda ;;

@@ -8,7 +8,7 @@
 # Debian's linux-perf unpacked) it reports CPU ticks per thread name from
 # /proc instead.
 #
-#   bench/profile_gpu.sh INFD_BIN MODEL.onnx PROTOCOL...   (http grpc raw http-shm grpc-shm)
+#   bench/profile_gpu.sh INFD_BIN MODEL.onnx PROTOCOL...   (http grpc grpc-ch8 raw http-shm grpc-shm http-cuda grpc-cuda)
 set -u
 INFD=${1:?usage: profile_gpu.sh INFD_BIN MODEL.onnx PROTOCOL...}
 MODEL=${2:?usage: profile_gpu.sh INFD_BIN MODEL.onnx PROTOCOL...}
