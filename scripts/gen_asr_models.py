@@ -84,16 +84,16 @@ def default_out():
     return os.path.join(cache, "models", "asr")
 
 
-def feed_forward_class():
-    """A conformer's half-step feed-forward: LayerNorm, Linear to 4d, SiLU,
-    Linear back."""
+def feed_forward_class(mult=4):
+    """A conformer's half-step feed-forward: LayerNorm, Linear to mult x d,
+    SiLU, Linear back."""
     from torch import nn
 
     class FeedForward(nn.Module):
         def __init__(self, d):
             super().__init__()
             self.norm = nn.LayerNorm(d)
-            self.l1, self.l2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.l1, self.l2 = nn.Linear(d, mult * d), nn.Linear(mult * d, d)
 
         def forward(self, x):
             return self.l2(nn.functional.silu(self.l1(self.norm(x))))
@@ -102,8 +102,9 @@ def feed_forward_class():
 
 
 def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED, vocab=VOCAB,
-                  n_mels=N_MELS):
-    """(Encoder, DecoderJoint) classes of the given size."""
+                  n_mels=N_MELS, ff_mult=4):
+    """(Encoder, DecoderJoint) classes of the given size (ff_mult: the
+    feed-forward's width over d_model; tools/train_asr trains these)."""
     import torch
     from torch import nn
 
@@ -124,7 +125,7 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
                 length = torch.div(length + 2 - 3, 2, rounding_mode="floor") + 1
             return x, length
 
-    FeedForward = feed_forward_class()
+    FeedForward = feed_forward_class(ff_mult)
 
     class Attention(nn.Module):
         def __init__(self, d, heads):

@@ -1,0 +1,127 @@
+"""The speech-model training recipe's own parts (tools/train_asr, issue #26),
+on the CPU:
+
+- the TDT loss against the enumeration of every path (durations 0-3, no
+  RNN-T special case), and its gradient against finite differences;
+- the recipe's features against `infd asr --features` on the same audio,
+  so a model is trained on the features it is served with;
+- the corpus rules: what espeak-ng would not say as written is dropped,
+  and the held-out rule is a fixed function of the text.
+
+The RNN-T special case against torchaudio.functional.rnnt_loss needs
+torchaudio, which Debian 12 does not package; it runs on the GPU machine
+before every training run (train.py stops if it disagrees).
+"""
+
+import math
+import subprocess
+import sys
+import wave
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "train_asr"))
+
+import corpus  # noqa: E402
+import features  # noqa: E402
+import tdt  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tdt_loss_equals_path_enumeration(seed):
+    diff, ours, ref = tdt.check_brute_force(seed)
+    assert diff < 1e-4, (ours, ref)
+
+
+def test_tdt_loss_batch_and_lengths():
+    """Each utterance of a padded batch gets the loss it gets alone."""
+    g = torch.Generator().manual_seed(3)
+    B, T, U, V, durs = 3, 9, 4, 5, [0, 1, 2, 4]
+    lp = torch.log_softmax(torch.randn(B, T, U + 1, V + 1, generator=g), -1)
+    ld = torch.log_softmax(torch.randn(B, T, U + 1, len(durs), generator=g), -1)
+    targets = torch.randint(0, V, (B, U), generator=g)
+    t_lens, u_lens = torch.tensor([9, 6, 4]), torch.tensor([4, 2, 3])
+    batch = tdt.tdt_loss(lp, ld, ld, targets, t_lens, u_lens, durs, V)
+    for b in range(B):
+        t, u = int(t_lens[b]), int(u_lens[b])
+        alone = tdt.tdt_loss(lp[b:b + 1, :t, :u + 1], ld[b:b + 1, :t, :u + 1],
+                             ld[b:b + 1, :t, :u + 1], targets[b:b + 1, :u], t_lens[b:b + 1],
+                             u_lens[b:b + 1], durs, V)
+        ref = tdt.brute_force(lp[b, :t, :u + 1], ld[b, :t, :u + 1], targets[b, :u].tolist(),
+                              t, u, durs, V)
+        assert abs(batch[b].item() - alone.item()) < 1e-4
+        assert abs(batch[b].item() - ref) < 1e-4
+
+
+def test_tdt_loss_gradient():
+    g = torch.Generator().manual_seed(5)
+    T, U, V, durs = 5, 2, 3, [0, 1, 2]
+    x = torch.randn(1, T, U + 1, V + 1 + len(durs), generator=g, dtype=torch.float64)
+    targets = torch.tensor([[1, 2]])
+
+    def f(z):
+        lp = torch.log_softmax(z[..., :V + 1], -1)
+        ld = torch.log_softmax(z[..., V + 1:], -1)
+        return tdt.tdt_loss(lp, ld, ld, targets, torch.tensor([T]), torch.tensor([U]), durs, V)
+
+    assert torch.autograd.gradcheck(f, (x.requires_grad_(),), eps=1e-6, atol=1e-5)
+
+
+def test_impossible_alignment_is_infinite_loss():
+    """Three tokens cannot come out of one frame that must end with a
+    blank when durations are only 1 and 2: the loss says so (-log 0)."""
+    lp = torch.log_softmax(torch.zeros(1, 1, 4, 4), -1)
+    ld = torch.log_softmax(torch.zeros(1, 1, 4, 2), -1)
+    loss = tdt.tdt_loss(lp, ld, ld, torch.tensor([[0, 1, 2]]), torch.tensor([1]),
+                        torch.tensor([3]), [1, 2], 3)
+    assert loss.item() > 1e20
+
+
+def test_features_match_infd(infd_bin, tmp_path):
+    """features.LogMel against `infd asr --features`: a chirp with noise,
+    2.37 s at 16 kHz."""
+    rng = np.random.default_rng(1)
+    t = np.arange(int(2.37 * 16000)) / 16000
+    x = 0.3 * np.sin(2 * math.pi * (200 + 900 * t) * t) + 0.02 * rng.standard_normal(t.size)
+    pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
+    path = tmp_path / "chirp.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm.tobytes())
+    subprocess.run([str(infd_bin), "asr", "--features", str(path), "-o",
+                    str(tmp_path / "f.npy")], check=True, capture_output=True)
+    ref = np.load(tmp_path / "f.npy")
+    ours, frames = features.LogMel(128)(torch.from_numpy(pcm.astype(np.float32) / 32768.0)
+                                        .unsqueeze(0), torch.tensor([pcm.size]))
+    assert ours.shape[1:] == ref.shape and int(frames) == pcm.size // 160
+    assert np.abs(ours[0].numpy() - ref).max() < 1e-3
+
+
+@pytest.mark.parametrize("raw,want", [
+    ("A gift of a flower will soon be made to you.", "a gift of a flower will soon be made to you"),
+    ("Don't panic -- it's only a test!", "don't panic it's only a test"),
+    ("Call me at 555 1234.", None),          # digits
+    ("Mr. Smith goes to Washington", None),   # an abbreviation
+    ("The IBM PC was new", None),             # acronyms read as letters
+    ("Two words", None),                      # too short
+    ("Caf\u00e9 au lait is nice", None),      # not ASCII
+])
+def test_corpus_normalise(raw, want):
+    assert corpus.normalise(raw) == want
+
+
+def test_held_out_rule_is_fixed():
+    """The tests and the recipe agree on which sentences are held out: a
+    hash of the text, about 1 in 20."""
+    sentences = [f"sentence number {w} of the list" for w in
+                 ("one two three four five six seven eight nine ten".split() * 40)]
+    sentences = [s + f" {i}" for i, s in enumerate(sentences)]
+    held = [s for s in sentences if corpus.held_out(s)]
+    assert corpus.held_out("a special case") is corpus.held_out("a special case")
+    assert 0 < len(held) < len(sentences) / 8
