@@ -484,6 +484,22 @@ def generate_streaming(out, pre=0):
                os.path.join(out, "model.pt"))
 
 
+def export_encoder(enc, path, n_mels=N_MELS, frames=200, **kw):
+    """Writes Encoder `enc` with the onnx-asr names, traced on `frames`
+    feature frames (kw: more torch.onnx.export arguments)."""
+    import torch
+
+    feats = torch.randn(1, n_mels, frames)
+    length = torch.tensor([frames], dtype=torch.int64)
+    torch.onnx.export(enc, (feats, length), path,
+                      input_names=["audio_signal", "length"],
+                      output_names=["outputs", "encoded_lengths"],
+                      dynamic_axes={"audio_signal": {0: "batch", 2: "time"}, "length": {0: "batch"},
+                                    "outputs": {0: "batch", 2: "frames"},
+                                    "encoded_lengths": {0: "batch"}},
+                      opset_version=17, do_constant_folding=True, **kw)
+
+
 def export_decoder_joint(dec, path, d_model, pred, vocab, **kw):
     """Writes DecoderJoint `dec` with the onnx-asr names (kw: more
     torch.onnx.export arguments)."""
@@ -521,15 +537,7 @@ def generate(out, size):
         randomise_batchnorm(enc)
         calibrate_joint(lambda x, n: enc(x, n)[0], dec, PRED, VOCAB)
     os.makedirs(out, exist_ok=True)
-    feats = torch.randn(1, N_MELS, 200)
-    length = torch.tensor([200], dtype=torch.int64)
-    torch.onnx.export(enc, (feats, length), os.path.join(out, "encoder-model.onnx"),
-                      input_names=["audio_signal", "length"],
-                      output_names=["outputs", "encoded_lengths"],
-                      dynamic_axes={"audio_signal": {0: "batch", 2: "time"}, "length": {0: "batch"},
-                                    "outputs": {0: "batch", 2: "frames"},
-                                    "encoded_lengths": {0: "batch"}},
-                      opset_version=17, do_constant_folding=True)
+    export_encoder(enc, os.path.join(out, "encoder-model.onnx"))
     export_decoder_joint(dec, os.path.join(out, "decoder_joint-model.onnx"), d_model, PRED, VOCAB)
     with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
         for i, p in enumerate(pieces):

@@ -279,15 +279,7 @@ def export(enc, dec, sp, a, vocab, out):
     kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     enc = enc.cpu().eval()
     dec = dec.cpu().eval()
-    feats = torch.randn(1, N_MELS, 256)
-    length = torch.tensor([256], dtype=torch.int64)
-    torch.onnx.export(enc, (feats, length), os.path.join(out, "encoder-model.onnx"),
-                      input_names=["audio_signal", "length"],
-                      output_names=["outputs", "encoded_lengths"],
-                      dynamic_axes={"audio_signal": {0: "batch", 2: "time"}, "length": {0: "batch"},
-                                    "outputs": {0: "batch", 2: "frames"},
-                                    "encoded_lengths": {0: "batch"}},
-                      opset_version=17, do_constant_folding=True, **kw)
+    g.export_encoder(enc, os.path.join(out, "encoder-model.onnx"), N_MELS, 256, **kw)
     g.export_decoder_joint(dec, os.path.join(out, "decoder_joint-model.onnx"), a.d_model, a.pred,
                            vocab, **kw)
     with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:
