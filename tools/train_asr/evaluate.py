@@ -114,7 +114,7 @@ def main():
               f"transcripts {same} of {len(recs)} ({100 * same / max(1, len(recs)):.1f}%)")
         for d in report["differences"][:10]:
             print(f"  ref:   {d['ref']}\n  infd:  {d['infd']}\n  torch: {d['torch']}")
-    report["examples"] = [{"ref": r, "infd": h} for r, h in list(zip(refs, hyps))[:20]]
+    report["transcripts"] = [{"ref": r, "infd": h} for r, h in zip(refs, hyps)]
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -60,29 +60,47 @@ def tdt_loss(logp_tok, logp_dur_tok, logp_dur_blank, targets, t_lens, u_lens, du
     else:
         lp_y = logp_tok.new_zeros(B, T, 0)
     neg = logp_tok.new_full((B, 1), NEG)
-    # The first-order recurrence's coefficients: a token with duration 0.
-    zero = durations.index(0) if 0 in durations else None
-    alphas = []
+    # Moves from earlier frames, one per duration d >= 1: the blank's from
+    # (t - d, u) and the token's from (t - d, u - 1), the latter stored at
+    # u (shifted by one) so that both add to alpha(t - d) at the same place.
+    # Time is padded in front with dmax frames of log 0, so that every
+    # frame reads the same number of rows: [dmax + T, n, B, U1].
+    moves = [(i, d) for i, d in enumerate(durations) if d >= 1]
+    ks = torch.tensor([i for i, _ in moves], device=dev)
+    ds = torch.tensor([d for _, d in moves], device=dev)
+    dmax = max(d for _, d in moves)
+    eb = (lp_blank.unsqueeze(3) + logp_dur_blank.index_select(3, ks)).permute(1, 3, 0, 2)
+    ey = lp_y.unsqueeze(3) + logp_dur_tok[:, :, :-1].index_select(3, ks)  # [B, T, U, n]
+    ey = torch.cat([logp_tok.new_full((B, T, 1, len(moves)), NEG), ey], dim=2).permute(1, 3, 0, 2)
+    pad = logp_tok.new_full((dmax, len(moves), B, U1), NEG)
+    eb, ey = torch.cat([pad, eb]), torch.cat([pad, ey])
+    rows = torch.arange(T, device=dev).unsqueeze(1) + dmax - ds.unsqueeze(0)  # [T, n]
+    cols = torch.arange(len(moves), device=dev)
+    # The first-order recurrence within a frame: a token with duration 0,
+    # its prefix sums for every frame at once.
+    zero = durations.index(0) if 0 in durations and U1 > 1 else None
+    if zero is not None:
+        c = lp_y + logp_dur_tok[:, :, :-1, zero]  # [B, T, U]
+        L = torch.cat([logp_tok.new_zeros(B, T, 1), torch.cumsum(c, dim=2)], dim=2)
+    start = logp_tok.new_full((B, U1), NEG)
+    start[:, 0] = 0.0
+    empty = logp_tok.new_full((B, U1), NEG)
+    alphas = [empty] * dmax  # alpha(t) at dmax + t; log 0 before the start
+    shifted = [empty] * dmax  # alpha(t, u - 1) at u
     for t in range(T):
-        terms = []
+        back = [dmax + t - d for _, d in moves]
+        a = torch.stack([alphas[j] for j in back])  # [n, B, U1]
+        s = torch.stack([shifted[j] for j in back])
+        terms = torch.cat([a + eb[rows[t], cols], s + ey[rows[t], cols]])
+        beta = torch.logsumexp(terms, dim=0)
         if t == 0:
-            start = logp_tok.new_full((B, U1), NEG)
-            start[:, 0] = 0.0
-            terms.append(start)
-        for i, d in enumerate(durations):
-            if d < 1 or t - d < 0:
-                continue
-            a = alphas[t - d]  # [B, U1]
-            terms.append(a + lp_blank[:, t - d] + logp_dur_blank[:, t - d, :, i])
-            tok = a[:, :-1] + lp_y[:, t - d] + logp_dur_tok[:, t - d, :-1, i]
-            terms.append(torch.cat([neg, tok], dim=1))
-        beta = torch.logsumexp(torch.stack(terms), dim=0) if len(terms) > 1 else terms[0]
-        if zero is None or U1 == 1:
-            alphas.append(beta)
-            continue
-        c = lp_y[:, t] + logp_dur_tok[:, t, :-1, zero]  # [B, U]
-        L = torch.cat([logp_tok.new_zeros(B, 1), torch.cumsum(c, dim=1)], dim=1)  # [B, U1]
-        alphas.append(L + torch.logcumsumexp(beta - L, dim=1))
+            beta = torch.logaddexp(beta, start)
+        if zero is not None:
+            lt = L[:, t]
+            beta = lt + torch.logcumsumexp(beta - lt, dim=1)
+        alphas.append(beta)
+        shifted.append(torch.cat([neg, beta[:, :-1]], dim=1))
+    alphas = alphas[dmax:]
     alpha = torch.stack(alphas, dim=1)  # [B, T, U1]
     b = torch.arange(B, device=dev)
     finals = []
