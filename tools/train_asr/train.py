@@ -349,14 +349,17 @@ def main():
     log(f"model: {n_params / 1e6:.2f} M parameters")
     report["parameters"] = n_params
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.98), weight_decay=1e-3)
-    step, spent = 0, 0.0
+    step, spent, warm_from = 0, 0.0, 0
     if a.resume:
         ck = torch.load(a.resume, map_location=device)
         enc.load_state_dict(ck["encoder"])
         dec.load_state_dict(ck["decoder_joint"])
-        opt.load_state_dict(ck["optimizer"])
+        if "optimizer" in ck:  # a weights-only file (weights.pt) starts a fresh optimizer
+            opt.load_state_dict(ck["optimizer"])
         step, spent = ck["step"], ck["seconds"]
-        log(f"resumed at step {step} ({spent / 60:.1f} min trained)")
+        warm_from = 0 if "optimizer" in ck else step  # a new optimizer warms up again
+        log(f"resumed at step {step} ({spent / 60:.1f} min trained)"
+            f"{'' if 'optimizer' in ck else ', weights only: a new optimizer'}")
     budget = spent + a.minutes * 60
     t0 = time.time() - spent
     seen_hours, last_log, losses = 0.0, time.time(), []
@@ -367,7 +370,7 @@ def main():
             elapsed = time.time() - t0
             if elapsed >= budget:
                 break
-            lr = a.lr * min(1.0, (step + 1) / a.warmup) * \
+            lr = a.lr * min(1.0, (step - warm_from + 1) / a.warmup) * \
                 (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / budget))))
             for group in opt.param_groups:
                 group["lr"] = lr
