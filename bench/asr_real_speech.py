@@ -22,6 +22,7 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools", "train_asr"))
 
+from evaluate import infd_transcripts  # noqa: E402
 from train import wer  # noqa: E402
 
 DATA = "/usr/share/pocketsphinx/test/data/librivox"
@@ -56,11 +57,7 @@ def main():
     refs = references()
     names = sorted(refs)
     wavs = [os.path.join(DATA, n + ".wav") for n in names]
-    r = subprocess.run([a.infd, "asr", a.model, *wavs, "--json"], capture_output=True, text=True,
-                       check=True)
-    by_file = {json.loads(x)["file"]: json.loads(x)["text"] for x in r.stdout.splitlines()
-               if x.startswith("{")}
-    ours = [by_file.get(w, "") for w in wavs]
+    ours = infd_transcripts(a.infd, a.model, wavs, stream=False)
     have_ps = shutil.which("pocketsphinx_continuous") and os.path.isdir(PS_MODEL)
     ps = [pocketsphinx(w) for w in wavs] if have_ps else None
     report = {"files": []}

@@ -203,8 +203,7 @@ def loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen=None):
     z = z.float()
     lp_tok = torch.log_softmax(z[..., :vocab + 1], dim=-1)
     lp_dur = torch.log_softmax(z[..., vocab + 1:], dim=-1)
-    per = tdt.tdt_loss(lp_tok, lp_dur, lp_dur, targets, t_lens, u_lens, DURATIONS, vocab)
-    return per, t_lens
+    return tdt.tdt_loss(lp_tok, lp_dur, lp_dur, targets, t_lens, u_lens, DURATIONS, vocab)
 
 
 # ---------------------------------------------------------------------------
@@ -376,7 +375,7 @@ def main():
                 group["lr"] = lr
             audio, n, targets, u_lens = collate(train_recs, train_pcm, idx, sp, device)
             audio = augment(audio, n, gen)
-            per, _ = loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen)
+            per = loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen)
             loss = per.sum() / u_lens.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
