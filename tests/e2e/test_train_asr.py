@@ -3,6 +3,8 @@ on the CPU:
 
 - the TDT loss against the enumeration of every path (durations 0-3, no
   RNN-T special case), and its gradient against finite differences;
+- the loss's CUDA kernels (tdt_cuda.py, numba's CUDA simulator) against
+  the torch loss;
 - the recipe's features against `infd asr --features` on the same audio,
   so a model is trained on the features it is served with;
 - the corpus rules: what espeak-ng would not say as written is dropped,
@@ -79,6 +81,33 @@ def test_impossible_alignment_is_infinite_loss():
     loss = tdt.tdt_loss(lp, ld, ld, torch.tensor([[0, 1, 2]]), torch.tensor([1]),
                         torch.tensor([3]), [1, 2], 3)
     assert loss.item() > 1e20
+
+
+def test_tdt_cuda_kernels_match_the_torch_loss():
+    """tdt_cuda's kernels (numba, simulated on the CPU with
+    NUMBA_ENABLE_CUDASIM=1) give tdt.tdt_loss's loss and gradient on a
+    padded batch with durations 0-4, and -log 0 with no gradient where no
+    path exists."""
+    pytest.importorskip("numba")
+    code = f"""
+import sys, json, torch
+sys.path.insert(0, {str(ROOT / "tools" / "train_asr")!r})
+import tdt_cuda
+dl, dg = tdt_cuda.check("cpu", verbose=False)
+lp = torch.log_softmax(torch.zeros(1, 1, 4, 4), -1).requires_grad_()
+ld = torch.log_softmax(torch.zeros(1, 1, 4, 2), -1).requires_grad_()
+loss = tdt_cuda.tdt_loss(lp, ld, ld, torch.tensor([[0, 1, 2]]), torch.tensor([1]),
+                         torch.tensor([3]), [1, 2], 3)
+loss.sum().backward()
+print(json.dumps([dl, dg, loss.item(), lp.grad.abs().max().item()]))
+"""
+    env = dict(__import__("os").environ, NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    dl, dg, impossible, grad = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    assert dl < 1e-4 and dg < 1e-4
+    assert impossible > 1e20 and grad == 0.0
 
 
 def test_features_match_infd(infd_bin, tmp_path):

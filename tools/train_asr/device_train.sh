@@ -3,11 +3,13 @@
 # within the device tool's 10 minutes a command:
 #   - unpacks .gpu/asrdata.tar.xz (pack.sh) into /tmp/espb, once per machine;
 #   - synthesises the training and test speech into /tmp/asrd, once per
-#     machine (about 80 s on 16 cores);
+#     machine (about 80 s on 16 cores), each training sentence COPIES times
+#     (default 1) in different voices;
 #   - trains for what is left of SECONDS (default 540) after that and the
 #     evaluation's margin, resuming from /tmp/asr_run/model.ckpt when an
 #     earlier call on the same machine left one, else from RESUME (a
 #     weights.pt carried from an earlier session), else from scratch;
+#   - on every GPU of the machine (torchrun, one process a GPU);
 #   - copies to $OUT: train.json, the log, spm.model, the exported model
 #     (model.tar) and weights.pt (weights only, to carry into a later session).
 # The machine stays warm only 30 s after a call: call again at once to go on.
@@ -34,7 +36,7 @@ fi
 if [ ! -s "$D/test.jsonl" ]; then
     cp /tmp/espb/corpus/*.txt "$D/"
     "$PY" tools/train_asr/synth.py --text "$D/train.txt" --out "$D" --split train \
-        --espeak /tmp/espb/espeak >>"$OUT/log.txt" 2>&1
+        --copies "${COPIES:-1}" --espeak /tmp/espb/espeak >>"$OUT/log.txt" 2>&1
     "$PY" tools/train_asr/synth.py --text "$D/test.txt" --out "$D" --split test \
         --espeak /tmp/espb/espeak >>"$OUT/log.txt" 2>&1
 fi
@@ -46,14 +48,26 @@ elif [ -n "$RESUME" ]; then
 fi
 left=$((SECONDS_BUDGET - ($(date +%s) - T0) - 70))
 minutes=$(python3 -c "print(max(0.5, $left / 60))")
-echo "device_train: $(($(date +%s) - T0)) s of set-up; training $minutes min ${from[*]}" >>"$OUT/log.txt"
-"$PY" tools/train_asr/train.py --data "$D" --out "$RUN" --minutes "$minutes" "${from[@]}" "$@" \
+gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
+launch=("$PY")
+[ "$gpus" -gt 1 ] && launch=("$PY" -m torch.distributed.run --standalone --nproc_per_node="$gpus")
+echo "device_train: $(($(date +%s) - T0)) s of set-up; training $minutes min on $gpus GPU(s) ${from[*]}" >>"$OUT/log.txt"
+touch "$RUN/.started"
+"${launch[@]}" tools/train_asr/train.py --data "$D" --out "$RUN" --minutes "$minutes" "${from[@]}" "$@" \
     >>"$OUT/log.txt" 2>&1
+if [ "$gpus" -gt 1 ] && [ ! "$RUN/model.ckpt" -nt "$RUN/.started" ]; then
+    # Several processes failed: what is left on one GPU.
+    left=$((SECONDS_BUDGET - ($(date +%s) - T0) - 70))
+    minutes=$(python3 -c "print(max(0.5, $left / 60))")
+    echo "device_train: $gpus processes failed; $minutes min on one GPU" >>"$OUT/log.txt"
+    "$PY" tools/train_asr/train.py --data "$D" --out "$RUN" --minutes "$minutes" "${from[@]}" "$@" \
+        >>"$OUT/log.txt" 2>&1
+fi
 cp "$RUN/train.json" "$D/spm.model" "$OUT/" 2>/dev/null
 (cd "$RUN" && tar -cf "$OUT/model.tar" model)
 "$PY" -c "
 import torch
 ck = torch.load('$RUN/model.ckpt')
-torch.save({k: ck[k] for k in ('encoder', 'decoder_joint', 'step', 'seconds', 'args')}, '$OUT/weights.pt')
+torch.save({k: v for k, v in ck.items() if k != 'optimizer'}, '$OUT/weights.pt')
 " 2>>"$OUT/log.txt"
 echo "device_train: $(($(date +%s) - T0)) s in all" >>"$OUT/log.txt"

@@ -3,7 +3,8 @@
 PyTorch's own greedy TDT decode of the same weights.
 
     python3 tools/train_asr/evaluate.py --model DIR --data DIR [--weights weights.pt]
-        [--infd build/release/infd] [--limit N] [--stream] [--json FILE]
+        [--infd build/release/infd] [--limit N] [--stream [--left-ms 4000 --right-ms 2000]]
+        [--json FILE]
 
 --data holds test.pcm and test.jsonl from synth.py (held-out sentences
 spoken by held-out voices). Each utterance is written as a 16 kHz WAV and
@@ -27,14 +28,17 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from synth import HELD_OUT_ACCENTS  # noqa: E402
 from train import wer  # noqa: E402
 
 
-def infd_transcripts(infd, model, wavs, stream):
-    """One `infd asr` run over every file: its text per file."""
+def infd_transcripts(infd, model, wavs, stream, left_ms=4000, right_ms=2000):
+    """One `infd asr` run over every file: its text per file. Streaming: in
+    160 ms chunks, each encoded with left_ms before and right_ms after it."""
     cmd = [infd, "asr", model, *wavs, "--json"]
     if stream:
-        cmd += ["--stream", "--chunk-ms", "160"]
+        cmd += ["--stream", "--chunk-ms", "160", "--left-ms", str(left_ms), "--right-ms",
+                str(right_ms)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"infd asr failed ({r.returncode}): {r.stderr[-2000:]}")
@@ -80,6 +84,8 @@ def main():
     ap.add_argument("--infd", default=os.path.join(HERE, "..", "..", "build", "release", "infd"))
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--left-ms", type=int, default=4000)
+    ap.add_argument("--right-ms", type=int, default=2000)
     ap.add_argument("--json")
     a = ap.parse_args()
     with open(os.path.join(a.data, "test.jsonl")) as f:
@@ -88,6 +94,8 @@ def main():
     refs = [r["text"] for r in recs]
     report = {"utterances": len(recs), "voices": len({r["voice"] for r in recs}),
               "words": sum(len(t.split()) for t in refs), "stream": a.stream}
+    if a.stream:
+        report.update({"chunk_ms": 160, "left_ms": a.left_ms, "right_ms": a.right_ms})
     with tempfile.TemporaryDirectory(prefix="infd-asr-eval-") as tmp:
         wavs = []
         for i, r in enumerate(recs):
@@ -98,10 +106,20 @@ def main():
                 w.setframerate(16000)
                 w.writeframes(pcm[r["offset"]:r["offset"] + r["samples"]].tobytes())
             wavs.append(path)
-        hyps = infd_transcripts(a.infd, a.model, wavs, a.stream)
+        hyps = infd_transcripts(a.infd, a.model, wavs, a.stream, a.left_ms, a.right_ms)
     report["infd_wer"] = wer(refs, hyps)
     print(f"infd asr{' --stream' if a.stream else ''}: WER {100 * report['infd_wer']:.2f}% over "
           f"{len(recs)} utterances ({report['words']} words, {report['voices']} voices)")
+    # The test's voices are of two kinds: an accent training never heard,
+    # and held-out voice variants of the accents it did hear.
+    report["by_voice"] = {}
+    for name, pick in (("unseen accent", lambda v: v.split("+")[0] in HELD_OUT_ACCENTS),
+                       ("seen accents, unseen variants",
+                        lambda v: v.split("+")[0] not in HELD_OUT_ACCENTS)):
+        ix = [i for i, r in enumerate(recs) if pick(r["voice"])]
+        w = wer([refs[i] for i in ix], [hyps[i] for i in ix])
+        report["by_voice"][name] = {"utterances": len(ix), "wer": w}
+        print(f"  {name}: WER {100 * w:.2f}% over {len(ix)} utterances")
     if a.weights:
         spm_path = a.spm or os.path.join(os.path.dirname(a.weights), "spm.model")
         ref_hyps = torch_transcripts(a.weights, spm_path, recs, pcm)

@@ -16,7 +16,10 @@ the size given. Training: features exactly as infd computes them
 (features.py), random gain, noise and reverberation on the audio and
 SpecAugment masks on the features, the TDT loss of tdt.py (checked against
 torchaudio's RNN-T loss first), AdamW with warm-up and a cosine decay over
-the time allowed (--minutes), bf16 autocast on CUDA. At the end: greedy
+the time allowed (--minutes, or --schedule-minutes across runs), bf16
+autocast on CUDA. On CUDA the loss runs as tdt_cuda.py's kernels when they
+agree with tdt.py. Under torchrun, one process a GPU, each with its own
+batches, gradients averaged every step. At the end: greedy
 TDT decoding of the held-out test set (unseen voices, unseen sentences)
 and its word error rate, a checkpoint (model.ckpt: weights, optimizer,
 step), and the export: OUT/model/{encoder-model.onnx,
@@ -42,6 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 
 import features  # noqa: E402
 import tdt  # noqa: E402
+import tdt_cuda  # noqa: E402
 
 DURATIONS = [0, 1, 2, 3, 4]
 N_MELS = 128
@@ -58,7 +62,8 @@ def log(msg):
 def load_split(data, split):
     with open(os.path.join(data, f"{split}.jsonl")) as f:
         recs = [json.loads(line) for line in f]
-    pcm = np.fromfile(os.path.join(data, f"{split}.pcm"), dtype=np.int16)
+    # Mapped, not read: the processes of several GPUs share the page cache.
+    pcm = np.memmap(os.path.join(data, f"{split}.pcm"), dtype=np.int16, mode="c")
     return recs, torch.from_numpy(pcm)
 
 
@@ -97,7 +102,7 @@ def collate(recs, pcm, idx, sp, device):
     for k, i in enumerate(idx):
         o = recs[i]["offset"]
         audio[k, :n[k]] = pcm[o:o + n[k]].float() / 32768.0
-    toks = [sp.encode(recs[i]["text"]) for i in idx]
+    toks = [recs[i]["tokens"] if "tokens" in recs[i] else sp.encode(recs[i]["text"]) for i in idx]
     u = max(1, max(len(t) for t in toks))
     targets = torch.zeros(len(idx), u, dtype=torch.int64)
     for k, t in enumerate(toks):
@@ -191,7 +196,7 @@ def joint_logits(enc_out, dec, g):
     return dec.joint(torch.relu(f.unsqueeze(2) + p.unsqueeze(1)))
 
 
-def loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen=None):
+def loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen=None, loss_fn=tdt.tdt_loss):
     feats, frames = lm(audio, n)
     if gen is not None:
         feats = spec_augment(feats, frames, gen)
@@ -203,7 +208,7 @@ def loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen=None):
     z = z.float()
     lp_tok = torch.log_softmax(z[..., :vocab + 1], dim=-1)
     lp_dur = torch.log_softmax(z[..., vocab + 1:], dim=-1)
-    return tdt.tdt_loss(lp_tok, lp_dur, lp_dur, targets, t_lens, u_lens, DURATIONS, vocab)
+    return loss_fn(lp_tok, lp_dur, lp_dur, targets, t_lens, u_lens, DURATIONS, vocab)
 
 
 # ---------------------------------------------------------------------------
@@ -296,46 +301,92 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--minutes", type=float, default=5.0, help="training time (not counting eval)")
+    ap.add_argument("--minutes", type=float, default=5.0,
+                    help="training time of this run (not counting eval)")
+    ap.add_argument("--schedule-minutes", type=float, default=0,
+                    help="the learning-rate schedule's length, on the checkpoint's clock "
+                         "(0: this run's end), so that several runs make one schedule")
     ap.add_argument("--resume")
+    ap.add_argument("--restart-clock", action="store_true",
+                    help="start the schedule's clock at 0 when resuming (a new schedule "
+                         "from an earlier run's weights)")
     ap.add_argument("--d-model", type=int, default=144)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff-mult", type=int, default=3)
     ap.add_argument("--pred", type=int, default=160)
     ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--batch-seconds", type=float, default=600.0)
+    ap.add_argument("--batch-seconds", type=float, default=600.0,
+                    help="padded audio a batch holds, per GPU")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=600)
     ap.add_argument("--eval-limit", type=int, default=0, help="test utterances to decode (0: all)")
     ap.add_argument("--seed", type=int, default=26)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
-    device = torch.device(a.device)
+    # Several GPUs: started by torchrun, one process a GPU. Every process
+    # takes its own batches; the gradients are averaged by one all-reduce a
+    # step, which also carries the "time is up" flag, so that all stop at
+    # the same step.
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+
+        if a.device == "cuda":
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            dist.init_process_group("nccl")
+            device = torch.device("cuda", torch.cuda.current_device())
+        else:  # several CPU processes: only to test this path
+            dist.init_process_group("gloo")
+            device = torch.device("cpu")
+    else:
+        device = torch.device(a.device)
+    main_rank = rank == 0
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
-    gen = torch.Generator(device=device).manual_seed(a.seed)
+    gen = torch.Generator(device=device).manual_seed(a.seed + rank)
     os.makedirs(a.out, exist_ok=True)
-    report = {"args": vars(a)}
+    report = {"args": vars(a), "gpus": world if device.type == "cuda" else 0}
 
+    loss_fn = tdt.tdt_loss
     if device.type == "cuda":
-        dl, dg = tdt.check_against_rnnt(device=device)
+        dl, dg = tdt.check_against_rnnt(device=device, verbose=main_rank)
         report["rnnt_check"] = {"max_loss_diff": dl, "max_grad_diff": dg}
         if dl > 1e-3 or dg > 1e-4:
             sys.exit("tdt: the RNN-T special case disagrees with torchaudio; not training")
+        # The loss's CUDA kernels, when numba works and they agree with tdt.py.
+        try:
+            dl, dg = tdt_cuda.check(device=device, verbose=main_rank) if tdt_cuda.available() \
+                else (None, None)
+        except Exception as e:  # numba broken: the torch loss
+            print(f"tdt_cuda: {e!r}; training with tdt.tdt_loss", flush=True)
+            dl = dg = None
+        report["tdt_cuda_check"] = {"max_loss_diff": dl, "max_grad_diff": dg}
+        if dl is not None and dl < 1e-3 and dg < 1e-4:
+            loss_fn = tdt_cuda.tdt_loss
+    report["loss"] = "tdt_cuda (numba kernels)" if loss_fn is not tdt.tdt_loss else "tdt (torch)"
     diff, ours, ref = tdt.check_brute_force()
     report["brute_force_check"] = {"diff": diff, "ours": ours, "enumerated": ref}
 
-    sp = tokenizer(a.data, a.vocab)
+    sp = tokenizer(a.data, a.vocab) if main_rank else None
+    if world > 1:
+        dist.barrier()  # rank 0 trains the vocabulary once
+        sp = sp or tokenizer(a.data, a.vocab)
     vocab = sp.get_piece_size()
     train_recs, train_pcm = load_split(a.data, "train")
     test_recs, test_pcm = load_split(a.data, "test")
+    for r, t in zip(train_recs, sp.encode([r["text"] for r in train_recs])):
+        r["tokens"] = t
     hours = sum(r["samples"] for r in train_recs) / 16000 / 3600
-    log(f"data: {len(train_recs)} training utterances ({hours:.1f} h, "
-        f"{len({r['voice'] for r in train_recs})} voices), {len(test_recs)} test utterances "
-        f"({len({r['voice'] for r in test_recs})} unseen voices); vocabulary {vocab} + blank")
+    if main_rank:
+        log(f"data: {len(train_recs)} training utterances ({hours:.1f} h, "
+            f"{len({r['voice'] for r in train_recs})} voices), {len(test_recs)} test utterances "
+            f"({len({r['voice'] for r in test_recs})} unseen voices); vocabulary {vocab} + blank;"
+            f" {world} process(es); loss: {report['loss']}")
     report["data"] = {"train_utterances": len(train_recs), "train_hours": hours,
                       "train_voices": len({r["voice"] for r in train_recs}),
+                      "train_sentences": len({r["text"] for r in train_recs}),
                       "test_utterances": len(test_recs),
                       "test_voices": len({r["voice"] for r in test_recs})}
 
@@ -345,67 +396,133 @@ def main():
     lm = features.LogMel(N_MELS).to(device)
     params = list(enc.parameters()) + list(dec.parameters())
     n_params = sum(p.numel() for p in params)
-    log(f"model: {n_params / 1e6:.2f} M parameters")
+    if main_rank:
+        log(f"model: {n_params / 1e6:.2f} M parameters")
     report["parameters"] = n_params
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.98), weight_decay=1e-3)
-    step, spent, warm_from = 0, 0.0, 0
+    step, clock, warm_from, total, hours_before = 0, 0.0, 0, 0.0, 0.0
     if a.resume:
         ck = torch.load(a.resume, map_location=device)
         enc.load_state_dict(ck["encoder"])
         dec.load_state_dict(ck["decoder_joint"])
-        if "optimizer" in ck:  # a weights-only file (weights.pt) starts a fresh optimizer
+        step, clock = ck["step"], ck["seconds"]
+        total = ck.get("total_seconds", clock)
+        hours_before = ck.get("audio_hours", 0.0)
+        warm_from = ck.get("warm_from", 0)
+        if "optimizer" in ck:
             opt.load_state_dict(ck["optimizer"])
-        step, spent = ck["step"], ck["seconds"]
-        warm_from = 0 if "optimizer" in ck else step  # a new optimizer warms up again
-        log(f"resumed at step {step} ({spent / 60:.1f} min trained)"
-            f"{'' if 'optimizer' in ck else ', weights only: a new optimizer'}")
-    budget = spent + a.minutes * 60
-    t0 = time.time() - spent
-    seen_hours, last_log, losses = 0.0, time.time(), []
-    epoch = 0
-    while time.time() - t0 < budget:
+        else:  # a weights-only file (weights.pt): a new optimizer warms up again
+            warm_from = step
+        if a.restart_clock:
+            clock, warm_from = 0.0, step
+        if main_rank:
+            log(f"resumed at step {step} ({total / 60:.1f} min trained, schedule clock "
+                f"{clock / 60:.1f} min){'' if 'optimizer' in ck else ', weights only'}")
+    if world > 1:  # the same start everywhere
+        for p in params:
+            dist.broadcast(p.data, 0)
+    budget = clock + a.minutes * 60
+    schedule = a.schedule_minutes * 60 or budget
+    t0 = time.time() - clock
+    t_start = time.time()
+    last_log, losses, step0 = time.time(), [], step
+    # The all-reduce's buffer: the gradients, this step's audio seconds,
+    # and the stop flag.
+    flat = torch.zeros(n_params + 2, device=device)
+    seen = torch.zeros((), dtype=torch.float64, device=device)
+    epoch, done = 0, False
+    while not done:
         epoch += 1
-        for idx in batches(train_recs, a.batch_seconds, rng):
+        mine = batches(train_recs, a.batch_seconds, rng)
+        mine = mine[:len(mine) // world * world][rank::world]
+        if not mine:
+            sys.exit("train: fewer batches than processes")
+        for idx in mine:
             elapsed = time.time() - t0
-            if elapsed >= budget:
-                break
             lr = a.lr * min(1.0, (step - warm_from + 1) / a.warmup) * \
-                (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / budget))))
+                (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, elapsed / schedule))))
             for group in opt.param_groups:
                 group["lr"] = lr
             audio, n, targets, u_lens = collate(train_recs, train_pcm, idx, sp, device)
             audio = augment(audio, n, gen)
-            per = loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen)
+            per = loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen, loss_fn)
             loss = per.sum() / u_lens.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            stop = elapsed >= budget
+            secs = sum(train_recs[i]["samples"] for i in idx) / 16000
+            if world > 1:
+                off = 0
+                for p in params:
+                    k = p.numel()
+                    if p.grad is None:
+                        flat[off:off + k].zero_()
+                    else:
+                        flat[off:off + k].copy_(p.grad.reshape(-1))
+                    off += k
+                flat[-2] = secs
+                flat[-1] = float(stop)
+                dist.all_reduce(flat)
+                seen += flat[-2]
+                off = 0
+                for p in params:
+                    k = p.numel()
+                    if p.grad is not None:
+                        p.grad.copy_(flat[off:off + k].view_as(p)).div_(world)
+                    off += k
+            else:
+                seen += secs
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             step += 1
-            seen_hours += n.sum().item() / 16000 / 3600
-            losses.append(loss.item())
-            if time.time() - last_log > 30:
+            losses.append(loss.detach())
+            # Whether to stop is read every 10 steps (reading it waits for
+            # the GPU), at the same step everywhere.
+            if (step - step0) % 10 == 0:
+                done = (flat[-1].item() > 0) if world > 1 else stop
+                if done:
+                    break
+            if main_rank and time.time() - last_log > 30:
                 last_log = time.time()
-                log(f"step {step} epoch {epoch} loss/token {np.mean(losses[-50:]):.3f} "
-                    f"lr {lr:.2e} audio seen {seen_hours:.1f} h")
-    spent = time.time() - t0
-    log(f"trained {step} steps, {spent / 60:.1f} min, {seen_hours:.1f} h of audio this run")
+                recent = torch.stack(losses[-50:]).mean().item()
+                seen_hours = seen.item() / 3600
+                log(f"step {step} epoch {epoch} loss/token {recent:.3f} lr {lr:.2e} "
+                    f"audio seen {seen_hours:.1f} h, {(step - step0) / (time.time() - t_start):.2f}"
+                    f" steps/s")
+    clock = time.time() - t0
+    ran = time.time() - t_start
+    total += ran
+    final_loss = torch.stack(losses[-50:]).mean().item()
+    seen_hours = seen.item() / 3600
+    if world > 1:
+        dist.barrier()
+    if not main_rank:
+        dist.destroy_process_group()
+        return
+    log(f"trained {step - step0} steps ({step} in all), {ran / 60:.1f} min "
+        f"({total / 60:.1f} in all), {seen_hours:.1f} h of audio this run")
     torch.save({"encoder": enc.state_dict(), "decoder_joint": dec.state_dict(),
-                "optimizer": opt.state_dict(), "step": step, "seconds": spent,
-                "args": vars(a)}, os.path.join(a.out, "model.ckpt"))
+                "optimizer": opt.state_dict(), "step": step, "seconds": clock,
+                "total_seconds": total, "warm_from": warm_from,
+                "audio_hours": hours_before + seen_hours, "args": vars(a)},
+               os.path.join(a.out, "model.ckpt"))
     t_eval = time.time()
     w, refs, hyps = evaluate(enc, dec, lm, test_recs, test_pcm, sp, vocab, device, a.eval_limit)
     log(f"test WER {100 * w:.2f}% over {len(refs)} utterances ({time.time() - t_eval:.0f} s)")
     for r, h in list(zip(refs, hyps))[:8]:
         log(f"  ref: {r}\n             hyp: {h}")
-    report.update({"steps": step, "train_seconds": spent, "epochs_started": epoch,
-                   "audio_hours_this_run": seen_hours, "final_loss": float(np.mean(losses[-50:])),
-                   "test_wer": w, "test_decoded": len(refs),
+    report.update({"steps_this_run": step - step0, "steps": step, "train_seconds": ran,
+                   "total_train_seconds": total, "steps_per_second": (step - step0) / ran,
+                   "epochs_started": epoch, "audio_hours_this_run": seen_hours,
+                   "audio_hours_in_all": hours_before + seen_hours,
+                   "final_loss": final_loss, "test_wer": w, "test_decoded": len(refs),
                    "examples": [{"ref": r, "hyp": h} for r, h in list(zip(refs, hyps))[:20]]})
     export(enc, dec, sp, a, vocab, os.path.join(a.out, "model"))
     with open(os.path.join(a.out, "train.json"), "w") as f:
         json.dump(report, f, indent=1)
     log(f"exported to {os.path.join(a.out, 'model')}")
+    if world > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
