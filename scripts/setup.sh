@@ -44,6 +44,10 @@ packages=(
     libevent-dev libyajl-dev libxxhash-dev
     libfftw3-dev libsndfile1-dev libsoxr-dev  # speech front end: FFT, sound files, resampling
     pocketsphinx-testdata  # real speech (LibriVox WAVs with transcripts) for the speech tests
+    # The trained speech model's tests (models/speech) synthesise held-out
+    # sentences from the fortunes collections with espeak-ng; the training
+    # recipe's loss kernels run under numba's CUDA simulator.
+    espeak-ng fortunes fortunes-min python3-numba
     libgrpc-dev protobuf-compiler protobuf-compiler-grpc
     libonnx-testdata curl prometheus
     python3 python3-pytest python3-numpy python3-requests
