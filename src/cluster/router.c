@@ -1412,6 +1412,7 @@ static void on_ctls(evutil_socket_t fd, short what, void *arg)
         h.model = t->model;
         uint8_t buf[256];
         size_t n = protobuf_c_message_get_packed_size(&h.base);
+        int sent[MAX_WORKERS], n_sent = 0;
         for (int i = 0; n <= sizeof(buf) && i < MAX_WORKERS; i++) {
             rworker *w = &r->workers[i];
             if (!w->used || !w->alive || !w->sock)
@@ -1421,7 +1422,7 @@ static void on_ctls(evutil_socket_t fd, short what, void *arg)
                 continue;
             t->asked[i] = true;
             t->n_asked++;
-            drain_worker(w);
+            sent[n_sent++] = i;
         }
         if (t->n_asked == 0) {
             t->first_status = INFD_STATUS_UNAVAILABLE;
@@ -1432,6 +1433,13 @@ static void on_ctls(evutil_socket_t fd, short what, void *arg)
         }
         t->next = r->ctls;
         r->ctls = t;
+        /* Sending may have taken a socket's edge: read what came, only now
+         * that the request is listed and n_asked is final. A fast answer
+         * (a model no worker has) can already be there, and before, it
+         * found no request and was dropped, leaving the caller to time
+         * out. Draining may finish t, so it is not read after this. */
+        for (int k = 0; k < n_sent; k++)
+            drain_worker(&r->workers[sent[k]]);
     }
 }
 
