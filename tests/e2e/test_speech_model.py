@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tools" / "train_asr"))
 
 import corpus  # noqa: E402
 import synth  # noqa: E402
+from train import wer  # noqa: E402  (the recipe's WER: (S + D + I) / reference words)
 
 try:  # the streaming test needs grpcio
     import grpc
@@ -51,21 +52,6 @@ except (ImportError, pytest.skip.Exception):
 MODEL = ROOT / "models" / "speech" / "1"
 N_UTTERANCES = 16
 WER_LIMIT = 0.10
-
-
-def word_errors(ref, hyp):
-    r, h = ref.split(), hyp.split()
-    d = list(range(len(h) + 1))
-    for i in range(1, len(r) + 1):
-        prev, d[0] = d[0], i
-        for j in range(1, len(h) + 1):
-            cur = min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
-            prev, d[j] = d[j], cur
-    return d[len(h)]
-
-
-def wer(refs, hyps):
-    return sum(map(word_errors, refs, hyps)) / sum(len(r.split()) for r in refs)
 
 
 @pytest.fixture(scope="module")

@@ -41,18 +41,24 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 # also walk the strided loops over u.
 THREADS = 4 if SIM else 128
 
-import numpy as np
-
-if not hasattr(np, "row_stack"):  # numba-cuda 0.2x still names it; numpy 2.4 dropped it
-    np.row_stack = np.vstack
-try:
-    from numba import cuda
-except ImportError:  # numba is optional: tdt.tdt_loss is the fallback
-    cuda = None
+cuda = None  # numba.cuda, imported on first use: numba is optional
 
 
 def available():
-    return cuda is not None and (SIM or cuda.is_available())
+    """Whether the kernels can run: numba imports, and it has a GPU or
+    simulates one. tdt.tdt_loss is the fallback."""
+    global cuda
+    if cuda is None:
+        import numpy as np
+
+        if not hasattr(np, "row_stack"):  # numba-cuda 0.2x still names it; numpy 2.4 dropped it
+            np.row_stack = np.vstack
+        try:
+            from numba import cuda as numba_cuda
+        except ImportError:
+            return False
+        cuda = numba_cuda
+    return SIM or cuda.is_available()
 
 
 _kernels = None
@@ -191,6 +197,8 @@ class _TDT(torch.autograd.Function):
     def forward(ctx, lp_blank, lp_y, dur_t, dur_b, t_lens, u_lens, durations):
         global _kernels
         if _kernels is None:
+            if not available():
+                raise RuntimeError("tdt_cuda: numba's CUDA target is not available")
             _kernels = _build()
         alpha_k = _kernels[0]
         B, T, U1 = lp_blank.shape
