@@ -102,9 +102,18 @@ def feed_forward_class(mult=4):
 
 
 def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED, vocab=VOCAB,
-                  n_mels=N_MELS, ff_mult=4):
+                  n_mels=N_MELS, ff_mult=4, conv_mask="before"):
     """(Encoder, DecoderJoint) classes of the given size (ff_mult: the
-    feed-forward's width over d_model; tools/train_asr trains these)."""
+    feed-forward's width over d_model; tools/train_asr trains these).
+
+    conv_mask: where the convolution module zeroes padded frames. "before"
+    (these tiny models, and models/speech/1): before the first pointwise
+    convolution, whose bias refills them, so the depthwise convolution
+    reads the padding into the last valid frames and the output depends on
+    how far the input is padded. "after-glu": NeMo's place, just before the
+    depthwise convolution; the output does not depend on the padding."""
+    if conv_mask not in ("before", "after-glu"):
+        raise ValueError(f"conv_mask {conv_mask!r}: before or after-glu")
     import torch
     from torch import nn
 
@@ -153,8 +162,12 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
             self.pw2 = nn.Conv1d(d, d, 1)
 
         def forward(self, x, pad):  # pad [B, T, 1]: 1 where padding
-            y = self.norm(x).masked_fill(pad, 0.0).transpose(1, 2)
-            y = nn.functional.glu(self.pw1(y), dim=1)
+            y = self.norm(x)
+            if conv_mask == "before":
+                y = y.masked_fill(pad, 0.0)
+            y = nn.functional.glu(self.pw1(y.transpose(1, 2)), dim=1)
+            if conv_mask == "after-glu":
+                y = y.masked_fill(pad.transpose(1, 2), 0.0)
             y = self.pw2(nn.functional.silu(self.bn(self.dw(y))))
             return y.transpose(1, 2)
 

@@ -110,6 +110,29 @@ print(json.dumps([dl, dg, loss.item(), lp.grad.abs().max().item()]))
     assert impossible > 1e20 and grad == 0.0
 
 
+@pytest.mark.parametrize("conv_mask,independent", [("before", False), ("after-glu", True)])
+def test_encoder_output_and_padding(conv_mask, independent):
+    """infd pads every encoding to a 256-frame bucket. With the mask before
+    the convolution module's first pointwise convolution (models/speech/1),
+    its bias refills the padded frames and the valid frames' output changes
+    with the padding; masked after the GLU (NeMo's place) it does not."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_asr_models as g
+
+    torch.manual_seed(0)
+    Encoder, _ = g.build_modules(d_model=32, n_layers=2, n_heads=4, pred=32, vocab=16,
+                                 n_mels=128, ff_mult=2, conv_mask=conv_mask)
+    enc = Encoder().eval()
+    feats = torch.randn(1, 128, 200)
+    length = torch.tensor([200])
+    with torch.no_grad():
+        a, la = enc(feats, length)
+        b, lb = enc(torch.nn.functional.pad(feats, (0, 56)), length)
+    assert int(la) == int(lb) == a.shape[2]
+    diff = (a - b[:, :, :a.shape[2]]).abs().max().item()
+    assert (diff < 1e-5) == independent, diff
+
+
 def test_features_match_infd(infd_bin, tmp_path):
     """features.LogMel against `infd asr --features`: a chirp with noise,
     2.37 s at 16 kHz."""

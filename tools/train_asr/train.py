@@ -175,7 +175,8 @@ def build(a, vocab):
 
     Encoder, DecoderJoint = g.build_modules(d_model=a.d_model, n_layers=a.layers,
                                             n_heads=a.heads, pred=a.pred, vocab=vocab,
-                                            n_mels=N_MELS, ff_mult=a.ff_mult)
+                                            n_mels=N_MELS, ff_mult=a.ff_mult,
+                                            conv_mask=getattr(a, "conv_mask", "before"))
     return Encoder(), DecoderJoint()
 
 
@@ -315,6 +316,10 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff-mult", type=int, default=3)
     ap.add_argument("--pred", type=int, default=160)
+    ap.add_argument("--conv-mask", choices=("before", "after-glu"), default="before",
+                    help="where the convolution module zeroes padding (gen_asr_models."
+                         "build_modules; models/speech/1 is 'before', which makes its output "
+                         "depend on padding)")
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--batch-seconds", type=float, default=600.0,
                     help="padded audio a batch holds, per GPU")
