@@ -107,11 +107,12 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
     feed-forward's width over d_model; tools/train_asr trains these).
 
     conv_mask: where the convolution module zeroes padded frames. "before"
-    (these tiny models, and models/speech/1): before the first pointwise
-    convolution, whose bias refills them, so the depthwise convolution
-    reads the padding into the last valid frames and the output depends on
-    how far the input is padded. "after-glu": NeMo's place, just before the
-    depthwise convolution; the output does not depend on the padding."""
+    (these tiny models, and models/speech/1, in git history): before the
+    first pointwise convolution, whose bias refills them, so the depthwise
+    convolution reads the padding into the last valid frames and the
+    output depends on how far the input is padded. "after-glu": NeMo's
+    place, just before the depthwise convolution; the output does not
+    depend on the padding."""
     if conv_mask not in ("before", "after-glu"):
         raise ValueError(f"conv_mask {conv_mask!r}: before or after-glu")
     import torch
@@ -592,8 +593,9 @@ def export_sherpa(enc, dec, out, pieces, d_model, pred, vocab):
     export_predictor_joiner(dec, out, pieces, d_model, pred, vocab)
 
 
-def export_predictor_joiner(dec, out, pieces, d_model, pred, vocab):
-    """decoder.onnx, joiner.onnx and tokens.txt of the sherpa-onnx layout."""
+def export_predictor_joiner(dec, out, pieces, d_model, pred, vocab, **kw):
+    """decoder.onnx, joiner.onnx and tokens.txt of the sherpa-onnx layout (kw:
+    more torch.onnx.export arguments)."""
     import torch
     from torch import nn
 
@@ -626,13 +628,13 @@ def export_predictor_joiner(dec, out, pieces, d_model, pred, vocab):
                                     "states.1": {1: "B"}, "onnx::Slice_3": {1: "B"},
                                     "outputs": {0: "B", 2: "U"}, "prednet_lengths": {0: "B"},
                                     "states": {1: "B"}, "162": {1: "B"}},
-                      opset_version=17, do_constant_folding=True)
+                      opset_version=17, do_constant_folding=True, **kw)
     torch.onnx.export(Joiner().eval(), (torch.randn(1, d_model, 1), torch.randn(1, pred, 1)),
                       os.path.join(out, "joiner.onnx"),
                       input_names=["encoder_outputs", "decoder_outputs"], output_names=["outputs"],
                       dynamic_axes={"encoder_outputs": {0: "B", 2: "T"},
                                     "decoder_outputs": {0: "B", 2: "U"}, "outputs": {0: "B"}},
-                      opset_version=17, do_constant_folding=True)
+                      opset_version=17, do_constant_folding=True, **kw)
     with open(os.path.join(out, "tokens.txt"), "w", encoding="utf-8") as f:
         for i, p in enumerate(pieces):
             f.write(f"{p} {i}\n")

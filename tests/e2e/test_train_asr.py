@@ -113,7 +113,7 @@ print(json.dumps([dl, dg, loss.item(), lp.grad.abs().max().item()]))
 @pytest.mark.parametrize("conv_mask,independent", [("before", False), ("after-glu", True)])
 def test_encoder_output_and_padding(conv_mask, independent):
     """infd pads every encoding to a 256-frame bucket. With the mask before
-    the convolution module's first pointwise convolution (models/speech/1),
+    the convolution module's first pointwise convolution (models/speech/1, in git history),
     its bias refills the padded frames and the valid frames' output changes
     with the padding; masked after the GLU (NeMo's place) it does not."""
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -177,3 +177,90 @@ def test_held_out_rule_is_fixed():
     held = [s for s in sentences if corpus.held_out(s)]
     assert corpus.held_out("a special case") is corpus.held_out("a special case")
     assert 0 < len(held) < len(sentences) / 8
+
+
+class _Pieces:
+    """A SentencePiece stand-in (python3-sentencepiece is not needed by the
+    tests): gen_asr_models' pieces, "▁" starting a word."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def id_to_piece(self, i):
+        return self.pieces[i]
+
+    def get_piece_size(self):
+        return len(self.pieces)
+
+    def decode(self, ids):
+        return "".join(self.pieces[i] for i in ids).replace("\u2581", " ").strip()
+
+
+def test_streaming_variant_is_what_infd_streams(infd_bin, tmp_path):
+    """The cache-aware variant (streaming.py), small and random: its
+    whole-utterance forward (what training and evaluation run) equals its
+    window-by-window step() with the caches; exported, `infd asr` gives
+    PyTorch's greedy TDT transcript, offline and streamed, and the graph
+    has the five cache-aware inputs infd's mode (b) needs."""
+    import argparse
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_asr_models as g
+    import streaming
+    import train
+
+    sp = _Pieces(g.PIECES)
+    V = sp.get_piece_size()
+    torch.manual_seed(3)
+    a = argparse.Namespace(d_model=32, layers=2, heads=4, pred=32, ff_mult=2, streaming=True,
+                           left=8)
+    enc, dec = streaming.build(a, V, 128)
+    enc.eval()
+    dec.eval()
+    rng = np.random.default_rng(1)
+    t = np.arange(int(3.37 * 16000)) / 16000
+    x = 0.3 * np.sin(2 * math.pi * (200 + 300 * t) * t) * (np.sin(2 * math.pi * 1.3 * t) > -0.2) \
+        + 0.02 * rng.standard_normal(t.size)
+    pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
+    lm = features.LogMel(128, normalize=False)
+    audio = torch.from_numpy(pcm.astype(np.float32) / 32768.0).unsqueeze(0)
+    n = torch.tensor([pcm.size])
+    with torch.no_grad():
+        g.randomise_batchnorm(enc)
+        mean, std = streaming.feature_stats(lm, [{"offset": 0, "samples": pcm.size}],
+                                            torch.from_numpy(pcm), count=1)
+        enc.feat_mean.copy_(mean)
+        enc.feat_std.copy_(std)
+        feats, frames = lm(audio, n)
+        g.calibrate_joint(lambda f, k: enc(feats.repeat(4, 1, 1), frames.repeat(4))[0], dec,
+                          a.pred, V)
+        full, lens = enc(feats, frames)
+        T, L = int(frames), len(enc.layers)
+        cc, ct = torch.zeros(1, L, a.left, a.d_model), torch.zeros(1, L, a.d_model, 8)
+        cl = torch.zeros(1, dtype=torch.int64)
+        parts = []
+        for s0 in range(0, T - streaming.PRE, streaming.SHIFT):
+            w = feats[:, :, s0:s0 + streaming.WINDOW]
+            w = torch.nn.functional.pad(w, (0, streaming.WINDOW - w.shape[2]))
+            o, k, cc, ct, cl = enc.step(w, torch.tensor([min(streaming.WINDOW, T - s0)]), cc, ct,
+                                        cl)
+            parts.append(o[:, :, :int(k)])
+        chunked = torch.cat(parts, 2)
+        assert chunked.shape[2] == int(lens) == (T - 1) // 8
+        assert (full[:, :, :int(lens)] - chunked).abs().max().item() < 1e-4
+        want = train.transcribe(enc, dec, lm, audio, n, V, sp)[0]
+    assert len(want.split()) >= 3  # the calibrated joint emits tokens
+    streaming.export(enc, dec, sp, a, V, str(tmp_path / "model"), 128)
+    wav = tmp_path / "a.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm.tobytes())
+    for extra in ([], ["--stream"]):
+        r = subprocess.run([str(infd_bin), "asr", str(tmp_path / "model"), str(wav), "--json",
+                            *extra], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        final = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")][-1]
+        assert final["text"] == want, (extra, final["text"], want)

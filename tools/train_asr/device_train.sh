@@ -10,21 +10,29 @@
 #     earlier call on the same machine left one, else from RESUME (a
 #     weights.pt carried from an earlier session), else from scratch;
 #   - on every GPU of the machine (torchrun, one process a GPU);
-#   - copies to $OUT: train.json, the log, spm.model, the exported model
-#     (model.tar) and weights.pt (weights only, to carry into a later session).
+#   - copies to $OUT/$NAME: train.json, the log, spm.model, the exported
+#     model (model.tar) and weights.pt (weights only, to carry into a later
+#     session).
 # The machine stays warm only 30 s after a call: call again at once to go on.
 #
 #   bash tools/train_asr/device_train.sh [SECONDS] [RESUME] [-- train.py options]
+#   bash tools/train_asr/device_train.sh prep [RESUME]   (only the data)
+# Environment: COPIES (voices a training line), SYNTH_ARGS (more synth.py
+# options, e.g. --all-accents), T0 (the call's start, as date +%s: SECONDS
+# count from it; default now), and, to train two models at once on parts of
+# the machine, CUDA_VISIBLE_DEVICES, RUN (default /tmp/asr_run), NAME (a
+# folder of $OUT) and PORT (torchrun's) for each: run prep first, then both
+# in the background.
 set -u
-T0=$(date +%s)
+T0=${T0:-$(date +%s)}
 SECONDS_BUDGET=${1:-540}
 RESUME=${2:-}
 shift $(($# < 2 ? $# : 2))
 [ "${1:-}" = "--" ] && shift
 PY=${PY:-/opt/torch/.venv/bin/python3}
-OUT=${OUT:-/tmp/asr_out}
+OUT=${OUT:-/tmp/asr_out}${NAME:+/$NAME}
 D=/tmp/asrd
-RUN=/tmp/asr_run
+RUN=${RUN:-/tmp/asr_run}
 mkdir -p "$OUT" "$D" "$RUN"
 if [ ! -x /tmp/espb/espeak ]; then
     mkdir -p /tmp/espb && tar -xJf .gpu/asrdata.tar.xz -C /tmp/espb
@@ -35,11 +43,14 @@ if [ -n "$RESUME" ] && [ -s "$(dirname "$RESUME")/spm.model" ] && [ ! -s "$D/spm
 fi
 if [ ! -s "$D/test.jsonl" ]; then
     cp /tmp/espb/corpus/*.txt "$D/"
+    # shellcheck disable=SC2086 # SYNTH_ARGS: several words
     "$PY" tools/train_asr/synth.py --text "$D/train.txt" --out "$D" --split train \
-        --copies "${COPIES:-1}" --espeak /tmp/espb/espeak >>"$OUT/log.txt" 2>&1
+        --copies "${COPIES:-1}" --espeak /tmp/espb/espeak ${SYNTH_ARGS:-} >>"$OUT/log.txt" 2>&1
+    # shellcheck disable=SC2086
     "$PY" tools/train_asr/synth.py --text "$D/test.txt" --out "$D" --split test \
-        --espeak /tmp/espb/espeak >>"$OUT/log.txt" 2>&1
+        --espeak /tmp/espb/espeak ${SYNTH_ARGS:-} >>"$OUT/log.txt" 2>&1
 fi
+[ "$SECONDS_BUDGET" = prep ] && exit 0
 from=()
 if [ -s "$RUN/model.ckpt" ]; then
     from=(--resume "$RUN/model.ckpt")
@@ -50,7 +61,12 @@ left=$((SECONDS_BUDGET - ($(date +%s) - T0) - 70))
 minutes=$(python3 -c "print(max(0.5, $left / 60))")
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 launch=("$PY")
-[ "$gpus" -gt 1 ] && launch=("$PY" -m torch.distributed.run --standalone --nproc_per_node="$gpus")
+# PORT: the rendezvous port, when two trainings share the machine.
+if [ "$gpus" -gt 1 ]; then
+    rdzv=(--standalone)
+    [ -n "${PORT:-}" ] && rdzv=(--nnodes=1 --rdzv-backend=c10d --rdzv-endpoint="localhost:$PORT")
+    launch=("$PY" -m torch.distributed.run "${rdzv[@]}" --nproc_per_node="$gpus")
+fi
 echo "device_train: $(($(date +%s) - T0)) s of set-up; training $minutes min on $gpus GPU(s) ${from[*]}" >>"$OUT/log.txt"
 touch "$RUN/.started"
 "${launch[@]}" tools/train_asr/train.py --data "$D" --out "$RUN" --minutes "$minutes" "${from[@]}" "$@" \

@@ -4,7 +4,9 @@ default model must fit in 8 MB), while it still computes in FP32.
 
     python3 tools/train_asr/fp16.py MODEL_DIR [--out DIR] [--min-elements 1024]
 
-Each FP32 initializer of encoder-model.onnx and decoder_joint-model.onnx with
+Each FP32 initializer of the networks (encoder-model.onnx and
+decoder_joint-model.onnx, or sherpa-onnx's encoder.onnx, decoder.onnx and
+joiner.onnx, with their metadata kept) with
 at least --min-elements values becomes an FP16 initializer followed by a
 Cast to FP32 under the original name, so every node still reads FP32
 (infd folds the Casts when it loads the model: the weights are FP32 in
@@ -21,7 +23,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-NETWORKS = ("encoder-model.onnx", "decoder_joint-model.onnx")
+NETWORKS = ("encoder-model.onnx", "decoder_joint-model.onnx", "encoder.onnx", "decoder.onnx",
+            "joiner.onnx")
 
 
 def to_fp16(model, min_elements):
@@ -61,7 +64,7 @@ def main():
         if name not in NETWORKS and os.path.isfile(os.path.join(a.model, name)) and out != a.model:
             shutil.copy(os.path.join(a.model, name), os.path.join(out, name))
     total = 0
-    for name in NETWORKS:
+    for name in [n for n in NETWORKS if os.path.exists(os.path.join(a.model, n))]:
         m = onnx.load(os.path.join(a.model, name))
         n = to_fp16(m, a.min_elements)
         onnx.checker.check_model(m)

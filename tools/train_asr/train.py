@@ -44,6 +44,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 
 import features  # noqa: E402
+import streaming  # noqa: E402
 import tdt  # noqa: E402
 import tdt_cuda  # noqa: E402
 
@@ -147,9 +148,11 @@ def augment(audio, lengths, gen):
     return x / peak
 
 
-def spec_augment(feats, frames, gen):
-    """Two frequency masks (up to 20 of 128 mels) and time masks covering up
-    to 5% of each utterance's frames (10 masks of up to 4% each, capped)."""
+def spec_augment(feats, frames, gen, fill=None):
+    """Two frequency masks (up to 20 of 128 mels) and four time masks of up
+    to 1.25% of each utterance's frames each. Masked values become 0 (the
+    mean of normalised features), or fill [mels] (unnormalised ones: their
+    mean)."""
     B, M, T = feats.shape
     dev = feats.device
     f = torch.arange(M, device=dev).view(1, M, 1)
@@ -163,7 +166,9 @@ def spec_augment(feats, frames, gen):
         w = (torch.rand(B, device=dev, generator=gen) * frames.float() * 0.0125).long().view(B, 1, 1)
         s = (torch.rand(B, device=dev, generator=gen) * frames.float()).long().view(B, 1, 1)
         mask |= (t >= s) & (t < s + w)
-    return feats.masked_fill(mask, 0.0)
+    if fill is None:
+        return feats.masked_fill(mask, 0.0)
+    return torch.where(mask, fill.view(1, M, 1).to(feats.dtype), feats)
 
 
 # ---------------------------------------------------------------------------
@@ -171,6 +176,8 @@ def spec_augment(feats, frames, gen):
 # ---------------------------------------------------------------------------
 
 def build(a, vocab):
+    if getattr(a, "streaming", False):
+        return streaming.build(a, vocab, N_MELS)
     import gen_asr_models as g
 
     Encoder, DecoderJoint = g.build_modules(d_model=a.d_model, n_layers=a.layers,
@@ -200,7 +207,7 @@ def joint_logits(enc_out, dec, g):
 def loss_of(enc, dec, lm, audio, n, targets, u_lens, vocab, gen=None, loss_fn=tdt.tdt_loss):
     feats, frames = lm(audio, n)
     if gen is not None:
-        feats = spec_augment(feats, frames, gen)
+        feats = spec_augment(feats, frames, gen, getattr(enc, "feat_mean", None))
     dev_type = "cuda" if audio.is_cuda else "cpu"
     g = predictions(dec, targets, vocab)  # the LSTM in FP32
     with torch.autocast(dev_type, dtype=torch.bfloat16, enabled=audio.is_cuda):
@@ -278,6 +285,8 @@ def evaluate(enc, dec, lm, recs, pcm, sp, vocab, device, limit=0):
 # ---------------------------------------------------------------------------
 
 def export(enc, dec, sp, a, vocab, out):
+    if getattr(a, "streaming", False):
+        return streaming.export(enc, dec, sp, a, vocab, out, N_MELS)
     import gen_asr_models as g
 
     os.makedirs(out, exist_ok=True)
@@ -318,8 +327,14 @@ def main():
     ap.add_argument("--pred", type=int, default=160)
     ap.add_argument("--conv-mask", choices=("before", "after-glu"), default="before",
                     help="where the convolution module zeroes padding (gen_asr_models."
-                         "build_modules; models/speech/1 is 'before', which makes its output "
+                         "build_modules; models/speech/1 was 'before', which makes its output "
                          "depend on padding)")
+    ap.add_argument("--streaming", action="store_true",
+                    help="the cache-aware variant (streaming.py): unnormalised features, "
+                         "chunked attention, causal convolutions; exported in the sherpa-onnx "
+                         "layout. Resuming from a full-context checkpoint warm-starts it")
+    ap.add_argument("--left", type=int, default=streaming.LEFT,
+                    help="--streaming: encoder frames before its chunk that attention sees")
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--batch-seconds", type=float, default=600.0,
                     help="padded audio a batch holds, per GPU")
@@ -398,7 +413,7 @@ def main():
     enc, dec = build(a, vocab)
     enc.to(device).train()
     dec.to(device).train()
-    lm = features.LogMel(N_MELS).to(device)
+    lm = features.LogMel(N_MELS, normalize=not a.streaming).to(device)
     params = list(enc.parameters()) + list(dec.parameters())
     n_params = sum(p.numel() for p in params)
     if main_rank:
@@ -406,9 +421,17 @@ def main():
     report["parameters"] = n_params
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.98), weight_decay=1e-3)
     step, clock, warm_from, total, hours_before = 0, 0.0, 0, 0.0, 0.0
+    fresh_stats = a.streaming
     if a.resume:
         ck = torch.load(a.resume, map_location=device)
-        enc.load_state_dict(ck["encoder"])
+        if a.streaming and not ck.get("args", {}).get("streaming"):
+            # a full-context model's weights: a start for the streaming one
+            enc.load_state_dict(streaming.from_full_context(ck["encoder"]), strict=False)
+            ck.pop("optimizer", None)
+            a.restart_clock = True
+        else:
+            enc.load_state_dict(ck["encoder"])
+            fresh_stats = False
         dec.load_state_dict(ck["decoder_joint"])
         step, clock = ck["step"], ck["seconds"]
         total = ck.get("total_seconds", clock)
@@ -423,8 +446,15 @@ def main():
         if main_rank:
             log(f"resumed at step {step} ({total / 60:.1f} min trained, schedule clock "
                 f"{clock / 60:.1f} min){'' if 'optimizer' in ck else ', weights only'}")
+    if fresh_stats:  # a streaming model's fixed feature normalisation
+        mean, std = streaming.feature_stats(lm, train_recs, train_pcm)
+        enc.feat_mean.copy_(mean)
+        enc.feat_std.copy_(std)
+        if main_rank:
+            log(f"feature statistics: mean {enc.feat_mean.mean():.2f}, std "
+                f"{enc.feat_std.mean():.2f} (averaged over mels)")
     if world > 1:  # the same start everywhere
-        for p in params:
+        for p in params + list(enc.buffers()) + list(dec.buffers()):
             dist.broadcast(p.data, 0)
     budget = clock + a.minutes * 60
     schedule = a.schedule_minutes * 60 or budget
