@@ -426,7 +426,10 @@ def main():
         ck = torch.load(a.resume, map_location=device)
         if a.streaming and not ck.get("args", {}).get("streaming"):
             # a full-context model's weights: a start for the streaming one
-            enc.load_state_dict(streaming.from_full_context(ck["encoder"]), strict=False)
+            got = enc.load_state_dict(streaming.from_full_context(ck["encoder"]), strict=False)
+            if set(got.missing_keys) != {"feat_mean", "feat_std"} or got.unexpected_keys:
+                sys.exit(f"train: {a.resume} is not this encoder's full-context form: "
+                         f"missing {got.missing_keys}, unexpected {got.unexpected_keys}")
             ck.pop("optimizer", None)
             a.restart_clock = True
         else:
