@@ -223,6 +223,28 @@ def build_modules(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS, pred=PRED
     return Encoder, DecoderJoint
 
 
+def attend_cached(qkv, out, heads, q_in, kv_in, hidden):
+    """Multi-head attention of the queries q_in [B, Tq, d] over the keys and
+    values kv_in [B, Tk, d] (a cache before the queries' own frames), with
+    qkv (Linear d -> 3d: q, k, v) and out; hidden [B, 1, Tq, Tk] is True
+    where a key is not seen. The cache-aware encoders' attention."""
+    import torch
+    from torch import nn
+
+    b, tq, d = q_in.shape
+    tk = kv_in.shape[1]
+    h = heads
+    w, bias = qkv.weight, qkv.bias
+    q = nn.functional.linear(q_in, w[:d], bias[:d]).reshape(b, tq, h, d // h)
+    kv = nn.functional.linear(kv_in, w[d:], bias[d:]).reshape(b, tk, 2, h, d // h)
+    q = q.transpose(1, 2)
+    k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    s = torch.matmul(q, k.transpose(-1, -2)) / float((d // h) ** 0.5)
+    s = s.masked_fill(hidden, -10000.0)
+    a = torch.matmul(torch.softmax(s, dim=-1), v)
+    return out(a.transpose(1, 2).reshape(b, tq, d))
+
+
 STREAM_CHUNK, STREAM_LEFT, STREAM_KERNEL = 2, 8, 5  # encoder frames a chunk, left context, conv
 
 
@@ -260,19 +282,7 @@ def build_streaming_encoder(d_model=D_MODEL, n_layers=N_LAYERS, n_heads=N_HEADS,
             self.norm = nn.LayerNorm(d)
 
         def attend(self, q_in, kv_in, mask):  # mask [B, 1, Tq, Tk]: True where hidden
-            b, tq, d = q_in.shape
-            tk = kv_in.shape[1]
-            h = n_heads
-            w = self.qkv.weight
-            bias = self.qkv.bias
-            q = nn.functional.linear(q_in, w[:d], bias[:d]).reshape(b, tq, h, d // h)
-            kv = nn.functional.linear(kv_in, w[d:], bias[d:]).reshape(b, tk, 2, h, d // h)
-            q = q.transpose(1, 2)
-            k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
-            s = torch.matmul(q, k.transpose(-1, -2)) / float((d // h) ** 0.5)
-            s = s.masked_fill(mask, -10000.0)
-            a = torch.matmul(torch.softmax(s, dim=-1), v)
-            return self.att_out(a.transpose(1, 2).reshape(b, tq, d))
+            return attend_cached(self.qkv, self.att_out, n_heads, q_in, kv_in, mask)
 
         def conv(self, x, pad, cache):  # cache [B, d, K-1]: the dw conv's last inputs
             y = self.conv_norm(x).masked_fill(pad, 0.0).transpose(1, 2)

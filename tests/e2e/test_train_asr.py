@@ -33,6 +33,16 @@ import features  # noqa: E402
 import tdt  # noqa: E402
 
 
+def write_wav(path, pcm):
+    """int16 samples as a 16 kHz mono WAV file: its path."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_tdt_loss_equals_path_enumeration(seed):
     diff, ours, ref = tdt.check_brute_force(seed)
@@ -140,12 +150,7 @@ def test_features_match_infd(infd_bin, tmp_path):
     t = np.arange(int(2.37 * 16000)) / 16000
     x = 0.3 * np.sin(2 * math.pi * (200 + 900 * t) * t) + 0.02 * rng.standard_normal(t.size)
     pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
-    path = tmp_path / "chirp.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(pcm.tobytes())
+    path = write_wav(tmp_path / "chirp.wav", pcm)
     subprocess.run([str(infd_bin), "asr", "--features", str(path), "-o",
                     str(tmp_path / "f.npy")], check=True, capture_output=True)
     ref = np.load(tmp_path / "f.npy")
@@ -252,12 +257,7 @@ def test_streaming_variant_is_what_infd_streams(infd_bin, tmp_path):
         want = train.transcribe(enc, dec, lm, audio, n, V, sp)[0]
     assert len(want.split()) >= 3  # the calibrated joint emits tokens
     streaming.export(enc, dec, sp, a, V, str(tmp_path / "model"), 128)
-    wav = tmp_path / "a.wav"
-    with wave.open(str(wav), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(pcm.tobytes())
+    wav = write_wav(tmp_path / "a.wav", pcm)
     for extra in ([], ["--stream"]):
         r = subprocess.run([str(infd_bin), "asr", str(tmp_path / "model"), str(wav), "--json",
                             *extra], capture_output=True, text=True, timeout=120)

@@ -70,18 +70,7 @@ def build(a, vocab, n_mels):
 
         @staticmethod
         def attend(att, q_in, kv_in, hidden):  # hidden [B, 1, Tq, Tk]
-            b, tq, d = q_in.shape
-            tk = kv_in.shape[1]
-            h = att.h
-            w, bias = att.qkv.weight, att.qkv.bias
-            q = nn.functional.linear(q_in, w[:d], bias[:d]).reshape(b, tq, h, d // h)
-            kv = nn.functional.linear(kv_in, w[d:], bias[d:]).reshape(b, tk, 2, h, d // h)
-            q = q.transpose(1, 2)
-            k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
-            s = torch.matmul(q, k.transpose(-1, -2)) / float((d // h) ** 0.5)
-            s = s.masked_fill(hidden, -10000.0)
-            o = torch.matmul(torch.softmax(s, dim=-1), v)
-            return att.out(o.transpose(1, 2).reshape(b, tq, d))
+            return g.attend_cached(att.qkv, att.out, att.h, q_in, kv_in, hidden)
 
         @staticmethod
         def convolve(conv, x, pad, cache):
@@ -153,7 +142,7 @@ def build(a, vocab, n_mels):
 
 
 def from_full_context(state):
-    """A full-context encoder's state dict (models/speech/1's) made a start
+    """A full-context encoder's state dict (models/speech/2's) made a start
     for the streaming one: the centred depthwise kernels become causal ones
     that keep the taps on the past and the present (tap j at offset j - 4
     moves to k = j + 4 at offset k - 8) and lose those on the future."""
