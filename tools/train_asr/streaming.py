@@ -62,9 +62,7 @@ def build(a, vocab, n_mels):
             """Normalised features -> encoder frames of every block but the
             first, and their count."""
             x = (x - self.feat_mean.view(1, -1, 1)) / self.feat_std.view(1, -1, 1)
-            y = self.pre.conv(x.transpose(1, 2).unsqueeze(1))  # [B, ch, T/8, mels/8]
-            b, c, t, f = y.shape
-            y = self.pre.out(y.transpose(1, 2).reshape(b, t, c * f))
+            y, _ = self.pre(x, length)  # the full model's subsampling; its count differs
             lens = torch.clamp(torch.div(length - PRE + 7, 8, rounding_mode="floor"), min=0)
             return y[:, 1:], lens
 
