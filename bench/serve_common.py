@@ -49,10 +49,16 @@ class Serve:
     temporary folder, log in <tmp>/serve.log; ready when GET /v2/health/ready
     answers 200. Use as a context manager: SIGTERM and wait at the end."""
 
-    def __init__(self, infd, repo, tmp, *extra, ready_timeout=READY_TIMEOUT_S):
+    def __init__(self, infd, repo, tmp, *extra, ready_timeout=READY_TIMEOUT_S, https_ca=None):
         self.http_port = free_port()
         self.host = "127.0.0.1"
-        self.url = f"http://{self.host}:{self.http_port}"
+        # https_ca: the server speaks HTTPS (its TLS options are in `extra`),
+        # and this CA file signed its certificate.
+        self._ssl = None
+        if https_ca:
+            import ssl
+            self._ssl = ssl.create_default_context(cafile=str(https_ca))
+        self.url = f"{'https' if https_ca else 'http'}://{self.host}:{self.http_port}"
         self.hostport = f"{self.host}:{self.http_port}"
         self.grpc_port = free_port()
         self.grpc_hostport = f"{self.host}:{self.grpc_port}"
@@ -69,7 +75,8 @@ class Serve:
 
     def _ready(self):
         try:
-            with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=2) as r:
+            with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=2,
+                                        context=self._ssl) as r:
                 return r.status == 200
         except OSError:
             return False

@@ -76,6 +76,9 @@ packages=(
     # OpenSSL's libcrypto) and ZeroMQ between routers and workers; the
     # tests run a real 3-member etcd cluster.
     libssl-dev libzmq3-dev etcd-server python3-zmq
+    # TLS on HTTP and gRPC (libevent's OpenSSL bufferevents, libssl-dev
+    # above); the TLS tests make their certificates with the openssl tool.
+    openssl
     # The Python client (clients/python): its tests install it with pip
     # (no index, no build isolation: setuptools and wheel from Debian).
     python3-pip python3-setuptools python3-wheel

@@ -84,6 +84,9 @@ void infd_cli_log_copies(const char *who);
  * --http-threads, --grpc-threads. Returns 1 when `opt` is one of them, with
  * its value `v` stored (*bad set when the value is out of range; --host
  * goes to *host, for the caller to apply to every frontend), 0 when not. */
+/* Also the TLS options of both (issue #24): --http-ssl-cert/-key/-client-ca
+ * FILE, --grpc-use-ssl and --grpc-use-ssl-mutual true|false, and
+ * --grpc-server-cert/-key and --grpc-root-cert FILE. */
 struct infd_http_options;
 struct infd_grpc_options;
 struct infd_metrics_options;

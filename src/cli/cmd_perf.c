@@ -38,7 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -46,6 +49,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <grpc/byte_buffer.h>
@@ -63,6 +67,7 @@
 #include "core/common.h"
 #include "core/histogram.h"
 #include "core/strbuf.h"
+#include "frontends/common/tls.h"
 #include "grpc_service.pb-c.h"
 #include "infd/engine.h"
 #include "infd/infd.h"
@@ -107,6 +112,10 @@ typedef struct perf_options {
     /* raw without metadata */
     const char *shape, *dtype, *input_name;
     int64_t output_bytes;
+    /* TLS (HTTP and gRPC): --ssl, the CAs to trust (NULL: the system's) and
+     * a client certificate for servers that ask for one. */
+    bool ssl;
+    const char *ssl_ca, *ssl_cert, *ssl_key;
 } perf_options;
 
 typedef struct perf perf;
@@ -191,6 +200,7 @@ struct perf {
     grpc_slice method;
     grpc_slice gmsg;
     bool grpc_inited;
+    SSL_CTX *ssl;         /* HTTPS connections' context (--ssl) */
     uint64_t timer_at_ns; /* gRPC: when on_timer is due, 0: not armed */
 
     /* The running step. */
@@ -282,6 +292,11 @@ static void usage(FILE *f)
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
+               "  --ssl                        HTTP/gRPC over TLS (the server's certificate\n"
+               "                               is verified)\n"
+               "  --ssl-ca FILE                PEM CAs to trust (default the system's)\n"
+               "  --ssl-cert FILE --ssl-key FILE\n"
+               "                               a client certificate (mutual TLS)\n"
                "  --grpc-channels N            gRPC: spread the calls over N connections\n"
                "                               (default 1; HTTP/2 multiplexes them on one)\n"
                "  --shared-memory none|system|cuda\n"
@@ -331,14 +346,43 @@ static void on_get_done(struct evhttp_request *req, void *arg)
     event_base_loopexit(g->base, NULL);
 }
 
+/* A connection to host:port, over TLS with --ssl (the server's certificate
+ * checked against the CAs and against `host`, a name or an IP address). */
+static struct evhttp_connection *http_connect(perf *p, const char *host, int port)
+{
+    if (!p->ssl)
+        return evhttp_connection_base_new(p->base, NULL, host, (ev_uint16_t)port);
+    SSL *ssl = SSL_new(p->ssl);
+    if (!ssl)
+        return NULL;
+    unsigned char ip[16];
+    bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+    if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1
+              : SSL_set1_host(ssl, host) != 1 || SSL_set_tlsext_host_name(ssl, host) != 1) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    struct bufferevent *bev = bufferevent_openssl_socket_new(
+        p->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    struct evhttp_connection *evcon =
+        evhttp_connection_base_bufferevent_new(p->base, NULL, bev, host, (ev_uint16_t)port);
+    if (!evcon)
+        bufferevent_free(bev);
+    return evcon;
+}
+
 /* One blocking HTTP request to HOST:PORT (`body`, JSON, may be NULL): the
  * status code (0: no answer), the answer in *answer (free it). */
 static int http_exchange(perf *p, const char *host, int port, enum evhttp_cmd_type method,
                          const char *uri, const char *body, char **answer)
 {
     http_get g = { .base = p->base };
-    struct evhttp_connection *evcon =
-        evhttp_connection_base_new(p->base, NULL, host, (ev_uint16_t)port);
+    struct evhttp_connection *evcon = http_connect(p, host, port);
     struct evhttp_request *req = evhttp_request_new(on_get_done, &g);
     *answer = NULL;
     if (!evcon || !req) {
@@ -816,7 +860,7 @@ static void issue_http(perf_conn *c)
 {
     perf *p = c->p;
     if (!c->evcon) {
-        c->evcon = evhttp_connection_base_new(p->base, NULL, p->o.host, (ev_uint16_t)p->o.port);
+        c->evcon = http_connect(p, p->o.host, p->o.port);
         if (c->evcon) {
             evhttp_connection_set_timeout(c->evcon, PERF_TIMEOUT_S);
             /* libevent writes at most 16 KB per call by default: a 600 KB
@@ -1064,7 +1108,28 @@ static int grpc_open(perf *p)
     args[2].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
     args[2].value.integer = 1;
     grpc_channel_args ch = { 3, args };
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds = NULL;
+    if (p->o.ssl) {
+        /* gRPC core takes PEM text; NULL roots: its default (the system's). */
+        char *ca = NULL, *cert = NULL, *key = NULL;
+        infd_error err;
+        infd_error_clear(&err);
+        if ((p->o.ssl_ca && infd_tls_read_pem("--ssl-ca", p->o.ssl_ca, &ca, &err) != 0) ||
+            (p->o.ssl_cert && infd_tls_read_pem("--ssl-cert", p->o.ssl_cert, &cert, &err) != 0) ||
+            (p->o.ssl_key && infd_tls_read_pem("--ssl-key", p->o.ssl_key, &key, &err) != 0)) {
+            fprintf(stderr, "infd perf: %s\n", err.msg);
+            infd_free(ca);
+            infd_free(cert);
+            return -1;
+        }
+        grpc_ssl_pem_key_cert_pair pair = { .private_key = key, .cert_chain = cert };
+        creds = grpc_ssl_credentials_create(ca, cert && key ? &pair : NULL, NULL, NULL);
+        infd_free(ca);
+        infd_free(cert);
+        infd_free(key);
+    } else {
+        creds = grpc_insecure_credentials_create();
+    }
     int n = p->o.channels > 0 ? p->o.channels : 1;
     for (int k = 0; k < n; k++)
         p->chans[k] = grpc_channel_create(target, creds, &ch);
@@ -1717,6 +1782,15 @@ static int parse_options(perf_options *o, int argc, char **argv)
         } else if (strcmp(a, "--streaming") == 0) {
             o->streaming = true;
             takes = false;
+        } else if (strcmp(a, "--ssl") == 0) {
+            o->ssl = true;
+            takes = false;
+        } else if (v && (strcmp(a, "--ssl-ca") == 0 || strcmp(a, "--ssl-cert") == 0 ||
+                         strcmp(a, "--ssl-key") == 0)) {
+            *(strcmp(a, "--ssl-ca") == 0     ? &o->ssl_ca
+              : strcmp(a, "--ssl-cert") == 0 ? &o->ssl_cert
+                                             : &o->ssl_key) = v;
+            o->ssl = true;
         } else if (!v) {
             fprintf(stderr, "infd perf: %s: unknown option or missing value\n", a);
             return -1;
@@ -2032,6 +2106,21 @@ int infd_cli_perf(int argc, char **argv)
         goto out;
     }
     perf_options *o = &p->o;
+    if (o->ssl && o->protocol == PROTO_RAW) {
+        fprintf(stderr, "infd perf: --ssl: the raw protocol has no TLS\n");
+        rc = INFD_EXIT_USAGE;
+        goto out;
+    }
+    if (o->ssl && o->protocol != PROTO_GRPC) {
+        infd_error err;
+        infd_error_clear(&err);
+        if (infd_tls_client_ctx("infd perf", o->ssl_ca, o->ssl_cert, o->ssl_key, &p->ssl, &err) !=
+            INFD_STATUS_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            rc = INFD_EXIT_USAGE;
+            goto out;
+        }
+    }
     p->base = event_base_new();
     p->hist = infd_histogram_create();
     if (!p->base || !p->hist || !(p->timer = evtimer_new(p->base, on_timer, p))) {
@@ -2139,6 +2228,7 @@ out:
         event_free(p->timer);
     if (p->base)
         event_base_free(p->base);
+    SSL_CTX_free(p->ssl);
     infd_histogram_destroy(p->hist);
     infd_free(rs);
     infd_free(p);

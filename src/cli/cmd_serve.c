@@ -52,9 +52,23 @@ static void usage(FILE *out)
         "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
         "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
         "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
+        "  --max-json-depth N          JSON nesting an HTTP request may have, 8 to 4096\n"
+        "                              (default 64; deeper: 400)\n"
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
         "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
         "  --grpc-threads N            gRPC completion-queue threads (default: as HTTP's)\n"
+        "  --http-ssl-cert FILE        HTTPS: the server's PEM certificate chain (with\n"
+        "                              --http-ssl-key; default plain HTTP)\n"
+        "  --http-ssl-key FILE         its PEM private key\n"
+        "  --http-ssl-client-ca FILE   HTTPS clients must present a certificate these CAs\n"
+        "                              signed (default: none asked for)\n"
+        "  --grpc-use-ssl true|false   gRPC over TLS (with --grpc-server-cert/-key)\n"
+        "  --grpc-use-ssl-mutual true|false\n"
+        "                              and clients must present a certificate that\n"
+        "                              --grpc-root-cert's CAs signed\n"
+        "  --grpc-server-cert FILE     gRPC's PEM certificate chain\n"
+        "  --grpc-server-key FILE      its PEM private key\n"
+        "  --grpc-root-cert FILE       PEM CAs for client certificates\n"
         "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
         "'off': none)\n"
         "  --raw-threads N             raw protocol connection loops (default: the HTTP\n"
@@ -226,6 +240,9 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--max-body-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, 1L << 40, &n);
             ho.max_body_bytes = (size_t)n;
+        } else if (strcmp(a, "--max-json-depth") == 0) {
+            bad = infd_cli_parse_long(v, 8, 4096, &n);
+            ho.max_json_depth = (int)n;
         } else if (strcmp(a, "--raw-socket-dir") == 0) {
             raw_off = strcmp(v, "off") == 0;
             ro.socket_dir = v;

@@ -178,9 +178,27 @@ int infd_cli_parse_net(const char *opt, const char *v, infd_http_options *http,
     int *threads = strcmp(opt, "--http-threads") == 0   ? &http->n_threads
                    : strcmp(opt, "--grpc-threads") == 0 ? &grpc->n_threads
                                                         : NULL;
+    const char **tls = strcmp(opt, "--http-ssl-cert") == 0        ? &http->ssl_cert
+                       : strcmp(opt, "--http-ssl-key") == 0       ? &http->ssl_key
+                       : strcmp(opt, "--http-ssl-client-ca") == 0 ? &http->ssl_client_ca
+                       : strcmp(opt, "--grpc-server-cert") == 0   ? &grpc->server_cert
+                       : strcmp(opt, "--grpc-server-key") == 0    ? &grpc->server_key
+                       : strcmp(opt, "--grpc-root-cert") == 0     ? &grpc->root_cert
+                                                                  : NULL;
+    bool *tls_on = strcmp(opt, "--grpc-use-ssl") == 0          ? &grpc->use_ssl
+                   : strcmp(opt, "--grpc-use-ssl-mutual") == 0 ? &grpc->use_ssl_mutual
+                                                               : NULL;
     if (strcmp(opt, "--host") == 0) {
         *host = v;
         *bad = 0;
+    } else if (tls) {
+        *tls = v;
+        *bad = !*v;
+    } else if (tls_on) {
+        /* Triton's booleans: --grpc-use-ssl true|false */
+        *bad = strcmp(v, "true") != 0 && strcmp(v, "false") != 0 && strcmp(v, "1") != 0 &&
+               strcmp(v, "0") != 0;
+        *tls_on = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
     } else if (port) {
         *bad = infd_cli_parse_long(v, -1, 65535, &n);
         *port = (int)n;

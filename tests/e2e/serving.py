@@ -57,14 +57,18 @@ class Server:
     call wait_ready() or wait() yourself).
     """
 
-    def __init__(self, infd_bin, repo, *extra_args, log_dir=None, wait_ready=True, env=None):
+    def __init__(self, infd_bin, repo, *extra_args, log_dir=None, wait_ready=True, env=None,
+                 https=None):
         self.infd_bin = str(infd_bin)
         self.repo = None if repo is None else pathlib.Path(repo)
         self.http_port = free_port()
         self.grpc_port = free_port()
         self.metrics_port = free_port()
         self.host = "127.0.0.1"
-        self.url = f"http://{self.host}:{self.http_port}"
+        # https: {"verify": CA file, "cert": (cert, key) or None} when the
+        # server speaks HTTPS (its TLS options are in extra_args).
+        self.https = https
+        self.url = f"{'https' if https else 'http'}://{self.host}:{self.http_port}"
         self.metrics_url = f"http://{self.host}:{self.metrics_port}/metrics"
         self._tmp = tempfile.TemporaryDirectory(prefix="infd-serve-")
         tmp = pathlib.Path(self._tmp.name)
@@ -114,7 +118,10 @@ class Server:
 
     def is_ready(self) -> bool:
         try:
-            return requests.get(self.url + "/v2/health/ready", timeout=5).status_code == 200
+            tls = {"verify": self.https["verify"], "cert": self.https.get("cert")} \
+                if self.https else {}
+            return requests.get(self.url + "/v2/health/ready", timeout=5,
+                                **tls).status_code == 200
         except requests.RequestException:
             return False
 

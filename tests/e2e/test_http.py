@@ -811,3 +811,61 @@ def test_sigterm_drains_in_flight(infd_bin, tmp_path):
         if s.is_running():
             s.kill()
         s.cleanup()
+
+
+@pytest.mark.parametrize("where", ["parameters_arrays", "parameters_objects", "data"])
+def test_deeply_nested_json_is_rejected(srv, where):
+    """Deep JSON (Triton's CVE class of unbounded nesting, issue #24) in an
+    otherwise valid request: 100,000 levels inside a parameter the server
+    skips, or arrays inside an input's data nested deeper than the largest
+    rank, are a 400 saying so, and the server serves on. 64 levels in a
+    parameter, and data nested as deep as its shape, are fine."""
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body = json.dumps(add_sub_body(a, a))
+    deep = 100000
+    if where == "parameters_arrays":
+        bad = body[:-1] + ', "parameters": {"p": ' + "[" * deep + "]" * deep + "}}"
+        ok = body[:-1] + ', "parameters": {"p": ' + "[" * 60 + "]" * 60 + "}}"
+        needle = "nested deeper than 64 levels"
+    elif where == "parameters_objects":
+        bad = body[:-1] + ', "parameters": {"p": ' + '{"a": ' * deep + "1" + "}" * deep + "}}"
+        ok = body[:-1] + ', "parameters": {"p": ' + '{"a": ' * 60 + "1" + "}" * 60 + "}}"
+        needle = "nested deeper than 64 levels"
+    else:
+        flat = "[" + ",".join(["1"] * 16) + "]"
+        bad = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                      "data": json.loads("[" * 9 + flat + "]" * 9)},
+                                     json_input("INPUT1", a, "FP32")]})
+        ok = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                     "data": [json.loads(flat)]},
+                                    json_input("INPUT1", a, "FP32")]})
+        needle = "'data' nested deeper than 8 arrays"
+    for text, code in ((bad, 400), (ok, 200)):
+        r = requests.post(f"{srv.url}/v2/models/add_sub/infer", data=text,
+                          headers={"Content-Type": "application/json"}, timeout=TIMEOUT)
+        assert r.status_code == code, (r.status_code, r.text[:300])
+        if code == 400:
+            assert needle in r.json()["error"], r.text[:300]
+    assert_alive(srv)
+
+
+def test_max_json_depth_flag(serve, repo):
+    """--max-json-depth sets the limit: with 8, a request whose deepest value
+    is 8 containers down (the request object, its parameters and 6 arrays)
+    is served; one more is a 400 naming the limit."""
+    s = serve(repo, "--max-json-depth", 8)
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body = json.dumps(add_sub_body(a, a))
+    for nest, code in ((6, 200), (7, 400)):
+        text = body[:-1] + ', "parameters": {"p": ' + "[" * nest + "]" * nest + "}}"
+        r = requests.post(f"{s.url}/v2/models/add_sub/infer", data=text,
+                          headers={"Content-Type": "application/json"}, timeout=TIMEOUT)
+        assert r.status_code == code, (nest, r.status_code, r.text[:300])
+        if code == 400:
+            assert "JSON nested deeper than 8 levels" in r.json()["error"], r.text
+    assert_alive(s)
+    bad = serve(repo, "--max-json-depth", 3, wait_ready=False)
+    rc = bad.wait()
+    assert rc != 0
+    bad.expected_returncode = rc
+    assert "--max-json-depth" in bad.log(), bad.log()

@@ -78,6 +78,8 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -92,6 +94,7 @@
 #include "core/clock.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "frontends/common/tls.h"
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
 
@@ -2313,6 +2316,49 @@ void infd_grpc_options_init(infd_grpc_options *o)
     o->port = 8001;
     o->max_message_bytes = (size_t)64 << 20;
     o->n_threads = 1;
+    o->use_ssl = o->use_ssl_mutual = false;
+    o->server_cert = o->server_key = o->root_cert = NULL;
+}
+
+/* gRPC core's SSL server credentials from the PEM files of `o`. The files
+ * are first loaded into an OpenSSL context, which gRPC core would do only at
+ * the first handshake: a bad file is an error at start, naming the file. */
+static infd_status ssl_credentials(const infd_grpc_options *o, grpc_server_credentials **out,
+                                   infd_error *err)
+{
+    *out = NULL;
+    if (o->use_ssl_mutual && !o->root_cert)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "grpc: --grpc-use-ssl-mutual needs --grpc-root-cert (the CAs "
+                              "that sign client certificates)");
+    SSL_CTX *check = NULL;
+    infd_status st = infd_tls_server_ctx("grpc", o->server_cert, o->server_key,
+                                         o->use_ssl_mutual ? o->root_cert : NULL, &check, err);
+    SSL_CTX_free(check);
+    if (st != INFD_STATUS_OK)
+        return st;
+    char *cert = NULL, *key = NULL, *root = NULL;
+    if ((st = infd_tls_read_pem("grpc: server certificate", o->server_cert, &cert, err)) ==
+            INFD_STATUS_OK &&
+        (st = infd_tls_read_pem("grpc: server key", o->server_key, &key, err)) == INFD_STATUS_OK &&
+        (!o->root_cert || (st = infd_tls_read_pem("grpc: root certificate", o->root_cert, &root,
+                                                  err)) == INFD_STATUS_OK)) {
+        grpc_ssl_pem_key_cert_pair pair = { .private_key = key, .cert_chain = cert };
+        *out = grpc_ssl_server_credentials_create_ex(
+            root, &pair, 1,
+            o->use_ssl_mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+        if (!*out)
+            st = infd_error_set(err, INFD_STATUS_INTERNAL, "grpc: SSL server credentials");
+    }
+    /* gRPC core copies what it keeps. */
+    if (key)
+        OPENSSL_cleanse(key, strlen(key));
+    infd_free(cert);
+    infd_free(key);
+    infd_free(root);
+    return st;
 }
 
 int infd_grpc_port(const infd_grpc *g)
@@ -2502,7 +2548,13 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     char addr[300];
     const char *host = o->host ? o->host : "0.0.0.0";
     snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, o->port);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = NULL;
+    if (o->use_ssl || o->use_ssl_mutual) {
+        if ((st = ssl_credentials(o, &creds, err)) != INFD_STATUS_OK)
+            goto out;
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
     g->port = grpc_server_add_http2_port(g->srv, addr, creds);
     grpc_server_credentials_release(creds);
     if (g->port <= 0) {

@@ -23,6 +23,7 @@
 #ifndef INFD_FRONTENDS_GRPC_GRPC_H
 #define INFD_FRONTENDS_GRPC_GRPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "infd/infd.h"
@@ -32,6 +33,14 @@ typedef struct infd_grpc_options {
     int port;                 /* 8001; 0 picks a free port (see infd_grpc_port) */
     size_t max_message_bytes; /* largest request message; 64 MiB (a 1x3x640x640 FP32 fits) */
     int n_threads;            /* completion-queue threads; 1 */
+    /* TLS with Triton's options (issue #24): use_ssl with server_cert and
+     * server_key (PEM files); use_ssl_mutual also asks every client for a
+     * certificate that root_cert's CAs signed. All off/NULL by default. */
+    bool use_ssl;
+    bool use_ssl_mutual;
+    const char *server_cert;
+    const char *server_key;
+    const char *root_cert;
 } infd_grpc_options;
 
 /* Defaults as documented on each field. */
@@ -42,7 +51,9 @@ typedef struct infd_grpc infd_grpc;
 /* Binds host:port and starts the completion-queue thread(s); returns once
  * calls are accepted. The options are copied; `s` is borrowed and must
  * outlive the frontend. Fails with INVALID_ARGUMENT (port outside 0..65535,
- * n_threads outside 1..64, max_message_bytes 0 or above INT32_MAX), IO
+ * n_threads outside 1..64, max_message_bytes 0 or above INT32_MAX; TLS
+ * files missing, not PEM, or a key that does not match its certificate:
+ * the message names the file), IO
  * (the address cannot be bound: the message names it), OUT_OF_MEMORY or
  * INTERNAL; nothing is left behind on failure. Does not log where it
  * listens: the caller does, with infd_grpc_port. */

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -49,6 +50,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -71,6 +73,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "frontends/common/tls.h"
 #include "frontends/http/kserve_json.h"
 
 #define HTTP_MAX_HEADERS_BYTES (64 * 1024)
@@ -203,10 +206,12 @@ struct infd_http {
     char *host;
     int port;
     size_t max_body_bytes;
+    int max_json_depth;
     int n_loops;
     http_loop *loops;
     const infd_http_extension *ext; /* borrowed */
     int n_ext;
+    SSL_CTX *ssl; /* HTTPS; NULL: plain HTTP */
 };
 
 /* An event stream (Server-Sent Events) of an app's route. The app pushes
@@ -383,6 +388,7 @@ static http_call *call_get(http_loop *loop, call_kind kind)
         if (!c)
             return NULL;
         kserve_request_init(&c->kreq);
+        c->kreq.max_depth = loop->h->max_json_depth;
         c->loop = loop;
     }
     c->next = NULL;
@@ -2250,9 +2256,11 @@ void infd_http_options_init(infd_http_options *o)
     o->host = "0.0.0.0";
     o->port = 8000;
     o->max_body_bytes = (size_t)64 << 20;
+    o->max_json_depth = KSERVE_MAX_JSON_DEPTH;
     o->n_threads = 1;
     o->extensions = NULL;
     o->n_extensions = 0;
+    o->ssl_cert = o->ssl_key = o->ssl_client_ca = NULL;
 }
 
 int infd_http_port(const infd_http *h)
@@ -2313,6 +2321,7 @@ static void destroy(infd_http *h)
         loop_fini(&h->loops[i]);
     infd_free(h->loops);
     infd_free(h->host);
+    SSL_CTX_free(h->ssl);
     infd_free(h);
 }
 
@@ -2408,15 +2417,38 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
 /* Connections get their bufferevent here: top_up on its input buffer, and
  * up to HTTP_MAX_SINGLE_READ bytes for libevent's own reads where a libevent
  * honours that. Options 0, as libevent's own: evhttp closes the socket
- * itself when the bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE). */
+ * itself when the bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE).
+ * HTTPS: an OpenSSL bufferevent instead, with BEV_OPT_CLOSE_ON_FREE so that
+ * it frees its SSL, and no top_up. */
 static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
 {
-    (void)arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    infd_http *h = arg;
+    struct bufferevent *bev = NULL;
+    if (h->ssl) {
+        /* The handshake starts once evhttp sets the accepted socket; the
+         * SSL object is freed with the bufferevent. */
+        SSL *ssl = SSL_new(h->ssl);
+        if (!ssl)
+            return NULL;
+        bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                             BEV_OPT_CLOSE_ON_FREE);
+        if (!bev) {
+            SSL_free(ssl);
+            return NULL;
+        }
+        /* A client that closes without close_notify ends its connection
+         * as a plain one would, not with an error. */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    } else {
+        bev = bufferevent_socket_new(base, -1, 0);
+    }
     if (!bev)
         return NULL;
     bufferevent_set_max_single_read(bev, HTTP_MAX_SINGLE_READ);
-    if (!evbuffer_add_cb(bufferevent_get_input(bev), top_up, bev)) {
+    /* top_up reads the socket itself: plain HTTP only (under TLS the bytes
+     * on the socket are ciphertext, and bodies are not mirrored into the
+     * pinned pool). */
+    if (!h->ssl && !evbuffer_add_cb(bufferevent_get_input(bev), top_up, bev)) {
         bufferevent_free(bev);
         return NULL;
     }
@@ -2454,7 +2486,7 @@ static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, s
     evhttp_set_max_headers_size(loop->http, HTTP_MAX_HEADERS_BYTES);
     evhttp_set_timeout(loop->http, HTTP_TIMEOUT_SECS);
     evhttp_set_gencb(loop->http, on_request, loop);
-    evhttp_set_bevcb(loop->http, make_bufferevent, NULL);
+    evhttp_set_bevcb(loop->http, make_bufferevent, h);
 
     unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
     if (h->n_loops > 1)
@@ -2500,10 +2532,11 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     struct addrinfo *ai = NULL;
     *out = NULL;
     if (o->port < 0 || o->port > 65535 || o->n_threads < 1 || o->max_body_bytes == 0 ||
-        o->max_body_bytes > (size_t)INT64_MAX) {
+        o->max_body_bytes > (size_t)INT64_MAX || o->max_json_depth < 1) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                            "http: invalid options (port %d, %d threads, max body %zu bytes)",
-                            o->port, o->n_threads, o->max_body_bytes);
+                            "http: invalid options (port %d, %d threads, max body %zu bytes, "
+                            "max JSON depth %d)",
+                            o->port, o->n_threads, o->max_body_bytes, o->max_json_depth);
         goto out;
     }
     /* Process-wide and idempotent; before event_base_new, so that runtime
@@ -2521,9 +2554,14 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     h->server = s;
     h->port = o->port;
     h->max_body_bytes = o->max_body_bytes;
+    h->max_json_depth = o->max_json_depth;
     h->n_loops = o->n_threads;
     h->ext = o->extensions;
     h->n_ext = o->n_extensions;
+    if ((o->ssl_cert || o->ssl_key || o->ssl_client_ca) &&
+        (st = infd_tls_server_ctx("http", o->ssl_cert, o->ssl_key, o->ssl_client_ca, &h->ssl,
+                                  err)) != INFD_STATUS_OK)
+        goto out;
 
     char port_s[16];
     snprintf(port_s, sizeof(port_s), "%d", o->port);

@@ -12,6 +12,8 @@
  *   POST /v2/repository/index                 repository index ({"ready": true})
  *   POST /v2/repository/models/{m}/load|unload
  *   GET  /v2/<prefix>/...                     an app's routes (infd_http_extension)
+ * HTTPS when the options name a certificate and key (OpenSSL bufferevents;
+ * optional client certificates).
  * Errors are {"error": "..."} with 400 (bad request), 404 (unknown model or
  * route), 405 (wrong method), 413 (body over max_body_bytes), 503
  * (unavailable, not ready, draining, queue full as in Triton), 504 (queue
@@ -73,7 +75,14 @@ typedef struct infd_http_options {
     const char *host;      /* address to listen on; "0.0.0.0" */
     int port;              /* 8000; 0 picks a free port (see infd_http_port) */
     size_t max_body_bytes; /* larger request bodies get 413; 64 MiB */
+    int max_json_depth;    /* JSON containers open at once, skipped ones too; deeper: 400; 64 */
     int n_threads;         /* event-loop threads; 1 */
+    /* HTTPS (issue #24): PEM files of the certificate chain and its key;
+     * both NULL (the default): plain HTTP. With ssl_client_ca, clients must
+     * present a certificate one of its CAs signed (mutual TLS). */
+    const char *ssl_cert;
+    const char *ssl_key;
+    const char *ssl_client_ca;
     /* Apps' routes (borrowed; must outlive the frontend); none by default. */
     const infd_http_extension *extensions;
     int n_extensions;
@@ -87,10 +96,10 @@ typedef struct infd_http infd_http;
 /* Binds host:port and starts the event-loop thread(s); returns once they
  * accept connections. The options are copied; `s` is borrowed and must
  * outlive the frontend. Fails with INVALID_ARGUMENT (port outside 0..65535,
- * n_threads < 1, max_body_bytes 0), IO (the address cannot be resolved or
- * bound: the message names it and says why), OUT_OF_MEMORY or INTERNAL;
- * nothing is left behind on failure. Does not log where it listens: the
- * caller does, with infd_http_port. */
+ * n_threads < 1, max_body_bytes 0; a TLS file missing, not PEM or a key
+ * that does not match its certificate: the message names the file), IO (the address cannot be
+ * resolved or bound: the message names it and says why), OUT_OF_MEMORY or INTERNAL; nothing is left
+ * behind on failure. Does not log where it listens: the caller does, with infd_http_port. */
 infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_http **out,
                             infd_error *err);
 

@@ -158,6 +158,7 @@ typedef struct parser {
     int depth;
     key key;  /* key whose value comes next in the current object */
     int skip; /* > 0: inside a skipped value, that many containers open */
+    int max_depth;
     /* Data decoding. */
     kserve_input *in; /* the input whose data is being read */
     int in_index;
@@ -727,6 +728,10 @@ static int output_value(parser *p, key k, vkind kind, bool b, const char *s, siz
 /* Every value (scalars and container starts) comes through here. */
 static int on_value(parser *p, vkind kind, bool b, const char *s, size_t n)
 {
+    /* Containers open at once, skipped ones included (issue #24). */
+    if ((kind == V_MAP || kind == V_ARRAY) && p->depth + p->skip + p->data_depth >= p->max_depth)
+        return fail(p, INFD_STATUS_INVALID_ARGUMENT, "JSON nested deeper than %d levels",
+                    p->max_depth);
     if (p->skip > 0) {
         if (kind == V_MAP || kind == V_ARRAY)
             p->skip++;
@@ -738,6 +743,10 @@ static int on_value(parser *p, vkind kind, bool b, const char *s, size_t n)
     switch (f) {
     case F_DATA:
         if (kind == V_ARRAY) {
+            if (p->data_depth >= INFD_MAX_RANK)
+                return fail(p, INFD_STATUS_INVALID_ARGUMENT,
+                            "'data' nested deeper than %d arrays (the largest rank)",
+                            INFD_MAX_RANK);
             p->data_depth++;
             return 1;
         }
@@ -1104,6 +1113,7 @@ static int decode_deferred(parser *p)
         .json_n = p->json_n,
         .in = in,
         .in_index = p->in_index,
+        .max_depth = p->max_depth, /* the data was checked in the first pass */
     };
     sub.frames[0] = F_DATA;
     sub.depth = 1;
@@ -1186,7 +1196,11 @@ infd_status kserve_request_parse(kserve_request *r, const char *json, size_t n, 
         r->_arena = infd_malloc(ARENA_BYTES);
         r->_arena_cap = r->_arena ? ARENA_BYTES : 0;
     }
-    parser p = { .r = r, .err = err, .json = json, .json_n = n };
+    parser p = { .r = r,
+                 .err = err,
+                 .json = json,
+                 .json_n = n,
+                 .max_depth = r->max_depth > 0 ? r->max_depth : KSERVE_MAX_JSON_DEPTH };
     if (run_yajl(&p, json, n, 0) != INFD_STATUS_OK)
         return p.status;
     if (r->n_inputs == 0)

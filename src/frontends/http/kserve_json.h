@@ -73,6 +73,8 @@ typedef struct kserve_output {
     int64_t shm_offset, shm_byte_size;
 } kserve_output;
 
+#define KSERVE_MAX_JSON_DEPTH 64
+
 typedef struct kserve_request {
     char id[KSERVE_NAME_BYTES]; /* "" when absent */
     bool has_id;
@@ -89,6 +91,11 @@ typedef struct kserve_request {
     kserve_input inputs[INFD_MAX_MODEL_IO];
     int n_outputs;
     kserve_output outputs[INFD_MAX_MODEL_IO];
+    /* Set by the caller, kept across parses: JSON containers (objects and
+     * arrays, skipped values included) open at once; deeper requests are
+     * rejected (Triton's CVE class of unbounded nesting). 0: the default,
+     * KSERVE_MAX_JSON_DEPTH. */
+    int max_depth;
 
     /* Private: an arena for yajl's allocations, reset per parse. */
     uint8_t *_arena;
@@ -113,7 +120,9 @@ void kserve_request_fini(kserve_request *r);
  * grow) with a message naming the input and the problem: malformed JSON
  * (with the byte offset), a missing field, an unknown datatype, a shape
  * that does not match the element count, an element of the wrong JSON type
- * or out of the datatype's range, "data" together with binary_data_size.
+ * or out of the datatype's range, "data" together with binary_data_size,
+ * JSON nested deeper than max_depth, "data" nested deeper than the largest
+ * rank.
  * FP16 and BF16 elements are JSON numbers converted from float; BOOL
  * elements are true/false; BYTES elements are strings.
  */

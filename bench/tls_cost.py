@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""What TLS costs in serving throughput (issue #24: at most 10% on a CPU
+model): the same repository served twice at once, one `infd serve` plain and
+one with TLS on HTTP and gRPC (--http-ssl-cert/-key, --grpc-use-ssl), each
+driven by `infd perf` (with --ssl against the TLS one), in interleaved
+rounds so that the machine's drift falls on both alike.
+
+    /usr/bin/python3 bench/tls_cost.py [--infd build/release/infd]
+        [--concurrency 4] [--seconds 2] [--rounds 5] [--json FILE]
+
+Models: add_sub (1x16 FP32, the frontend's cost alone: the worst case for
+TLS) and BlazeFace (1x3x128x128 FP32, 196 KB a request, a CPU model), HTTP
+binary and gRPC unary, one HTTP loop and one gRPC thread in each server.
+Prints per model and protocol the median over rounds of throughput and p99
+for plain and TLS, and TLS's cost in throughput.
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+
+import serve_common as sc
+
+sys.path.insert(0, str(sc.ROOT / "tests" / "e2e"))
+from pki import have_openssl, make_pki  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--infd", default=str(sc.DEFAULT_INFD))
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not have_openssl():
+        sys.exit("the openssl tool is missing (scripts/setup.sh installs it)")
+    cache = pathlib.Path(os.environ.get("INFD_CACHE") or sc.ROOT / ".cache")
+    with tempfile.TemporaryDirectory(prefix="infd-tls-") as tmp:
+        tmp = pathlib.Path(tmp)
+        pki = make_pki(tmp)
+        repo = tmp / "models"
+        sc.model_repo.add_sub(repo)
+        sc.model_repo.blazeface(repo, cache)
+        common = ["--http-threads", 1, "--grpc-threads", 1]
+        tls = ["--http-ssl-cert", pki / "server.pem", "--http-ssl-key", pki / "server.key",
+               "--grpc-use-ssl", "true", "--grpc-server-cert", pki / "server.pem",
+               "--grpc-server-key", pki / "server.key"]
+        (tmp / "plain").mkdir()
+        (tmp / "tls").mkdir()
+        with sc.Serve(a.infd, repo, tmp / "plain", *common) as plain, \
+                sc.Serve(a.infd, repo, tmp / "tls", *common, *tls,
+                         https_ca=pki / "ca.pem") as secure:
+            runs = {}
+            for r in range(a.rounds):
+                for model in ("add_sub", "blazeface"):
+                    for proto in ("http", "grpc"):
+                        for name, srv in (("plain", plain), ("tls", secure)):
+                            port = srv.http_port if proto == "http" else srv.grpc_port
+                            args = ["--model", model, "--url", f"127.0.0.1:{port}",
+                                    "--protocol", proto, "--concurrency-range", a.concurrency,
+                                    "--measurement-ms", int(a.seconds * 1000),
+                                    "--warmup-ms", 200]
+                            if proto == "http":
+                                args.append("--binary")
+                            if name == "tls":
+                                args += ["--ssl", "--ssl-ca", pki / "ca.pem"]
+                            row = sc.run_perf(a.infd, args, tmp / "perf.csv")[0]
+                            runs.setdefault((model, proto, name), []).append(sc.perf_row(row))
+    rows, out = [], []
+    for model in ("add_sub", "blazeface"):
+        for proto in ("http", "grpc"):
+            p = runs[(model, proto, "plain")]
+            t = runs[(model, proto, "tls")]
+            pt = statistics.median(x["throughput"] for x in p)
+            tt = statistics.median(x["throughput"] for x in t)
+            p99p = statistics.median(x["p99_us"] for x in p)
+            p99t = statistics.median(x["p99_us"] for x in t)
+            cost = 100.0 * (1.0 - tt / pt)
+            rows.append([model, proto, f"{pt:.0f}", f"{tt:.0f}", f"{cost:.1f}%",
+                         f"{p99p:.0f}", f"{p99t:.0f}"])
+            out.append({"model": model, "protocol": proto, "plain_per_s": pt, "tls_per_s": tt,
+                        "cost_pct": cost, "plain_p99_us": p99p, "tls_p99_us": p99t,
+                        "runs": {"plain": p, "tls": t}})
+    print(f"concurrency {a.concurrency}, {a.seconds} s a run, median of {a.rounds} rounds")
+    sc.print_table(["model", "protocol", "plain /s", "TLS /s", "TLS cost", "plain p99 µs",
+                    "TLS p99 µs"], rows)
+    if a.json:
+        sc.write_json(a.json, {"concurrency": a.concurrency, "seconds": a.seconds,
+                               "rounds": a.rounds, "rows": out,
+                               "machine": sc.machine_facts(a.infd)})
+
+
+if __name__ == "__main__":
+    main()
