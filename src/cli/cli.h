@@ -94,6 +94,20 @@ int infd_cli_parse_net(const char *opt, const char *v, struct infd_http_options 
                        struct infd_grpc_options *grpc, struct infd_metrics_options *metrics,
                        const char **host, int *bad);
 
+/* Access control with Triton's syntax (issue #24; docs/SECURITY.md):
+ * --http-restricted-api and --grpc-restricted-protocol <apis>:<key>=<value>
+ * (repeatable) and --metrics-restricted-api <key>=<value>. Returns 1 when
+ * `opt` is one of them (*bad and `err` say whether `v` was good; the rules
+ * go to `r`, which the options then point at), 0 when not. Messages never
+ * contain the value. */
+#include "frontends/common/restricted.h"
+typedef struct infd_cli_restrictions {
+    infd_restricted http, grpc, metrics;
+} infd_cli_restrictions;
+int infd_cli_parse_restricted(const char *opt, const char *v, infd_cli_restrictions *r,
+                              struct infd_http_options *http, struct infd_grpc_options *grpc,
+                              struct infd_metrics_options *metrics, int *bad, infd_error *err);
+
 /* Blocks SIGINT and SIGTERM in this thread (and so in every thread started
  * after it) and ignores SIGPIPE: a server's main thread then waits for the
  * stop signals with sigwait(stop). */

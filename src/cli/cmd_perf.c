@@ -28,6 +28,7 @@
  * from --shape/--dtype (one input). Request bodies are built once per run;
  * every request sends the same bytes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -90,6 +91,8 @@ typedef struct perf_tensor {
     uint8_t *data;                    /* inputs only */
 } perf_tensor;
 
+#define PERF_MAX_HEADERS 8
+
 typedef struct perf_options {
     perf_protocol protocol;
     char host[256];
@@ -116,6 +119,10 @@ typedef struct perf_options {
      * a client certificate for servers that ask for one. */
     bool ssl;
     const char *ssl_ca, *ssl_cert, *ssl_key;
+    /* -H NAME:VALUE: HTTP headers, and gRPC metadata (restricted APIs) */
+    int n_headers;
+    char header_name[PERF_MAX_HEADERS][64];
+    char header_value[PERF_MAX_HEADERS][256];
 } perf_options;
 
 typedef struct perf perf;
@@ -200,8 +207,9 @@ struct perf {
     grpc_slice method;
     grpc_slice gmsg;
     bool grpc_inited;
-    SSL_CTX *ssl;         /* HTTPS connections' context (--ssl) */
-    uint64_t timer_at_ns; /* gRPC: when on_timer is due, 0: not armed */
+    SSL_CTX *ssl;                        /* HTTPS connections' context (--ssl) */
+    grpc_metadata gmd[PERF_MAX_HEADERS]; /* -H as gRPC metadata */
+    uint64_t timer_at_ns;                /* gRPC: when on_timer is due, 0: not armed */
 
     /* The running step. */
     perf_conn *conns;
@@ -292,6 +300,8 @@ static void usage(FILE *f)
                "  --binary                     HTTP: binary tensor data extension "
                "(default JSON)\n"
                "  --framed                     raw: framed mode (default headerless)\n"
+               "  -H, --header NAME:VALUE      HTTP header, or gRPC metadata, on every request\n"
+               "                               (repeatable; restricted APIs)\n"
                "  --ssl                        HTTP/gRPC over TLS (the server's certificate\n"
                "                               is verified)\n"
                "  --ssl-ca FILE                PEM CAs to trust (default the system's)\n"
@@ -394,6 +404,9 @@ static int http_exchange(perf *p, const char *host, int port, enum evhttp_cmd_ty
     }
     evhttp_connection_set_timeout(evcon, PERF_TIMEOUT_S);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+    for (int i = 0; i < p->o.n_headers; i++)
+        evhttp_add_header(evhttp_request_get_output_headers(req), p->o.header_name[i],
+                          p->o.header_value[i]);
     if (body) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/json");
@@ -877,6 +890,8 @@ static void issue_http(perf_conn *c)
     }
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Host", p->host_header);
+    for (int i = 0; i < p->o.n_headers; i++)
+        evhttp_add_header(h, p->o.header_name[i], p->o.header_value[i]);
     if (p->o.binary) {
         evhttp_add_header(h, "Content-Type", "application/octet-stream");
         evhttp_add_header(h, "Inference-Header-Content-Length", p->json_len_text);
@@ -1091,6 +1106,10 @@ static int grpc_open(perf *p)
 {
     grpc_init();
     p->grpc_inited = true;
+    for (int i = 0; i < p->o.n_headers; i++) {
+        p->gmd[i].key = grpc_slice_from_static_string(p->o.header_name[i]);
+        p->gmd[i].value = grpc_slice_from_static_string(p->o.header_value[i]);
+    }
     char target[300];
     snprintf(target, sizeof(target), strchr(p->o.host, ':') ? "[%s]:%d" : "%s:%d", p->o.host,
              p->o.port);
@@ -1195,6 +1214,8 @@ static ProtobufCMessage *grpc_unary(perf *p, const char *method, const ProtobufC
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = (size_t)p->o.n_headers;
+    ops[0].data.send_initial_metadata.metadata = p->gmd;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -1513,6 +1534,8 @@ static void issue_grpc(perf_conn *c)
     }
     if (!p->o.streaming) {
         ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+        ops[0].data.send_initial_metadata.count = (size_t)p->o.n_headers;
+        ops[0].data.send_initial_metadata.metadata = p->gmd;
         ops[1].op = GRPC_OP_SEND_MESSAGE;
         ops[1].data.send_message.send_message = c->send_bb;
         ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -1539,6 +1562,8 @@ static void issue_grpc(perf_conn *c)
     size_t nw = 0, nr = 0;
     grpc_op *w = ops, *r = ops + 3;
     if (!c->g_opened) {
+        w[nw].data.send_initial_metadata.count = (size_t)p->o.n_headers;
+        w[nw].data.send_initial_metadata.metadata = p->gmd;
         w[nw++].op = GRPC_OP_SEND_INITIAL_METADATA;
         r[nr].op = GRPC_OP_RECV_INITIAL_METADATA;
         r[nr++].data.recv_initial_metadata.recv_initial_metadata = &c->md_in;
@@ -1782,6 +1807,26 @@ static int parse_options(perf_options *o, int argc, char **argv)
         } else if (strcmp(a, "--streaming") == 0) {
             o->streaming = true;
             takes = false;
+        } else if (v && (strcmp(a, "--header") == 0 || strcmp(a, "-H") == 0)) {
+            const char *colon = strchr(v, ':');
+            size_t kn = colon ? (size_t)(colon - v) : 0;
+            const char *val = colon ? colon + 1 : "";
+            while (*val == ' ')
+                val++;
+            if (o->n_headers == PERF_MAX_HEADERS || kn == 0 || kn >= sizeof(o->header_name[0]) ||
+                strlen(val) >= sizeof(o->header_value[0])) {
+                fprintf(stderr,
+                        "infd perf: %s: NAME:VALUE (at most %d, names < 64 and values "
+                        "< 256 bytes)\n",
+                        a, PERF_MAX_HEADERS);
+                return -1;
+            }
+            /* gRPC metadata keys are lower case; HTTP's are not case-sensitive */
+            for (size_t k = 0; k < kn; k++)
+                o->header_name[o->n_headers][k] = (char)tolower((unsigned char)v[k]);
+            o->header_name[o->n_headers][kn] = '\0';
+            snprintf(o->header_value[o->n_headers], sizeof(o->header_value[0]), "%s", val);
+            o->n_headers++;
         } else if (strcmp(a, "--ssl") == 0) {
             o->ssl = true;
             takes = false;

@@ -34,6 +34,16 @@ static void usage(FILE *out)
             "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
             "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
             "  --http-threads N            HTTP event-loop threads (default 1)\n"
+            "  --http-restricted-api APIS:KEY=VALUE\n"
+            "                              HTTP requests to these API groups (comma-separated:\n"
+            "                              health, metadata, inference, shared-memory,\n"
+            "                              model-config, model-repository, statistics, trace,\n"
+            "                              logging) need the header KEY: VALUE (repeatable)\n"
+            "  --grpc-restricted-protocol APIS:KEY=VALUE\n"
+            "                              gRPC calls to them need the metadata\n"
+            "                              triton-grpc-protocol-KEY: VALUE (repeatable)\n"
+            "  --metrics-restricted-api KEY=VALUE\n"
+            "                              /metrics needs the header KEY: VALUE\n"
             "  --http-ssl-cert FILE        HTTPS: the server's PEM certificate chain (with\n"
             "                              --http-ssl-key; default plain HTTP)\n"
             "  --http-ssl-key FILE         its PEM private key\n"
@@ -85,6 +95,8 @@ int infd_cli_router(int argc, char **argv)
     infd_grpc_options_init(&go);
     infd_metrics_options mo;
     infd_metrics_options_init(&mo);
+    /* static: the frontends borrow it for the process's life */
+    static infd_cli_restrictions restrictions;
     const char *host = NULL;
     infd_error err;
     infd_error_clear(&err);
@@ -105,6 +117,12 @@ int infd_cli_router(int argc, char **argv)
         int bad = 0;
         if (infd_cli_parse_net(a, v, &ho, &go, &mo, &host, &bad)) {
             /* --host, the ports and the frontends' threads */
+        } else if (infd_cli_parse_restricted(a, v, &restrictions, &ho, &go, &mo, &bad, &err)) {
+            if (bad) {
+                /* never the value: it holds the key's secret */
+                fprintf(stderr, "infd router: %s\n", err.msg);
+                return INFD_EXIT_USAGE;
+            }
         } else if (strcmp(a, "--etcd") == 0) {
             ro.etcd = v;
         } else if (strcmp(a, "--cluster-prefix") == 0) {

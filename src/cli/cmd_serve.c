@@ -57,6 +57,16 @@ static void usage(FILE *out)
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
         "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
         "  --grpc-threads N            gRPC completion-queue threads (default: as HTTP's)\n"
+        "  --http-restricted-api APIS:KEY=VALUE\n"
+        "                              HTTP requests to these API groups (comma-separated:\n"
+        "                              health, metadata, inference, shared-memory,\n"
+        "                              model-config, model-repository, statistics, trace,\n"
+        "                              logging) need the header KEY: VALUE (repeatable)\n"
+        "  --grpc-restricted-protocol APIS:KEY=VALUE\n"
+        "                              gRPC calls to them need the metadata\n"
+        "                              triton-grpc-protocol-KEY: VALUE (repeatable)\n"
+        "  --metrics-restricted-api KEY=VALUE\n"
+        "                              /metrics needs the header KEY: VALUE\n"
         "  --http-ssl-cert FILE        HTTPS: the server's PEM certificate chain (with\n"
         "                              --http-ssl-key; default plain HTTP)\n"
         "  --http-ssl-key FILE         its PEM private key\n"
@@ -178,6 +188,8 @@ int infd_cli_serve(int argc, char **argv)
     }
     infd_metrics_options mo;
     infd_metrics_options_init(&mo);
+    /* static: the frontends borrow it for the process's life */
+    static infd_cli_restrictions restrictions;
     infd_raw_options ro;
     infd_raw_options_init(&ro);
     infd_grpc_options go;
@@ -223,6 +235,12 @@ int infd_cli_serve(int argc, char **argv)
         int bad = 0;
         if (infd_cli_parse_net(a, v, &ho, &go, &mo, &host, &bad)) {
             /* --host, the ports and the frontends' threads */
+        } else if (infd_cli_parse_restricted(a, v, &restrictions, &ho, &go, &mo, &bad, &err)) {
+            if (bad) {
+                /* never the value: it holds the key's secret */
+                fprintf(stderr, "infd serve: %s\n", err.msg);
+                return INFD_EXIT_USAGE;
+            }
         } else if (strcmp(a, "--model-repository") == 0 || strcmp(a, "--model-store") == 0) {
             so.model_repository = v;
         } else if (strcmp(a, "--model-control-mode") == 0) {

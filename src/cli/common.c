@@ -211,6 +211,32 @@ int infd_cli_parse_net(const char *opt, const char *v, infd_http_options *http,
     return 1;
 }
 
+int infd_cli_parse_restricted(const char *opt, const char *v, infd_cli_restrictions *r,
+                              infd_http_options *http, infd_grpc_options *grpc,
+                              infd_metrics_options *metrics, int *bad, infd_error *err)
+{
+    char spec[INFD_RESTRICTED_KEY_BYTES + INFD_RESTRICTED_VALUE_BYTES + 16];
+    if (strcmp(opt, "--http-restricted-api") == 0) {
+        *bad = infd_restricted_add(&r->http, opt, v, err) != INFD_STATUS_OK;
+        http->restricted = &r->http;
+    } else if (strcmp(opt, "--grpc-restricted-protocol") == 0) {
+        *bad = infd_restricted_add(&r->grpc, opt, v, err) != INFD_STATUS_OK;
+        grpc->restricted = &r->grpc;
+    } else if (strcmp(opt, "--metrics-restricted-api") == 0) {
+        /* <key>=<value>: the one group of the metrics port */
+        int n = snprintf(spec, sizeof(spec), "statistics:%s", v);
+        *bad = n < 0 || (size_t)n >= sizeof(spec) ||
+               infd_restricted_add(&r->metrics, opt, spec, err) != INFD_STATUS_OK;
+        if (*bad && !err->msg[0])
+            infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: too long", opt);
+        metrics->restricted = &r->metrics;
+        memset(spec, 0, sizeof(spec));
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 void infd_cli_block_stop_signals(sigset_t *stop)
 {
     sigemptyset(stop);

@@ -94,6 +94,7 @@
 #include "core/clock.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "frontends/common/restricted.h"
 #include "frontends/common/tls.h"
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
@@ -266,6 +267,7 @@ struct infd_grpc {
     grpc_server *srv;
     int port;
     size_t max_message_bytes;
+    const infd_restricted *restricted; /* borrowed; NULL: all open */
     int n_loops;
     gloop *loops;
     bool started;
@@ -2151,6 +2153,61 @@ static void start_recv(gcall *c)
     start_batch(c, &op, 1, &c->t_recv);
 }
 
+/* Triton's API group of an RPC (--grpc-restricted-protocol). */
+static infd_api api_of(method m)
+{
+    switch (m) {
+    case M_SERVER_LIVE:
+    case M_SERVER_READY:
+    case M_MODEL_READY:
+    case M_HEALTH_CHECK:
+    case M_HEALTH_WATCH:
+        return INFD_API_HEALTH;
+    case M_MODEL_INFER:
+    case M_MODEL_STREAM_INFER:
+        return INFD_API_INFERENCE;
+    case M_MODEL_CONFIG:
+        return INFD_API_MODEL_CONFIG;
+    case M_MODEL_STATISTICS:
+        return INFD_API_STATISTICS;
+    case M_REPOSITORY_INDEX:
+    case M_REPOSITORY_LOAD:
+    case M_REPOSITORY_UNLOAD:
+        return INFD_API_MODEL_REPOSITORY;
+    case M_SHM_STATUS:
+    case M_SHM_REGISTER:
+    case M_SHM_UNREGISTER:
+    case M_CUDA_SHM_STATUS:
+    case M_CUDA_SHM_REGISTER:
+    case M_CUDA_SHM_UNREGISTER:
+        return INFD_API_SHARED_MEMORY;
+    default:
+        return INFD_API_METADATA;
+    }
+}
+
+/* False when the call's API group is restricted and its metadata lacks
+ * triton-grpc-protocol-<key> with the group's value; *key is then the
+ * metadata key to name. */
+static bool call_allowed(const infd_grpc *g, gcall *c, char *key, size_t key_n)
+{
+    const infd_restricted *r = g->restricted;
+    infd_api api = api_of(c->m);
+    if (!r || !infd_restricted_key(r, api)[0])
+        return true;
+    int kn = snprintf(key, key_n, "triton-grpc-protocol-%s", infd_restricted_key(r, api));
+    for (size_t i = 0; i < c->md.count; i++) {
+        grpc_slice k = c->md.metadata[i].key;
+        if (GRPC_SLICE_LENGTH(k) == (size_t)kn &&
+            memcmp(GRPC_SLICE_START_PTR(k), key, (size_t)kn) == 0) {
+            grpc_slice v = c->md.metadata[i].value;
+            return infd_restricted_allows(r, api, (const char *)GRPC_SLICE_START_PTR(v),
+                                          GRPC_SLICE_LENGTH(v));
+        }
+    }
+    return false;
+}
+
 static void on_new_call(gcall *c, bool ok)
 {
     gloop *loop = c->loop;
@@ -2166,6 +2223,7 @@ static void on_new_call(gcall *c, bool ok)
     if (!atomic_load(&g->stopping))
         request_call(loop);
     c->m = find_method(c->details.method);
+    char key[INFD_RESTRICTED_KEY_BYTES + 32];
     if (c->m == M_UNKNOWN || c->m == M_HEALTH_WATCH) {
         char msg[300];
         snprintf(msg, sizeof(msg), "unknown method %.*s",
@@ -2174,6 +2232,10 @@ static void on_new_call(gcall *c, bool ok)
                            : GRPC_SLICE_LENGTH(c->details.method)),
                  (const char *)GRPC_SLICE_START_PTR(c->details.method));
         unary_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, msg);
+    } else if (!call_allowed(g, c, key, sizeof(key))) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "This protocol is restricted, expecting header '%s'", key);
+        unary_finish(c, NULL, GRPC_STATUS_PERMISSION_DENIED, msg);
     } else if (c->m == M_MODEL_STREAM_INFER) {
         grpc_op op;
         memset(&op, 0, sizeof(op));
@@ -2318,6 +2380,7 @@ void infd_grpc_options_init(infd_grpc_options *o)
     o->n_threads = 1;
     o->use_ssl = o->use_ssl_mutual = false;
     o->server_cert = o->server_key = o->root_cert = NULL;
+    o->restricted = NULL;
 }
 
 /* gRPC core's SSL server credentials from the PEM files of `o`. The files
@@ -2503,6 +2566,7 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     g->server = s;
     g->n_loops = o->n_threads;
     g->max_message_bytes = o->max_message_bytes;
+    g->restricted = o->restricted;
     g->shutdown_tag = (gtag){ NULL, T_FINAL };
     grpc_init();
     g->grpc_inited = true;

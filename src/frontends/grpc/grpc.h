@@ -41,6 +41,11 @@ typedef struct infd_grpc_options {
     const char *server_cert;
     const char *server_key;
     const char *root_cert;
+    /* Access control (--grpc-restricted-protocol; borrowed, must outlive
+     * the frontend): an RPC of a restricted API group without the metadata
+     * triton-grpc-protocol-<key> and its value ends PERMISSION_DENIED.
+     * NULL: everything open. */
+    const struct infd_restricted *restricted;
 } infd_grpc_options;
 
 /* Defaults as documented on each field. */

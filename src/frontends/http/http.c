@@ -73,6 +73,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "frontends/common/restricted.h"
 #include "frontends/common/tls.h"
 #include "frontends/http/kserve_json.h"
 
@@ -211,7 +212,8 @@ struct infd_http {
     http_loop *loops;
     const infd_http_extension *ext; /* borrowed */
     int n_ext;
-    SSL_CTX *ssl; /* HTTPS; NULL: plain HTTP */
+    SSL_CTX *ssl;                      /* HTTPS; NULL: plain HTTP */
+    const infd_restricted *restricted; /* borrowed; NULL: all open */
 };
 
 /* An event stream (Server-Sent Events) of an app's route. The app pushes
@@ -2110,6 +2112,53 @@ static void handle_extension(http_loop *loop, struct evhttp_request *ev,
     event_active(sink->flush, 0, 0); /* what the app sent already */
 }
 
+/* Triton's API group of a /v2 path (seg[0] is "v2"): what
+ * --http-restricted-api names. The apps' routes (/v2/video/...) and paths
+ * no route answers count as metadata. */
+static infd_api api_of(char **seg, int n)
+{
+    if (n == 1)
+        return INFD_API_METADATA;
+    if (strcmp(seg[1], "health") == 0)
+        return INFD_API_HEALTH;
+    if (strcmp(seg[1], "systemsharedmemory") == 0 || strcmp(seg[1], "cudasharedmemory") == 0)
+        return INFD_API_SHARED_MEMORY;
+    if (strcmp(seg[1], "repository") == 0)
+        return INFD_API_MODEL_REPOSITORY;
+    if (strcmp(seg[1], "models") != 0 || n < 3)
+        return INFD_API_METADATA;
+    if (n == 3 && strcmp(seg[2], "stats") == 0)
+        return INFD_API_STATISTICS;
+    /* models/{m}[/versions/{v}][/what] */
+    int base = n >= 5 && strcmp(seg[3], "versions") == 0 ? 5 : 3;
+    if (n != base + 1)
+        return INFD_API_METADATA;
+    const char *what = seg[base];
+    return strcmp(what, "infer") == 0    ? INFD_API_INFERENCE
+           : strcmp(what, "ready") == 0  ? INFD_API_HEALTH
+           : strcmp(what, "config") == 0 ? INFD_API_MODEL_CONFIG
+           : strcmp(what, "stats") == 0  ? INFD_API_STATISTICS
+                                         : INFD_API_METADATA;
+}
+
+/* False (after answering 403) when the request's API group is restricted
+ * and the request lacks the group's header and value. */
+static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int n)
+{
+    const infd_restricted *r = loop->h->restricted;
+    if (!r)
+        return true;
+    infd_api api = api_of(seg, n);
+    const char *key = infd_restricted_key(r, api);
+    if (!key[0])
+        return true;
+    const char *got = evhttp_find_header(evhttp_request_get_input_headers(ev), key);
+    if (infd_restricted_allows(r, api, got, got ? strlen(got) : 0))
+        return true;
+    send_errorf(loop, ev, 403, "This API is restricted, expecting header '%s'", key);
+    return false;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
@@ -2122,6 +2171,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
         send_errorf(loop, ev, 404, "no route for %.200s", evhttp_request_get_uri(ev));
         return;
     }
+    if (!allowed(loop, ev, seg, n))
+        return;
     if (n == 1) {
         if (method_is(loop, ev, EVHTTP_REQ_GET))
             handle_server_metadata(loop, ev);
@@ -2261,6 +2312,7 @@ void infd_http_options_init(infd_http_options *o)
     o->extensions = NULL;
     o->n_extensions = 0;
     o->ssl_cert = o->ssl_key = o->ssl_client_ca = NULL;
+    o->restricted = NULL;
 }
 
 int infd_http_port(const infd_http *h)
@@ -2555,6 +2607,7 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     h->port = o->port;
     h->max_body_bytes = o->max_body_bytes;
     h->max_json_depth = o->max_json_depth;
+    h->restricted = o->restricted;
     h->n_loops = o->n_threads;
     h->ext = o->extensions;
     h->n_ext = o->n_extensions;

@@ -14,7 +14,8 @@
  *   GET  /v2/<prefix>/...                     an app's routes (infd_http_extension)
  * HTTPS when the options name a certificate and key (OpenSSL bufferevents;
  * optional client certificates).
- * Errors are {"error": "..."} with 400 (bad request), 404 (unknown model or
+ * Errors are {"error": "..."} with 400 (bad request), 403 (a restricted
+ * API without its header), 404 (unknown model or
  * route), 405 (wrong method), 413 (body over max_body_bytes), 503
  * (unavailable, not ready, draining, queue full as in Triton), 504 (queue
  * timeout), 500 (internal).
@@ -83,6 +84,10 @@ typedef struct infd_http_options {
     const char *ssl_cert;
     const char *ssl_key;
     const char *ssl_client_ca;
+    /* Access control (--http-restricted-api; borrowed, must outlive the
+     * frontend): a request to a restricted API group without its header
+     * and value gets 403. NULL: everything open. */
+    const struct infd_restricted *restricted;
     /* Apps' routes (borrowed; must outlive the frontend); none by default. */
     const infd_http_extension *extensions;
     int n_extensions;

@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -34,6 +35,7 @@
 #include <event2/thread.h>
 
 #include "core/alloc.h"
+#include "frontends/common/restricted.h"
 #include "frontends/metrics/metrics_text.h"
 
 /* Requests to /metrics carry no body; anything larger is refused by
@@ -50,6 +52,7 @@ struct infd_metrics {
     infd_server *server; /* borrowed */
     infd_metrics_extra_fn extra;
     void *extra_user;
+    const infd_restricted *restricted; /* borrowed; NULL: open */
     struct event_base *base;
     struct evhttp *http;
     struct event *stop_ev; /* activated by infd_metrics_stop: breaks the loop */
@@ -64,6 +67,7 @@ void infd_metrics_options_init(infd_metrics_options *o)
     o->port = 8002;
     o->extra = NULL;
     o->extra_user = NULL;
+    o->restricted = NULL;
 }
 
 int infd_metrics_port(const infd_metrics *m)
@@ -154,6 +158,17 @@ static void handle_request(struct evhttp_request *req, void *arg)
     if (!path || strcmp(path, "/metrics") != 0) {
         reply_text(req, HTTP_NOTFOUND, "Not Found", "not found: the metrics are at /metrics\n");
         return;
+    }
+    const char *key = infd_restricted_key(m->restricted, INFD_API_STATISTICS);
+    if (key[0]) {
+        const char *got = evhttp_find_header(evhttp_request_get_input_headers(req), key);
+        if (!infd_restricted_allows(m->restricted, INFD_API_STATISTICS, got,
+                                    got ? strlen(got) : 0)) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "the metrics are restricted, expecting header '%s'\n", key);
+            reply_text(req, 403, "Forbidden", msg);
+            return;
+        }
     }
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
@@ -272,6 +287,7 @@ infd_status infd_metrics_start(infd_server *s, const infd_metrics_options *o, in
     m->server = s;
     m->extra = o->extra;
     m->extra_user = o->extra_user;
+    m->restricted = o->restricted;
     m->base = event_base_new();
     m->http = m->base ? evhttp_new(m->base) : NULL;
     m->stop_ev = m->http ? event_new(m->base, -1, 0, on_stop, m) : NULL;

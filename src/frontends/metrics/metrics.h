@@ -32,6 +32,10 @@ typedef struct infd_metrics_options {
     int port;                    /* 8002; 0 picks a free port (see infd_metrics_port) */
     infd_metrics_extra_fn extra; /* NULL: none */
     void *extra_user;
+    /* Access control (--metrics-restricted-api; borrowed, must outlive the
+     * frontend): /metrics needs the header of its `statistics` rule, else
+     * 403. NULL: open. */
+    const struct infd_restricted *restricted;
 } infd_metrics_options;
 
 /* Defaults as documented on each field. */
