@@ -12,6 +12,7 @@
  * executing ones finish and their responses are written), stops the
  * frontends and exits 0.
  */
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@ static void usage(FILE *out)
         "  --grpc-port N               KServe v2 gRPC (default 8001; -1: off)\n"
         "  --metrics-port N            Prometheus /metrics (default 8002; -1: off)\n"
         "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
+        "  --http-timeout-secs N       close an HTTP connection that sends or reads nothing\n"
+        "                              for N s: headers, body, answer, idle (default 120)\n"
         "  --max-json-depth N          JSON nesting an HTTP request may have, 8 to 4096\n"
         "                              (default 64; deeper: 400)\n"
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
@@ -81,6 +84,10 @@ static void usage(FILE *out)
         "  --grpc-root-cert FILE       PEM CAs for client certificates\n"
         "  --raw-socket-dir DIR        raw protocol Unix sockets (default /tmp/infd; "
         "'off': none)\n"
+        "  --raw-socket-mode MODE      the raw sockets' file mode, octal (0660; default:\n"
+        "                              as the umask leaves it)\n"
+        "  --raw-socket-group GROUP    and their group (a name or a gid; default the\n"
+        "                              process's)\n"
         "  --raw-threads N             raw protocol connection loops (default: the HTTP\n"
         "                              threads)\n"
         "  --raw-tcp-port MODEL=PORT[:framed]\n"
@@ -258,9 +265,25 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--max-body-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, 1L << 40, &n);
             ho.max_body_bytes = (size_t)n;
+        } else if (strcmp(a, "--http-timeout-secs") == 0) {
+            bad = infd_cli_parse_long(v, 1, 86400, &n);
+            ho.timeout_secs = (int)n;
         } else if (strcmp(a, "--max-json-depth") == 0) {
             bad = infd_cli_parse_long(v, 8, 4096, &n);
             ho.max_json_depth = (int)n;
+        } else if (strcmp(a, "--raw-socket-mode") == 0) {
+            char *end = NULL;
+            long m = strtol(v, &end, 8);
+            bad = !*v || *end || m < 0 || m > 0777;
+            ro.socket_mode = (int)m;
+        } else if (strcmp(a, "--raw-socket-group") == 0) {
+            struct group *gr = getgrnam(v);
+            if (gr) {
+                ro.socket_gid = (long)gr->gr_gid;
+            } else {
+                bad = infd_cli_parse_long(v, 0, INT32_MAX, &n);
+                ro.socket_gid = n;
+            }
         } else if (strcmp(a, "--raw-socket-dir") == 0) {
             raw_off = strcmp(v, "off") == 0;
             ro.socket_dir = v;

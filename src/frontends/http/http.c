@@ -208,6 +208,7 @@ struct infd_http {
     int port;
     size_t max_body_bytes;
     int max_json_depth;
+    int timeout_secs;
     int n_loops;
     http_loop *loops;
     const infd_http_extension *ext; /* borrowed */
@@ -2308,6 +2309,7 @@ void infd_http_options_init(infd_http_options *o)
     o->port = 8000;
     o->max_body_bytes = (size_t)64 << 20;
     o->max_json_depth = KSERVE_MAX_JSON_DEPTH;
+    o->timeout_secs = HTTP_TIMEOUT_SECS;
     o->n_threads = 1;
     o->extensions = NULL;
     o->n_extensions = 0;
@@ -2536,7 +2538,7 @@ static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, s
     evhttp_set_max_body_size(loop->http, (ev_ssize_t)h->max_body_bytes);
     evhttp_set_flags(loop->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_max_headers_size(loop->http, HTTP_MAX_HEADERS_BYTES);
-    evhttp_set_timeout(loop->http, HTTP_TIMEOUT_SECS);
+    evhttp_set_timeout(loop->http, h->timeout_secs);
     evhttp_set_gencb(loop->http, on_request, loop);
     evhttp_set_bevcb(loop->http, make_bufferevent, h);
 
@@ -2584,7 +2586,7 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     struct addrinfo *ai = NULL;
     *out = NULL;
     if (o->port < 0 || o->port > 65535 || o->n_threads < 1 || o->max_body_bytes == 0 ||
-        o->max_body_bytes > (size_t)INT64_MAX || o->max_json_depth < 1) {
+        o->max_body_bytes > (size_t)INT64_MAX || o->max_json_depth < 1 || o->timeout_secs < 1) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "http: invalid options (port %d, %d threads, max body %zu bytes, "
                             "max JSON depth %d)",
@@ -2607,6 +2609,7 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     h->port = o->port;
     h->max_body_bytes = o->max_body_bytes;
     h->max_json_depth = o->max_json_depth;
+    h->timeout_secs = o->timeout_secs;
     h->restricted = o->restricted;
     h->n_loops = o->n_threads;
     h->ext = o->extensions;

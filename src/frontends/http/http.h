@@ -77,7 +77,11 @@ typedef struct infd_http_options {
     int port;              /* 8000; 0 picks a free port (see infd_http_port) */
     size_t max_body_bytes; /* larger request bodies get 413; 64 MiB */
     int max_json_depth;    /* JSON containers open at once, skipped ones too; deeper: 400; 64 */
-    int n_threads;         /* event-loop threads; 1 */
+    /* A connection that sends or takes no byte for this long is closed:
+     * while it sends its headers or body, while an answer waits for it to
+     * read, and idle between requests. 120 (seconds). */
+    int timeout_secs;
+    int n_threads; /* event-loop threads; 1 */
     /* HTTPS (issue #24): PEM files of the certificate chain and its key;
      * both NULL (the default): plain HTTP. With ssl_client_ca, clients must
      * present a certificate one of its CAs signed (mutual TLS). */

@@ -271,6 +271,8 @@ struct raw_loop {
 struct infd_raw {
     infd_server *server;
     char *socket_dir;
+    int socket_mode; /* -1: leave it */
+    long socket_gid; /* -1: leave it */
     char *tcp_host;
     tcp_spec *tcp;
     int n_tcp;
@@ -336,6 +338,8 @@ void infd_raw_options_init(infd_raw_options *o)
     o->socket_dir = "/tmp/infd";
     o->tcp_host = "127.0.0.1";
     o->stats_every = 1000;
+    o->socket_mode = -1;
+    o->socket_gid = -1;
 }
 
 /* "MODEL=PORT" or "MODEL=PORT:framed". */
@@ -425,7 +429,9 @@ static infd_status clear_socket_path(const char *path, const struct sockaddr_un 
     return INFD_STATUS_OK;
 }
 
-static int listen_unix(const char *path, infd_error *err)
+/* `mode` and `gid` (-1: leave) are set between bind and listen: no client
+ * can connect before the socket has them. */
+static int listen_unix(const char *path, int mode, long gid, infd_error *err)
 {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof(addr.sun_path)) {
@@ -442,7 +448,9 @@ static int listen_unix(const char *path, infd_error *err)
         infd_error_set(err, INFD_STATUS_IO, "socket: %s", strerror(errno));
         return -1;
     }
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0) {
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        (mode >= 0 && chmod(path, (mode_t)mode) != 0) ||
+        (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) != 0) || listen(fd, SOMAXCONN) != 0) {
         infd_error_set(err, INFD_STATUS_IO, "raw socket '%s': %s", path, strerror(errno));
         close(fd);
         unlink(path);
@@ -496,7 +504,8 @@ static infd_status open_listener(infd_raw *r, raw_model *rm, raw_mode mode, cons
     l->rm = rm;
     l->mode = mode;
     l->port = port;
-    l->h.fd = path ? listen_unix(path, err) : listen_tcp(r->tcp_host, port, err);
+    l->h.fd = path ? listen_unix(path, r->socket_mode, r->socket_gid, err)
+                   : listen_tcp(r->tcp_host, port, err);
     if (l->h.fd < 0) {
         st = err ? err->code : INFD_STATUS_IO;
         goto out;
@@ -1938,6 +1947,8 @@ infd_status infd_raw_start(infd_server *s, const infd_raw_options *o, infd_raw *
     r->server = s;
     r->stats_every = o->stats_every;
     r->socket_dir = infd_strdup(o->socket_dir ? o->socket_dir : "/tmp/infd");
+    r->socket_mode = o->socket_mode;
+    r->socket_gid = o->socket_gid;
     r->tcp_host = infd_strdup(o->tcp_host ? o->tcp_host : "127.0.0.1");
     int n_loops = o->threads > 0 ? o->threads : 1;
     r->loops = infd_calloc((size_t)n_loops, sizeof(*r->loops));

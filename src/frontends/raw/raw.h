@@ -38,6 +38,11 @@ typedef struct infd_raw_options {
     const char *tcp_host; /* "127.0.0.1" */
     int stats_every;      /* 1000; 0 turns the latency log off */
     int threads;          /* connection loops (threads); 0: 1 */
+    /* The Unix sockets' file mode (0660, say) and group (a gid), set
+     * before they listen; -1 (the default): as the umask and the process's
+     * group leave them (issue #24). */
+    int socket_mode;
+    long socket_gid;
 } infd_raw_options;
 
 /* Defaults as documented on each field. */

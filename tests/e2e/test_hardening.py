@@ -1,0 +1,147 @@
+"""Hardening (issue #24): the raw sockets' file mode and group, the HTTP
+connection timeout, and regression tests for Triton's CVE classes that
+apply to infd (../shared/reference/reliability-and-ecosystem.md, §1.3):
+traversal in model names through the repository API and huge chunk counts
+in chunked encoding. Each gets the protocol's error, never a crash, and the
+server serves on.
+
+Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_hardening.py
+"""
+
+import json
+import os
+import socket
+import stat
+import time
+
+import numpy as np
+import pytest
+import requests
+
+import repo as model_repo
+from test_http import add_sub_body, assert_alive
+
+TIMEOUT = 30
+
+
+@pytest.fixture
+def models(tmp_path):
+    repo = tmp_path / "models"
+    model_repo.add_sub(repo)
+    return repo
+
+
+def test_raw_socket_mode_and_group(serve, models):
+    gid = os.getgroups()[-1] if os.getgroups() else os.getgid()
+    srv = serve(models, "--raw-socket-mode", "0600", "--raw-socket-group", str(gid))
+    path = srv.raw_dir / "add_sub.framed.sock"  # two inputs: framed only
+    deadline = time.monotonic() + TIMEOUT
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = os.stat(path)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+    assert st.st_gid == gid
+    # Bad values stop the start.
+    for args in (("--raw-socket-mode", "0999"), ("--raw-socket-mode", "rw"),
+                 ("--raw-socket-group", "no-such-group-xyz")):
+        bad = serve(models, *args, wait_ready=False)
+        rc = bad.wait()
+        assert rc != 0, bad.log()
+        bad.expected_returncode = rc
+        assert f"bad value for {args[0]}" in bad.log(), bad.log()
+
+
+def test_http_timeout_closes_silent_connections(serve, models):
+    """--http-timeout-secs: a client that stops in the middle of its headers,
+    or one that stays idle after a request, is disconnected after that long;
+    others are served meanwhile."""
+    srv = serve(models, "--http-timeout-secs", 1)
+    half = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    half.sendall(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Le")
+    idle = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    idle.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert idle.recv(4096).startswith(b"HTTP/1.1 200")
+    assert_alive(srv)
+    t0 = time.monotonic()
+    for s in (half, idle):
+        s.settimeout(TIMEOUT)
+        while s.recv(4096):  # until the server closes it
+            pass
+        s.close()
+    # Closed by the server's timeout (1 s, libevent checks it about once a
+    # second), not by the client's (30 s).
+    assert time.monotonic() - t0 < 10
+    assert_alive(srv)
+
+
+def chunked(body, size):
+    out = bytearray()
+    for i in range(0, len(body), size):
+        piece = body[i:i + size]
+        out += b"%x\r\n" % len(piece) + piece + b"\r\n"
+    return bytes(out + b"0\r\n\r\n")
+
+
+def http_exchange(port, raw):
+    """Sends `raw` and reads until the server closes; a server that answers
+    and closes before the client has sent everything (413) may cut the send
+    short, and the answer may then be lost to the reset: b"" is returned."""
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+        got = bytearray()
+        try:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except (BrokenPipeError, ConnectionResetError):
+            try:
+                got += s.recv(65536)
+            except OSError:
+                pass
+        return bytes(got)
+
+
+def test_huge_chunk_counts(serve, models):
+    """Triton's CVE-2025-23310/23311 class: a body of very many tiny chunks.
+    infd pulls the body through libevent's evbuffer (no stack arrays sized by
+    the count): one-byte chunks of a valid request are answered 200; 2 MiB
+    of one-byte chunks (2 million chunks) over a 1 MiB --max-body-bytes are
+    refused (413, or the connection closed at the limit); the server serves
+    on."""
+    srv = serve(models, "--max-body-bytes", 1 << 20)
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body = json.dumps(add_sub_body(a, a)).encode()
+    head = (b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    got = http_exchange(srv.http_port, head + chunked(body, 1))
+    assert got.startswith(b"HTTP/1.1 200"), got[:300]
+    assert b'"OUTPUT0"' in got
+    big = head + chunked(b"[" + b" " * (2 << 20) + b"]", 1)
+    got = http_exchange(srv.http_port, big)
+    assert got.startswith(b"HTTP/1.1 413") or got == b"", got[:300]
+    assert_alive(srv)
+
+
+@pytest.mark.parametrize("name", ["..%2F..%2Fetc", "..", ".hidden", "a%2Fb", "a%00b",
+                                  "%2Ftmp%2Fx", "x" * 300])
+def test_model_names_never_reach_the_file_system(serve, models, tmp_path, name):
+    """Triton's CVE-2023-31036 class (traversal through the model-load API):
+    a name with a separator, a leading dot, '..', a NUL or over the length
+    limit is refused before any path is built, and the error does not echo a
+    path of the server's file system."""
+    srv = serve(models, "--model-control-mode", "explicit")
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    model_repo.add_sub(tmp_path, name="escape")
+    for action in ("load", "unload"):
+        r = requests.post(f"{srv.url}/v2/repository/models/{name}/{action}", timeout=TIMEOUT)
+        assert r.status_code in (400, 404), (r.status_code, r.text)
+        assert str(models) not in r.text and str(tmp_path) not in r.text, r.text
+    r = requests.post(f"{srv.url}/v2/repository/index", json={}, timeout=TIMEOUT)
+    assert [m["name"] for m in r.json()] == ["add_sub"], r.text
+    assert requests.post(f"{srv.url}/v2/repository/models/add_sub/load",
+                         timeout=TIMEOUT).status_code == 200
+    assert_alive(srv)
