@@ -84,6 +84,32 @@ void infd_cli_log_copies(const char *who);
  * --http-threads, --grpc-threads. Returns 1 when `opt` is one of them, with
  * its value `v` stored (*bad set when the value is out of range; --host
  * goes to *host, for the caller to apply to every frontend), 0 when not. */
+/* The TLS and access-control options of the HTTP and gRPC frontends, for
+ * the usage texts of `infd serve` and `infd router`. */
+#define INFD_CLI_SECURITY_USAGE                                                           \
+    "  --http-restricted-api APIS:KEY=VALUE\n"                                            \
+    "                              HTTP requests to these API groups (comma-separated:\n" \
+    "                              health, metadata, inference, shared-memory,\n"         \
+    "                              model-config, model-repository, statistics, trace,\n"  \
+    "                              logging) need the header KEY: VALUE (repeatable)\n"    \
+    "  --grpc-restricted-protocol APIS:KEY=VALUE\n"                                       \
+    "                              gRPC calls to them need the metadata\n"                \
+    "                              triton-grpc-protocol-KEY: VALUE (repeatable)\n"        \
+    "  --metrics-restricted-api KEY=VALUE\n"                                              \
+    "                              /metrics needs the header KEY: VALUE\n"                \
+    "  --http-ssl-cert FILE        HTTPS: the server's PEM certificate chain (with\n"     \
+    "                              --http-ssl-key; default plain HTTP)\n"                 \
+    "  --http-ssl-key FILE         its PEM private key\n"                                 \
+    "  --http-ssl-client-ca FILE   HTTPS clients must present a certificate these CAs\n"  \
+    "                              signed (default: none asked for)\n"                    \
+    "  --grpc-use-ssl true|false   gRPC over TLS (with --grpc-server-cert/-key)\n"        \
+    "  --grpc-use-ssl-mutual true|false\n"                                                \
+    "                              and clients must present a certificate that\n"         \
+    "                              --grpc-root-cert's CAs signed\n"                       \
+    "  --grpc-server-cert FILE     gRPC's PEM certificate chain\n"                        \
+    "  --grpc-server-key FILE      its PEM private key\n"                                 \
+    "  --grpc-root-cert FILE       PEM CAs for client certificates\n"
+
 /* Also the TLS options of both (issue #24): --http-ssl-cert/-key/-client-ca
  * FILE, --grpc-use-ssl and --grpc-use-ssl-mutual true|false, and
  * --grpc-server-cert/-key and --grpc-root-cert FILE. */
