@@ -381,12 +381,18 @@ INFD_API infd_status infd_server_create(const infd_server_options *opts, infd_se
  * callback. */
 INFD_API void infd_server_drain(infd_server *server);
 
+/* Readiness turns false from now on (a load balancer stops sending), while
+ * requests are still accepted until infd_server_drain: the start of a
+ * graceful stop (`infd serve --exit-grace-secs`). Idempotent; any thread. */
+INFD_API void infd_server_stop_ready(infd_server *server);
+
 /* Drains, unloads every model and frees the server. Models still acquired by
  * the caller must have been released. NULL is a no-op. */
 INFD_API void infd_server_destroy(infd_server *server);
 
-/* Liveness: true until drain begins. Readiness: live, and every model the
- * control mode loads at start has finished loading (READY or failed). */
+/* Liveness: true until drain begins. Readiness: live, every model the
+ * control mode loads at start has finished loading (READY or failed), and
+ * infd_server_stop_ready was not called. */
 INFD_API bool infd_server_is_live(const infd_server *server);
 INFD_API bool infd_server_is_ready(const infd_server *server);
 

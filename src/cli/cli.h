@@ -110,6 +110,11 @@ void infd_cli_log_copies(const char *who);
     "  --grpc-server-key FILE      its PEM private key\n"                                 \
     "  --grpc-root-cert FILE       PEM CAs for client certificates\n"
 
+/* A watchdog for a graceful stop: when the process has not exited `secs`
+ * seconds from now (requests still in flight, clients not reading), it
+ * logs so and exits 0 (`infd serve --exit-timeout-secs`). */
+void infd_cli_exit_after(int secs);
+
 /* Also the TLS options of both (issue #24): --http-ssl-cert/-key/-client-ca
  * FILE, --grpc-use-ssl and --grpc-use-ssl-mutual true|false, and
  * --grpc-server-cert/-key and --grpc-root-cert FILE. */

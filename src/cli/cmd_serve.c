@@ -12,12 +12,14 @@
  * executing ones finish and their responses are written), stops the
  * frontends and exits 0.
  */
+#include <errno.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -47,6 +49,10 @@ static void usage(FILE *out)
         "  --load-model NAME           explicit mode: load NAME at start ('*': all)\n"
         "  --repository-poll-secs N    poll mode: rescan period (default 15)\n"
         "  --exit-on-error             fail to start when a model fails to load\n"
+        "  --exit-grace-secs N         on SIGTERM, answer not ready at once but serve N s\n"
+        "                              more before draining (default 0)\n"
+        "  --exit-timeout-secs N       then drain and stop within N s, else exit anyway\n"
+        "                              (default 30)\n"
         "  --host ADDR                 address for HTTP, gRPC, metrics and raw TCP (default\n"
         "                              0.0.0.0, 127.0.0.1 for raw TCP)\n"
         "  --http-port N               KServe v2 HTTP/REST (default 8000; -1: off)\n"
@@ -177,6 +183,7 @@ int infd_cli_serve(int argc, char **argv)
     infd_metrics_options_init(&mo);
     /* static: the frontends borrow it for the process's life */
     static infd_cli_restrictions restrictions;
+    int exit_grace_s = 0, exit_timeout_s = 30;
     infd_raw_options ro;
     infd_raw_options_init(&ro);
     infd_grpc_options go;
@@ -245,6 +252,12 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--max-body-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, 1L << 40, &n);
             ho.max_body_bytes = (size_t)n;
+        } else if (strcmp(a, "--exit-grace-secs") == 0) {
+            bad = infd_cli_parse_long(v, 0, 86400, &n);
+            exit_grace_s = (int)n;
+        } else if (strcmp(a, "--exit-timeout-secs") == 0) {
+            bad = infd_cli_parse_long(v, 1, 86400, &n);
+            exit_timeout_s = (int)n;
         } else if (strcmp(a, "--http-timeout-secs") == 0) {
             bad = infd_cli_parse_long(v, 1, 86400, &n);
             ho.timeout_secs = (int)n;
@@ -491,8 +504,20 @@ int infd_cli_serve(int argc, char **argv)
     infd_log(INFD_LOG_LEVEL_INFO, "ready; SIGTERM or Ctrl-C drains and stops");
     int sig = 0;
     sigwait(&stop, &sig);
-    infd_log(INFD_LOG_LEVEL_INFO, "%s: draining in-flight requests",
-             sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* Not ready at once; requests are still served for the grace period
+     * (a second signal cuts it short), then the drain, all of it within
+     * the exit timeout. */
+    infd_server_stop_ready(server);
+    if (exit_grace_s > 0) {
+        infd_log(INFD_LOG_LEVEL_INFO, "%s: not ready; serving %d s more before draining",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", exit_grace_s);
+        struct timespec grace = { .tv_sec = exit_grace_s };
+        while (sigtimedwait(&stop, NULL, &grace) < 0 && errno == EINTR) {
+        }
+    }
+    infd_log(INFD_LOG_LEVEL_INFO, "%s: draining in-flight requests (at most %d s)",
+             sig == SIGTERM ? "SIGTERM" : "SIGINT", exit_timeout_s);
+    infd_cli_exit_after(exit_timeout_s);
     rc = INFD_EXIT_OK;
 out:
     /* The video streams end first (their frames still get boxes), then the

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <time.h>
+#include <stdint.h>
 
 #include "cli/cli.h"
 #include "core/common.h"
@@ -235,6 +239,28 @@ int infd_cli_parse_restricted(const char *opt, const char *v, infd_cli_restricti
         return 0;
     }
     return 1;
+}
+
+static void *exit_watchdog(void *arg)
+{
+    int secs = (int)(intptr_t)arg;
+    struct timespec t = { .tv_sec = secs };
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+    infd_log(INFD_LOG_LEVEL_WARN,
+             "the stop did not finish within %d s (requests in flight or clients not "
+             "reading); exiting",
+             secs);
+    fflush(NULL);
+    _exit(INFD_EXIT_OK);
+    return NULL;
+}
+
+void infd_cli_exit_after(int secs)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, exit_watchdog, (void *)(intptr_t)secs) == 0)
+        pthread_detach(t);
 }
 
 void infd_cli_block_stop_signals(sigset_t *stop)

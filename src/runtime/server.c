@@ -58,6 +58,7 @@ struct infd_server {
     int n_entries, cap_entries;
     atomic_bool draining;
     atomic_bool started;
+    atomic_bool not_ready; /* infd_server_stop_ready */
     /* poll thread */
     pthread_t poller;
     bool poller_running;
@@ -805,7 +806,15 @@ bool infd_server_is_live(const infd_server *server)
 
 bool infd_server_is_ready(const infd_server *server)
 {
-    return atomic_load(&((infd_server *)server)->started) && !rt_server_is_draining(server);
+    infd_server *s = (infd_server *)server;
+    return atomic_load(&s->started) && !atomic_load(&s->not_ready) &&
+           !rt_server_is_draining(server);
+}
+
+void infd_server_stop_ready(infd_server *server)
+{
+    if (server)
+        atomic_store(&server->not_ready, true);
 }
 
 const char *infd_server_id(const infd_server *server)

@@ -8,8 +8,10 @@ server serves on.
 Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_hardening.py
 """
 
+import concurrent.futures
 import json
 import os
+import signal
 import socket
 import stat
 import time
@@ -145,3 +147,69 @@ def test_model_names_never_reach_the_file_system(serve, models, tmp_path, name):
     assert requests.post(f"{srv.url}/v2/repository/models/add_sub/load",
                          timeout=TIMEOUT).status_code == 200
     assert_alive(srv)
+
+
+def test_sigterm_grace_not_ready_at_once(serve, models):
+    """--exit-grace-secs: on SIGTERM readiness is 503 at once, while
+    liveness and inference go on for the grace period; then the server
+    drains and exits 0."""
+    srv = serve(models, "--exit-grace-secs", 2)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    deadline = t0 + TIMEOUT
+    while requests.get(srv.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert time.monotonic() - t0 < 1.0
+    assert requests.get(srv.url + "/v2/health/live", timeout=TIMEOUT).status_code == 200
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    r = requests.post(f"{srv.url}/v2/models/add_sub/infer", json=add_sub_body(a, a),
+                      timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    assert srv.wait() == 0, srv.log()
+    assert time.monotonic() - t0 >= 1.9
+    assert "serving 2 s more before draining" in srv.log()
+
+
+SLOW_PY = '''
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(60)
+        return [pb_utils.InferenceResponse(output_tensors=[
+            pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
+            for r in requests]
+'''
+
+
+def test_sigterm_exit_timeout_bounds_the_drain(serve, tmp_path):
+    """--exit-timeout-secs: a request that will not finish (a Python model
+    sleeping a minute) holds the stop at most that long; then the server
+    says so and exits 0."""
+    root = tmp_path / "models"
+    d = root / "slow"
+    (d / "1").mkdir(parents=True)
+    (d / "1" / "model.py").write_text(SLOW_PY)
+    (d / "config.pbtxt").write_text(
+        'name: "slow"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    srv = serve(root, "--exit-timeout-secs", 2)
+    body = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(requests.post, f"{srv.url}/v2/models/slow/infer", json=body,
+                        timeout=120)
+        time.sleep(1.0)  # the request reaches execute() (nothing here times it)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.wait()
+        took = time.monotonic() - t0
+        with pytest.raises(requests.RequestException):
+            fut.result()
+    assert rc == 0, srv.log()
+    assert 1.5 <= took < 15, took
+    assert "did not finish within 2 s" in srv.log(), srv.log()
