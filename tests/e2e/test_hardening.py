@@ -9,6 +9,7 @@ Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_hard
 """
 
 import concurrent.futures
+import gzip
 import json
 import os
 import signal
@@ -22,6 +23,9 @@ import requests
 
 import repo as model_repo
 from test_http import add_sub_body, assert_alive
+
+grpc = pytest.importorskip("grpc")
+from test_grpc import CHANNEL_OPTIONS, add_sub_inputs, infer_request, outputs_of, pb  # noqa: E402,F401
 
 TIMEOUT = 30
 
@@ -213,3 +217,74 @@ def test_sigterm_exit_timeout_bounds_the_drain(serve, tmp_path):
     assert rc == 0, srv.log()
     assert 1.5 <= took < 15, took
     assert "did not finish within 2 s" in srv.log(), srv.log()
+
+
+def test_grpc_limit_holds_after_decompression(pb, serve, models):
+    """--grpc-max-message-bytes holds for the decompressed message: 8 MiB of
+    zeros gzip to a few KiB, and are RESOURCE_EXHAUSTED against a 1 MiB
+    limit (a decompression bomb is refused, not inflated); the server
+    serves on."""
+    srv = serve(models, "--grpc-max-message-bytes", 1 << 20)
+    req = pb.svc.ModelInferRequest(model_name="add_sub")
+    req.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
+    req.inputs.add(name="INPUT1", datatype="FP32", shape=[1, 16])
+    req.raw_input_contents.append(bytes(8 << 20))
+    req.raw_input_contents.append(bytes(64))
+    assert len(gzip.compress(req.SerializeToString())) < 64 << 10
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS,
+                               compression=grpc.Compression.Gzip) as ch:
+        stub = pb.svc_grpc.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(req, timeout=TIMEOUT)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+        a = np.arange(16, dtype=np.float32).reshape(1, 16)
+        ok = stub.ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(a, a)),
+                             timeout=TIMEOUT)
+        np.testing.assert_array_equal(outputs_of(ok)["OUTPUT0"], 2 * a)
+    assert_alive(srv)
+
+
+OVERFLOWING_SHAPES = [[1 << 32, 1 << 32], [-1, 16], [1 << 62, 4], [3037000500, 3037000500],
+                      [1, 1 << 61], [0, (1 << 63) - 1]]
+
+
+@pytest.mark.parametrize("shape", OVERFLOWING_SHAPES)
+def test_overflowing_shapes_and_sizes_http(serve, models, shape):
+    """Triton's integer-overflow class (CVE-2024-53880, CVE-2026-24173):
+    shapes whose element count or byte size overflows 64 bits, negative
+    dims, and binary_data_size values that overflow or lie, in JSON and
+    binary requests, are 400s; the server serves on."""
+    srv = serve(models)
+    url = f"{srv.url}/v2/models/add_sub/infer"
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body = add_sub_body(a, a)
+    body["inputs"][0]["shape"] = shape
+    r = requests.post(url, json=body, timeout=TIMEOUT)
+    assert r.status_code == 400, (shape, r.status_code, r.text)
+    for size in ((1 << 63) - 1, (1 << 64) - 1, -64, 1 << 40, 63):
+        hdr = {"inputs": [{"name": "INPUT0", "shape": shape, "datatype": "FP32",
+                           "parameters": {"binary_data_size": size}},
+                          {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32",
+                           "parameters": {"binary_data_size": 64}}]}
+        text = json.dumps(hdr).encode()
+        r = requests.post(url, data=text + bytes(128), timeout=TIMEOUT,
+                          headers={"Inference-Header-Content-Length": str(len(text)),
+                                   "Content-Type": "application/octet-stream"})
+        assert r.status_code == 400, (shape, size, r.status_code, r.text)
+    assert_alive(srv)
+
+
+@pytest.mark.parametrize("shape", OVERFLOWING_SHAPES)
+def test_overflowing_shapes_grpc(pb, serve, models, shape):
+    srv = serve(models)
+    req = pb.svc.ModelInferRequest(model_name="add_sub")
+    req.inputs.add(name="INPUT0", datatype="FP32", shape=shape)
+    req.inputs.add(name="INPUT1", datatype="FP32", shape=[1, 16])
+    req.raw_input_contents.append(bytes(64))
+    req.raw_input_contents.append(bytes(64))
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS) as ch:
+        stub = pb.svc_grpc.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(req, timeout=TIMEOUT)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (shape, e.value)
+    assert_alive(srv)
