@@ -1,9 +1,15 @@
-"""Hardening (issue #24): the raw sockets' file mode and group, the HTTP
-connection timeout, and regression tests for Triton's CVE classes that
-apply to infd (../shared/reference/reliability-and-ecosystem.md, §1.3):
-traversal in model names through the repository API and huge chunk counts
-in chunked encoding. Each gets the protocol's error, never a crash, and the
-server serves on.
+"""Hardening (issue #24):
+- the raw sockets' file mode and group, the HTTP connection timeout, the
+  graceful stop (--exit-grace-secs, --exit-timeout-secs);
+- regression tests for Triton's CVE classes that apply to infd
+  (../shared/reference/reliability-and-ecosystem.md, §1.3): traversal in
+  model names through the repository API, huge chunk counts in chunked
+  encoding, shapes and binary_data_size that overflow, gRPC messages past
+  the limit once decompressed;
+- hostile clients: gRPC streams that never read their responses, clients
+  that vanish mid-response and mid-stream (mid-request: test_http.py,
+  test_raw.py).
+Each gets the protocol's error, never a crash, and the server serves on.
 
 Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_hardening.py
 """
@@ -288,3 +294,75 @@ def test_overflowing_shapes_grpc(pb, serve, models, shape):
             stub.ModelInfer(req, timeout=TIMEOUT)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (shape, e.value)
     assert_alive(srv)
+
+
+def test_grpc_stream_that_never_reads(pb, serve, tmp_path):
+    """A ModelStreamInfer client that sends requests of 512 KiB answered by
+    512 KiB and never reads a response: HTTP/2 flow control stops the
+    server's writes, the server stops reading the stream at its pending
+    limit (so the sender is held up too, long before its 2,000 requests),
+    and other clients are served meanwhile; cancelling it frees the
+    server."""
+    root = tmp_path / "models"
+    model_repo.add_sub(root, dims=(65536,))
+    srv = serve(root)
+    a = np.ones((1, 65536), np.float32)
+    req = infer_request(pb, "add_sub", add_sub_inputs(a, a))
+    sent = [0]
+
+    def requests_forever():
+        for _ in range(2000):
+            sent[0] += 1
+            yield req
+
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS) as ch:
+        call = pb.svc_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests_forever())
+        deadline = time.monotonic() + TIMEOUT
+        last = -1
+        while sent[0] != last:  # until the sender is held up by flow control
+            last = sent[0]
+            time.sleep(1.0)
+            assert time.monotonic() < deadline
+        assert sent[0] < 2000, "the server read every request of a stream never read"
+        with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}",
+                                   options=CHANNEL_OPTIONS) as other:
+            stub = pb.svc_grpc.GRPCInferenceServiceStub(other)
+            for _ in range(10):
+                out = stub.ModelInfer(req, timeout=TIMEOUT)
+                np.testing.assert_array_equal(outputs_of(out)["OUTPUT0"], 2 * a)
+        call.cancel()
+    assert requests.get(srv.url + "/v2/health/ready", timeout=TIMEOUT).status_code == 200
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS) as ch:
+        out = pb.svc_grpc.GRPCInferenceServiceStub(ch).ModelInfer(req, timeout=TIMEOUT)
+        np.testing.assert_array_equal(outputs_of(out)["OUTPUT0"], 2 * a)
+
+
+def test_clients_vanish_mid_response_and_mid_stream(pb, serve, tmp_path):
+    """HTTP clients that read the first bytes of a 1 MB answer and reset the
+    connection, and gRPC streams whose channel closes with requests in
+    flight, ten times each: the server serves on, and serves others
+    meanwhile."""
+    root = tmp_path / "models"
+    model_repo.add_sub(root, dims=(65536,))
+    srv = serve(root)
+    a = np.ones((1, 65536), np.float32)
+    body = json.dumps(add_sub_body(a, a)).encode()
+    head = (b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+    req = infer_request(pb, "add_sub", add_sub_inputs(a, a))
+    for _ in range(10):
+        c = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+        c.sendall(head + body)
+        assert c.recv(100).startswith(b"HTTP/1.1 200")
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        c.close()
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS)
+        call = pb.svc_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(iter([req] * 8))
+        next(call)  # one answer read, the rest in flight
+        ch.close()
+    r = requests.post(f"{srv.url}/v2/models/add_sub/infer", data=body, timeout=TIMEOUT,
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"][:2] == [2.0, 2.0]
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS) as ch:
+        got = list(pb.svc_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(iter([req] * 4)))
+        assert len(got) == 4 and not any(g.error_message for g in got)
