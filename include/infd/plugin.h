@@ -175,10 +175,12 @@ INFD_API void infd_request_sequence(const infd_request *req, infd_sequence_info 
 
 /*
  * Input i (model order) of the request: its dtype and full shape, and its
- * bytes in one piece (*data, *nbytes). A request whose input came in pieces
- * (infd_request_add_input_segments) has them joined into the request's own
- * memory on the first call; OUT_OF_MEMORY is then possible. Valid until the
- * request completes.
+ * bytes in one piece (*data, *nbytes), at an address aligned to its element
+ * size (up to 8). A request whose input came in pieces
+ * (infd_request_add_input_segments), or in one piece at an address not so
+ * aligned, has it copied into the request's own memory (INFD_ALIGNMENT
+ * aligned) on the first call; OUT_OF_MEMORY is then possible. Valid until
+ * the request completes.
  */
 INFD_API infd_status infd_request_input(infd_request *req, int i, infd_tensor *out,
                                         infd_error *err);

@@ -327,7 +327,13 @@ infd_status infd_request_input(infd_request *req, int i, infd_tensor *out, infd_
     out->shape = req->in[i].shape;
     out->nbytes = req->in[i].nbytes;
     out->owns_data = false;
-    if (req->in[i].n_segs == 1) {
+    /* One piece at an address its elements may be read at as they are; a
+     * piece elsewhere (binary data after a JSON header of any length) is
+     * copied like pieces are (found by fuzz_http: a softmax read floats at
+     * an odd address). */
+    size_t align = infd_dtype_size(m->in[i].dtype);
+    align = align < 1 ? 1 : align > 8 ? 8 : align;
+    if (req->in[i].n_segs == 1 && (uintptr_t)req->in[i].segs[0].data % align == 0) {
         out->data = (void *)req->in[i].segs[0].data;
         return INFD_STATUS_OK;
     }
