@@ -110,7 +110,7 @@ e2e: build
 # grow in build/fuzz/.
 FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve_json fuzz_wav \
 	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd fuzz_link \
-	fuzz_grpc_wire fuzz_raw fuzz_http
+	fuzz_grpc_wire fuzz_raw fuzz_http fuzz_npy
 
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
@@ -136,6 +136,7 @@ fuzz:
 	    [ $$t = fuzz_grpc_wire ] && seeds=tests/fuzz/seeds-grpc-wire; \
 	    [ $$t = fuzz_raw ] && seeds=tests/fuzz/seeds-raw; \
 	    [ $$t = fuzz_http ] && seeds=tests/fuzz/seeds-http; \
+	    [ $$t = fuzz_npy ] && seeds=tests/fuzz/seeds-npy; \
 	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

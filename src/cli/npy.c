@@ -28,14 +28,13 @@ static infd_status bad(infd_error *err, const char *path, const char *what)
                           path, what);
 }
 
-infd_status infd_npy_read(const char *path, infd_tensor *t, infd_error *err)
+/* Reads an .npy from `f` (closed here); `path` names it in messages. The
+ * fuzz target (tests/fuzz/fuzz_npy.c) reads memory through fmemopen. */
+static infd_status npy_read_stream(FILE *f, const char *path, infd_tensor *t, infd_error *err)
 {
     infd_status st = INFD_STATUS_OK;
     char *header = NULL;
     memset(t, 0, sizeof(*t));
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: cannot open", path);
     unsigned char pre[12];
     if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         st = bad(err, path, "no NUMPY magic");
@@ -121,6 +120,22 @@ infd_status infd_npy_read(const char *path, infd_tensor *t, infd_error *err)
         st = infd_tensor_nbytes_for(dtype, &shape, &nbytes, err);
     if (st != INFD_STATUS_OK)
         goto out;
+    /* A header may promise more than the file holds: check before the
+     * allocation (a stream that cannot seek is read and found short). */
+    long here = ftell(f);
+    if (here >= 0 && fseek(f, 0, SEEK_END) == 0) {
+        long end = ftell(f);
+        if (end < here || fseek(f, here, SEEK_SET) != 0) {
+            st = bad(err, path, "cannot seek");
+            goto out;
+        }
+        if ((uint64_t)(end - here) < (uint64_t)nbytes) {
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: data is shorter than the %zu bytes its header promises", path,
+                                nbytes);
+            goto out;
+        }
+    }
     st = infd_tensor_alloc(t, dtype, &shape, err);
     if (st != INFD_STATUS_OK)
         goto out;
@@ -134,6 +149,15 @@ out:
     infd_free(header);
     fclose(f);
     return st;
+}
+
+infd_status infd_npy_read(const char *path, infd_tensor *t, infd_error *err)
+{
+    memset(t, 0, sizeof(*t));
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return infd_error_set(err, INFD_STATUS_NOT_FOUND, "%s: cannot open", path);
+    return npy_read_stream(f, path, t, err);
 }
 
 infd_status infd_npy_write(const char *path, const infd_tensor *t, infd_error *err)
