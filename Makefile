@@ -23,7 +23,7 @@ REDIS ?=
 FUZZ_SECONDS ?= 300
 FUZZ_SEED ?= 0
 
-.PHONY: all setup build serve test unit e2e fuzz check-format format clean test-fresh build-o3
+.PHONY: all setup build serve test unit e2e fuzz fuzz-long check-format format clean test-fresh build-o3
 
 all: build
 
@@ -112,6 +112,13 @@ FUZZ_TARGETS := fuzz_onnx_loader fuzz_plan fuzz_plan_file fuzz_pbtxt fuzz_kserve
 	fuzz_asr_json fuzz_bytes fuzz_video fuzz_redisq_job fuzz_image fuzz_etcd fuzz_link \
 	fuzz_grpc_wire fuzz_raw fuzz_http fuzz_npy
 
+# fuzz-long: every target to FUZZ_RUNS executions (10 M, issue #24), one
+# after another, without a time limit (hours for the slower ones: fuzz_http
+# makes a connection an input). FUZZ_TARGETS="..." picks some.
+FUZZ_RUNS ?= 10000000
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=0 FUZZ_EXTRA=-runs=$(FUZZ_RUNS)
+
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
 	cmake --build --preset fuzz
@@ -137,11 +144,11 @@ fuzz:
 	    [ $$t = fuzz_raw ] && seeds=tests/fuzz/seeds-raw; \
 	    [ $$t = fuzz_http ] && seeds=tests/fuzz/seeds-http; \
 	    [ $$t = fuzz_npy ] && seeds=tests/fuzz/seeds-npy; \
-	    echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	    echo "== $$t ($(if $(FUZZ_EXTRA),$(FUZZ_EXTRA),$(FUZZ_SECONDS) s))"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
-	        build/fuzz/corpus-$$t $$seeds 2>&1 | \
-	        grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)"; \
+	        $(FUZZ_EXTRA) build/fuzz/corpus-$$t $$seeds 2>&1 | \
+	        grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|ERROR)|DONE +cov"; \
 	    test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
