@@ -55,6 +55,7 @@ packages=(
     python3-torch python3-torchvision python3-onnx
     nodejs npm
     wrk  # bench/serve_http.py: the bare-HTTP baseline of the serving benchmarks
+    slowhttptest  # bench/slow_clients.py: 1,000 slow clients (issue #24)
     # Live video (src/apps/video): SRT, FFmpeg's libraries (libx264 comes
     # with libavcodec). libsrt is the GnuTLS build, the one Debian's
     # libavformat links: with the OpenSSL build as well, one process holds
