@@ -49,3 +49,13 @@ def serve(infd_bin):
     problems = stop_all(servers)
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def add_sub_repo(tmp_path) -> pathlib.Path:
+    """A repository of Triton's add_sub model alone (tmp_path/models)."""
+    import repo as model_repo
+
+    models = tmp_path / "models"
+    model_repo.add_sub(models)
+    return models

@@ -37,10 +37,8 @@ TIMEOUT = 30
 
 
 @pytest.fixture
-def models(tmp_path):
-    repo = tmp_path / "models"
-    model_repo.add_sub(repo)
-    return repo
+def models(add_sub_repo):
+    return add_sub_repo
 
 
 def test_raw_socket_mode_and_group(serve, models):

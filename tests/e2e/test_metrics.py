@@ -131,13 +131,6 @@ def infer_add_sub(srv, batch, model="add_sub", expect=200):
 # -- Tests ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def add_sub_repo(tmp_path):
-    models = tmp_path / "models"
-    model_repo.add_sub(models)
-    return models
-
-
 def test_metrics_endpoint(serve, add_sub_repo):
     srv = serve(add_sub_repo)
     fams = scrape(srv)
