@@ -122,7 +122,8 @@ fuzz-long:
 fuzz:
 	@test -f build/fuzz/build.ninja || cmake --preset fuzz
 	cmake --build --preset fuzz
-	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds build/fuzz/seeds-pbtxt build/fuzz/seeds-wav
+	$(PYTHON) tests/fuzz/make_seeds.py build/fuzz/seeds build/fuzz/seeds-pbtxt build/fuzz/seeds-wav \
+	    build/fuzz/seeds-npy
 	@mkdir -p build/fuzz/seeds-plan; for m in build/fuzz/seeds/*.onnx; do \
 	    build/fuzz/infd build $$m --max-batch 2 -o build/fuzz/seeds-plan/$$(basename $$m .onnx).plan \
 	        >/dev/null 2>&1 || true; \
@@ -143,7 +144,7 @@ fuzz:
 	    [ $$t = fuzz_grpc_wire ] && seeds=tests/fuzz/seeds-grpc-wire; \
 	    [ $$t = fuzz_raw ] && seeds=tests/fuzz/seeds-raw; \
 	    [ $$t = fuzz_http ] && seeds=tests/fuzz/seeds-http; \
-	    [ $$t = fuzz_npy ] && seeds=tests/fuzz/seeds-npy; \
+	    [ $$t = fuzz_npy ] && seeds=build/fuzz/seeds-npy; \
 	    echo "== $$t ($(if $(FUZZ_EXTRA),$(FUZZ_EXTRA),$(FUZZ_SECONDS) s))"; \
 	    build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -rss_limit_mb=4096 \
 	        -timeout=30 -max_len=65536 -print_final_stats=1 -artifact_prefix=build/fuzz/ \

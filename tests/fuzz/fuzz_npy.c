@@ -5,7 +5,7 @@
  * an error with a message; never a crash, a leak, or an allocation sized by
  * a header that promises more data than follows.
  *
- * Seeds: tests/fuzz/seeds-npy (files written with NumPy for this project).
+ * Seeds: build/fuzz/seeds-npy, written by NumPy (tests/fuzz/make_seeds.py).
  */
 #include "cli/npy.c"
 

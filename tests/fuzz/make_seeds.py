@@ -3,8 +3,9 @@
 that use initializers (raw and typed), symbolic dims, attributes of every kind,
 tensor attributes, and a Constant node; and Triton config.pbtxt files for
 fuzz_pbtxt in a separate folder (libFuzzer reads corpus folders recursively,
-so the two kinds must not nest). Run: /usr/bin/python3 make_seeds.py DIR
-[PBTXT_DIR], PBTXT_DIR defaulting to DIR-pbtxt."""
+so the two kinds must not nest); sound files for fuzz_wav and .npy files
+for fuzz_npy likewise. Run: /usr/bin/python3 make_seeds.py DIR [PBTXT_DIR
+[WAV_DIR [NPY_DIR]]], each defaulting to DIR-pbtxt, DIR-wav, DIR-npy."""
 
 import os
 import sys
@@ -150,8 +151,32 @@ def write_wav_seeds(out):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
 
+
+def write_npy_seeds(out):
+    """Small .npy files for fuzz_npy, written by NumPy itself: float32 2x3,
+    int64, a bool scalar, an empty float16 array, a Fortran-ordered uint8
+    array (which the reader refuses) and a format 2.0 file."""
+    import io
+
+    os.makedirs(out, exist_ok=True)
+    arrays = {
+        "f32_2x3.npy": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "i64.npy": np.array([1, -2, 3], dtype=np.int64),
+        "bool_scalar.npy": np.array(True),
+        "f16_empty.npy": np.zeros((0, 4), np.float16),
+        "u8_fortran.npy": np.asfortranarray(np.ones((2, 2), np.uint8)),
+    }
+    for name, a in arrays.items():
+        np.save(os.path.join(out, name), a)
+    b = io.BytesIO()
+    np.lib.format.write_array(b, np.ones((3,), np.float64), version=(2, 0))
+    with open(os.path.join(out, "f64_v2.npy"), "wb") as f:
+        f.write(b.getvalue())
+
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "seeds"
     main(out)
     write_pbtxt_seeds(sys.argv[2] if len(sys.argv) > 2 else out.rstrip("/") + "-pbtxt")
     write_wav_seeds(sys.argv[3] if len(sys.argv) > 3 else out.rstrip("/") + "-wav")
+    write_npy_seeds(sys.argv[4] if len(sys.argv) > 4 else out.rstrip("/") + "-npy")
