@@ -278,23 +278,30 @@ ok
 grep -E "tests passed, [0-9]+ tests failed|^=+ .*(passed|failed).* in |^== all tests passed" \
     "$logs/make-test.log" | sed 's/^/    /' || true
 
-# Free loopback ports for the server: nothing answers a connect to them now.
+# Free loopback ports for the server: nothing answers a connect to them now,
+# and they lie below the kernel's ephemeral range, so that no outgoing
+# connection of the host holds one (bind would fail with EADDRINUSE though a
+# connect finds nothing listening: CI met this once, on gRPC's port).
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_port() {
-    local p
+ephemeral_low=32768
+read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+[ "$ephemeral_low" -gt 12000 ] 2>/dev/null || ephemeral_low=32768
+picked=()
+pick_port() { # sets $port; runs in this shell, so picked[] keeps every pick
     while :; do
-        p=$((20000 + RANDOM % 40000))
-        if port_free "$p" && [[ " ${picked[*]:-} " != *" $p "* ]]; then
-            picked+=("$p")
-            echo "$p"
+        port=$((10000 + RANDOM % (ephemeral_low - 10000)))
+        if port_free "$port" && [[ " ${picked[*]:-} " != *" $port "* ]]; then
+            picked+=("$port")
             return
         fi
     done
 }
-picked=()
-http_port=$(pick_port)
-grpc_port=$(pick_port)
-metrics_port=$(pick_port)
+pick_port
+http_port=$port
+pick_port
+grpc_port=$port
+pick_port
+metrics_port=$port
 
 # The children of process $1, from /proc (procps may not be on the host).
 children_of() {
