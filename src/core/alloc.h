@@ -47,8 +47,21 @@ infd_alloc_stats infd_alloc_get_stats(void);
  * disables injection. Process-wide: tests that use it run single-threaded. */
 void infd_alloc_fail_after(int64_t n);
 
+/* SQLite's two modes: as infd_alloc_fail_after when `forever` is 0; else
+ * the n-th allocation from now and every one after it fail, until the next
+ * call disarms (n <= 0) or re-arms injection. */
+void infd_alloc_fail_from(int64_t n, int forever);
+
 /* True when an injected failure was armed and has fired since the last
- * infd_alloc_fail_after call. */
+ * infd_alloc_fail_after/infd_alloc_fail_from call. */
 int infd_alloc_injected_fired(void);
+
+/* Where the first injected failure since arming was asked for: the return
+ * address in the caller of infd_malloc & co. (so distinct values are
+ * distinct allocation sites); NULL before one fired. */
+const void *infd_alloc_injected_site(void);
+
+/* Allocations failed by injection since arming (1 in fail-once mode). */
+uint64_t infd_alloc_injected_count(void);
 
 #endif /* INFD_CORE_ALLOC_H */

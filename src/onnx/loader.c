@@ -135,6 +135,7 @@ static infd_status scan_message(scan *s, const ProtobufCMessageDescriptor *desc,
 typedef struct budget {
     size_t left;
     int exceeded;
+    int oom; /* an allocation within the budget failed */
 } budget;
 
 static void *budget_alloc(void *data, size_t size)
@@ -147,6 +148,8 @@ static void *budget_alloc(void *data, size_t size)
     void *p = infd_malloc(size);
     if (p)
         b->left -= size;
+    else
+        b->oom = 1;
     return p;
 }
 
@@ -929,6 +932,9 @@ static infd_status load(const void *data, size_t n, const char *source, const ch
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                                   "%s: the model needs more memory to parse than its size allows "
                                   "(hostile or corrupt file?)",
+                                  l.source);
+        if (b.oom)
+            return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "%s: out of memory parsing it",
                                   l.source);
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "%s: not a valid ONNX model (protobuf parse failed)", l.source);

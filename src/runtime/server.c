@@ -349,11 +349,28 @@ static infd_status select_versions(const Inference__ModelConfig *c, const char *
     return INFD_STATUS_OK;
 }
 
+/* True when `e` has a version loaded and READY (s->mu held). */
+static bool entry_serving(const rt_entry *e)
+{
+    for (int k = 0; e && k < e->n_v; k++) {
+        if (e->v[k].model && e->v[k].state == INFD_MODEL_STATE_READY)
+            return true;
+    }
+    return false;
+}
+
+/* A load that failed: the model is UNAVAILABLE with `reason`, unless its
+ * previous versions still serve (Triton keeps them when a reload fails);
+ * then only the reason is recorded. */
 static void set_entry_failed(infd_server *s, const char *name, const char *reason)
 {
     pthread_mutex_lock(&s->mu);
     rt_entry *e = entry_get(s, name, true);
-    if (e) {
+    if (e && entry_serving(e)) {
+        snprintf(e->reason, sizeof(e->reason), "reload failed, previous version(s) serving: %.400s",
+                 reason);
+        e->tried = true;
+    } else if (e) {
         e->state = INFD_MODEL_STATE_UNAVAILABLE;
         snprintf(e->reason, sizeof(e->reason), "%s", reason);
         e->tried = true;
@@ -433,6 +450,23 @@ static infd_status load_locked(infd_server *s, const char *name, infd_error *err
         infd_free(rows);
         rt_config_free(config);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (first_err != INFD_STATUS_OK && entry_serving(e)) {
+        /* A reload that failed in part: the previous versions keep
+         * serving, as in Triton; the new ones that loaded are dropped. */
+        snprintf(e->reason, sizeof(e->reason), "reload failed, previous version(s) serving: %.400s",
+                 err ? err->msg : "load failed");
+        e->sig = sig;
+        pthread_mutex_unlock(&s->mu);
+        infd_log(INFD_LOG_LEVEL_WARN, "model '%s': reload failed; the previous version(s) serve on",
+                 name);
+        infd_model *nm[256];
+        for (int i = 0; i < n_want; i++)
+            nm[i] = rows[i].model;
+        retire(nm, n_want);
+        infd_free(rows);
+        rt_config_free(config);
+        return first_err;
     }
     old = infd_calloc((size_t)e->n_v + 1, sizeof(*old));
     for (int k = 0; k < e->n_v; k++)

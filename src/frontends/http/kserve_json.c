@@ -22,6 +22,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,13 +61,25 @@ static void arena_reset(kserve_request *r)
     r->_arena_used = 0;
 }
 
+/* yajl's allocator context. yajl (2.1) does not check what its allocator
+ * returns: a NULL handle, buffer or state stack is written through. So when
+ * an overflow block cannot be had, arena_malloc does not return: it jumps
+ * back to run_yajl, which reports OUT_OF_MEMORY. Nothing is lost by leaving
+ * yajl mid-parse: every byte it holds is in this request's arena and
+ * overflow blocks (released by arena_reset), and it holds nothing else. */
+typedef struct arena_ctx {
+    kserve_request *r;
+    jmp_buf oom;
+} arena_ctx;
+
 static void *arena_malloc(void *ctx, size_t sz)
 {
-    kserve_request *r = ctx;
+    arena_ctx *a = ctx;
+    kserve_request *r = a->r;
     size_t need = sizeof(block_hdr) + ((sz + 15) & ~(size_t)15);
     block_hdr *b;
     if (need < sz)
-        return NULL;
+        longjmp(a->oom, 1);
     if (r->_arena && r->_arena_cap - r->_arena_used >= need) {
         b = (block_hdr *)(r->_arena + r->_arena_used);
         r->_arena_used += need;
@@ -74,7 +87,7 @@ static void *arena_malloc(void *ctx, size_t sz)
     } else {
         b = infd_malloc(need);
         if (!b)
-            return NULL;
+            longjmp(a->oom, 1);
         b->next = r->_overflow;
         r->_overflow = b;
     }
@@ -1071,12 +1084,24 @@ static const yajl_callbacks callbacks = {
 
 /* Runs `p` over `n` bytes at `text`. On a syntax error the message says
  * yajl's reason and the byte offset (`base` + where it stopped). */
+static infd_status parse_with(parser *p, arena_ctx *a, const char *text, size_t n, size_t base);
+
 static infd_status run_yajl(parser *p, const char *text, size_t n, size_t base)
 {
-    yajl_alloc_funcs afs = { arena_malloc, arena_realloc, arena_free, p->r };
+    arena_ctx a = { .r = p->r };
+    if (setjmp(a.oom) != 0) {
+        /* arena_malloc found no memory (yajl's handle is in the arena). */
+        p->h = NULL;
+        p->status = INFD_STATUS_OUT_OF_MEMORY;
+        return infd_error_set(p->err, p->status, "out of memory parsing the JSON body");
+    }
+    return parse_with(p, &a, text, n, base);
+}
+
+static infd_status parse_with(parser *p, arena_ctx *a, const char *text, size_t n, size_t base)
+{
+    yajl_alloc_funcs afs = { arena_malloc, arena_realloc, arena_free, a };
     p->h = yajl_alloc(&callbacks, &afs, p);
-    if (!p->h)
-        return infd_error_set(p->err, INFD_STATUS_OUT_OF_MEMORY, "cannot allocate a JSON parser");
     yajl_status st = yajl_parse(p->h, (const unsigned char *)text, n);
     bool at_end = false;
     if (st == yajl_status_ok) {

@@ -758,6 +758,14 @@ static infd_status rescan(infd_raw *r, bool strict, infd_error *err)
         if (rows[i].state != INFD_MODEL_STATE_READY)
             continue;
         raw_model *rm = get_model(r, rows[i].name);
+        if (!rm && strict && strlen(rows[i].name) < sizeof(rm->name) &&
+            !strchr(rows[i].name, '/')) {
+            /* At start, a READY model without its sockets is an error. */
+            st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY,
+                                "raw: model '%s': out of memory for its listeners", rows[i].name);
+            infd_free(rows);
+            return st;
+        }
         if (!rm) {
             INFD_LOG_WARN("raw: model '%s': not served (bad name or out of memory)", rows[i].name);
             continue;
@@ -936,6 +944,27 @@ static void conn_reset(raw_conn *c)
         c->n_in = 0;
 }
 
+/* A framed connection the server cannot take (no memory for its state):
+ * one error answer from the stack (request id 0, as for an unreadable
+ * header, and the CLOSING flag) before the socket closes, so that the
+ * client learns why. Best effort: the socket is new and its buffer empty,
+ * so the 32 + message bytes go at once or not at all. */
+static void refuse_framed(int fd, infd_status code, const char *msg)
+{
+    uint8_t out[RAW_HEADER_BYTES + 64];
+    size_t n = INFD_MIN(strlen(msg), sizeof(out) - RAW_HEADER_BYTES);
+    memset(out, 0, RAW_HEADER_BYTES);
+    memcpy(out, "INFD", 4);
+    out[4] = 1;
+    out[5] = RAW_FLAG_CLOSING;
+    put_u16(out + 6, (uint16_t)code);
+    put_u16(out + 18, (uint16_t)n);
+    memcpy(out + RAW_HEADER_BYTES, msg, n);
+    if (send(fd, out, RAW_HEADER_BYTES + n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        return;
+    shutdown(fd, SHUT_WR);
+}
+
 static void on_accept(infd_raw *r, raw_listener *l)
 {
     for (;;) {
@@ -954,6 +983,9 @@ static void on_accept(infd_raw *r, raw_listener *l)
         raw_conn *c = infd_calloc(1, sizeof(*c));
         if (!c) {
             INFD_LOG_WARN("raw: model '%s': out of memory accepting a connection", l->rm->name);
+            if (l->mode == MODE_FRAMED)
+                refuse_framed(fd, INFD_STATUS_OUT_OF_MEMORY,
+                              "out of memory accepting the connection");
             close(fd);
             continue;
         }

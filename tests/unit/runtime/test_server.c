@@ -512,6 +512,18 @@ static void test_explicit_load_unload(void)
     /* Reload while serving. */
     ASSERT_STATUS(infd_server_load_model(s, "a", &err), INFD_STATUS_OK);
     ASSERT_STATUS(infer_add_sub(s, "a", 2, 0.0f, &err), INFD_STATUS_OK);
+    /* A reload that fails (a broken config, then a broken model file)
+     * leaves the loaded version serving, as in Triton. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/a/config.pbtxt", repo);
+    write_file(path, "max_batch_size: [\n", 18);
+    ASSERT_STATUS(infd_server_load_model(s, "a", &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STATUS(infer_add_sub(s, "a", 3, 0.0f, &err), INFD_STATUS_OK);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/a/1/model.onnx", repo);
+    write_file(path, "not onnx", 8);
+    ASSERT_TRUE(infd_server_load_model(s, "a", &err) != INFD_STATUS_OK);
+    ASSERT_STATUS(infer_add_sub(s, "a", 2, 0.0f, &err), INFD_STATUS_OK);
     infd_server_destroy(s);
 }
 
