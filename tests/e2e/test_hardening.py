@@ -136,6 +136,39 @@ def test_huge_chunk_counts(serve, models):
     assert_alive(srv)
 
 
+def test_libevent_error_answers_are_kserve_json(serve, models):
+    """The errors libevent answers itself (a body over --max-body-bytes while
+    it reads it, a request line or headers it cannot parse, headers over its
+    limit, a method it does not know, an Expect it does not know) come as
+    KServe's JSON error with the same status, not libevent's HTML page."""
+    srv = serve(models, "--max-body-bytes", 4096)
+    cases = [
+        (b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 6000\r\n"
+         b"Content-Type: application/json\r\n\r\n" + b" " * 6000, 413, "--max-body-bytes"),
+        (b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n" + chunked(b" " * 6000, 100), 413, "4096 bytes"),
+        (b"GET\r\n\r\n", 400, "malformed HTTP request"),
+        (b"GET /v2 HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 400, "headers over"),
+        (b"BREW /v2 HTTP/1.1\r\nHost: x\r\n\r\n", 501, "Not Implemented"),
+        (b"POST /v2 HTTP/1.1\r\nHost: x\r\nExpect: tea\r\nContent-Length: 2\r\n\r\n{}",
+         417, "Expectation Failed"),
+    ]
+    seen = []
+    for raw, code, words in cases:
+        got = http_exchange(srv.http_port, raw)
+        if got == b"" and code == 413:
+            continue  # the answer was lost to the reset of a send cut short (see above)
+        seen.append(code)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 %d " % code), got[:300]
+        assert b"Content-Type: application/json" in head, head
+        assert b"text/html" not in head and b"<HTML>" not in body, got[:300]
+        err = json.loads(body)["error"]
+        assert words in err, err
+    assert 413 in seen and len(seen) >= 5, seen
+    assert_alive(srv)
+
+
 @pytest.mark.parametrize("name", ["..%2F..%2Fetc", "..", ".hidden", "a%2Fb", "a%00b",
                                   "%2Ftmp%2Fx", "x" * 300])
 def test_model_names_never_reach_the_file_system(serve, models, tmp_path, name):

@@ -699,6 +699,7 @@ def test_oversized_body_413(serve, tmp_path):
     r = requests.post(s.url + "/v2/models/add_sub/infer", json=add_sub_body(big, big),
                       timeout=TIMEOUT)
     assert r.status_code == 413, r.text
+    assert "4096" in r.json()["error"], r.text  # JSON, whoever refused it
     # The same with curl, and with a body just over the limit.
     f = tmp_path / "big.json"
     f.write_bytes(b"{" + b" " * 5000 + b"}")

@@ -2468,6 +2468,61 @@ static void top_up(struct evbuffer *in, const struct evbuffer_cb_info *info, voi
     }
 }
 
+/* libevent 2.1 answers a few errors itself, with evhttp_send_error's small
+ * HTML page: a body over --max-body-bytes or headers over
+ * HTTP_MAX_HEADERS_BYTES (413), a request line or header it cannot parse
+ * (400), an Expect it does not know (417). 2.2 has evhttp_set_errorcb for
+ * this; 2.1 has no hook, so each connection's output buffer has this
+ * callback, which sees such a page arrive and rewrites the whole answer as
+ * KServe's JSON error with the same status. The page is recognisable: evhttp
+ * writes one answer at a time into an output buffer that is then empty, the
+ * page's body is added in one piece after the headers, it ends with
+ * "</BODY></HTML>\n", and its headers say "Content-Type: text/html", which
+ * no answer of ours does. Other adds cost a length test or a 15-byte copy. */
+static void json_error_pages(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+    static _Thread_local bool busy; /* our own rewrite calls us again */
+    static const char tail[] = "</BODY></HTML>\n";
+    const size_t tail_n = sizeof(tail) - 1;
+    const infd_http *h = arg;
+    size_t len = evbuffer_get_length(out);
+    if (busy || info->n_added < tail_n || len > 1024)
+        return;
+    char page[1025];
+    struct evbuffer_ptr at;
+    if (evbuffer_ptr_set(out, &at, len - tail_n, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(out, &at, page, tail_n) != (ev_ssize_t)tail_n ||
+        memcmp(page, tail, tail_n) != 0)
+        return;
+    if (evbuffer_copyout(out, page, len) != (ev_ssize_t)len)
+        return;
+    page[len] = '\0';
+    int code = 0, skip = 0;
+    if (strncmp(page, "HTTP/1.", 7) != 0 || sscanf(page + 8, " %3d %n", &code, &skip) != 1 ||
+        skip == 0 || !strstr(page, "\r\nContent-Type: text/html\r\n"))
+        return;
+    const char *reason = page + 8 + skip;
+    int reason_n = (int)strcspn(reason, "\r\n");
+    char msg[256];
+    if (code == 413)
+        snprintf(msg, sizeof(msg), "request body over the limit of %zu bytes (--max-body-bytes)",
+                 h->max_body_bytes);
+    else if (code == 400)
+        snprintf(msg, sizeof(msg),
+                 "malformed HTTP request: a request line or header that does not parse, or "
+                 "headers over %d bytes",
+                 HTTP_MAX_HEADERS_BYTES);
+    else
+        snprintf(msg, sizeof(msg), "%.*s", reason_n > 100 ? 100 : reason_n, reason);
+    busy = true;
+    evbuffer_drain(out, len);
+    evbuffer_add_printf(out,
+                        "%.8s %d %.*s\r\nContent-Type: application/json\r\n"
+                        "Content-Length: %zu\r\nConnection: close\r\n\r\n{\"error\":\"%s\"}",
+                        page, code, reason_n > 100 ? 100 : reason_n, reason, strlen(msg) + 12, msg);
+    busy = false;
+}
+
 /* Connections get their bufferevent here: top_up on its input buffer, and
  * up to HTTP_MAX_SINGLE_READ bytes for libevent's own reads where a libevent
  * honours that. Options 0, as libevent's own: evhttp closes the socket
@@ -2502,7 +2557,8 @@ static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
     /* top_up reads the socket itself: plain HTTP only (under TLS the bytes
      * on the socket are ciphertext, and bodies are not mirrored into the
      * pinned pool). */
-    if (!h->ssl && !evbuffer_add_cb(bufferevent_get_input(bev), top_up, bev)) {
+    if ((!h->ssl && !evbuffer_add_cb(bufferevent_get_input(bev), top_up, bev)) ||
+        !evbuffer_add_cb(bufferevent_get_output(bev), json_error_pages, h)) {
         bufferevent_free(bev);
         return NULL;
     }
