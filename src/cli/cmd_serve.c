@@ -61,6 +61,13 @@ static void usage(FILE *out)
         "  --max-body-bytes N          largest HTTP request body (default 64 MiB)\n"
         "  --http-timeout-secs N       close an HTTP connection that sends or reads nothing\n"
         "                              for N s: headers, body, answer, idle (default 120)\n"
+        "  --http-header-timeout-secs N  a request's headers and body must arrive within N s\n"
+        "                              of its first byte, plus 1 s per KiB (default 30; 0:\n"
+        "                              off; later: 408)\n"
+        "  --http-max-connections N    HTTP connections open at once (default 4096; 0: no\n"
+        "                              limit; over it: 503)\n"
+        "  --http-max-connections-per-client N  from one client address (default 1024;\n"
+        "                              0: no limit; over it: 429)\n"
         "  --max-json-depth N          JSON nesting an HTTP request may have, 8 to 4096\n"
         "                              (default 64; deeper: 400)\n"
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
@@ -261,6 +268,15 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--http-timeout-secs") == 0) {
             bad = infd_cli_parse_long(v, 1, 86400, &n);
             ho.timeout_secs = (int)n;
+        } else if (strcmp(a, "--http-header-timeout-secs") == 0) {
+            bad = infd_cli_parse_long(v, 0, 86400, &n);
+            ho.header_timeout_secs = (int)n;
+        } else if (strcmp(a, "--http-max-connections") == 0) {
+            bad = infd_cli_parse_long(v, 0, 1 << 24, &n);
+            ho.max_connections = (int)n;
+        } else if (strcmp(a, "--http-max-connections-per-client") == 0) {
+            bad = infd_cli_parse_long(v, 0, 1 << 24, &n);
+            ho.max_connections_per_client = (int)n;
         } else if (strcmp(a, "--max-json-depth") == 0) {
             bad = infd_cli_parse_long(v, 8, 4096, &n);
             ho.max_json_depth = (int)n;

@@ -136,6 +136,107 @@ def test_huge_chunk_counts(serve, models):
     assert_alive(srv)
 
 
+def one_request(sock, path=b"/v2/health/ready"):
+    """A GET on an open socket; the answer's head and body (one read each
+    way suffices for these small answers on loopback)."""
+    sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    while b"\r\n\r\n" not in got:
+        b = sock.recv(65536)
+        assert b, got
+        got += b
+    head, _, body = got.partition(b"\r\n\r\n")
+    n = int(next((l.split(b":")[1] for l in head.split(b"\r\n")
+                  if l.lower().startswith(b"content-length:")), b"0"))
+    while len(body) < n:
+        body += sock.recv(65536)
+    return head, body
+
+
+def test_connection_limits_total_and_per_client(serve, models):
+    """--http-max-connections and --http-max-connections-per-client: a
+    connection over a limit is answered 429 (its address has too many) or
+    503 (the server has too many), in JSON, then closed; closed connections
+    are given back within the second; the server serves on."""
+    srv = serve(models, "--http-max-connections", 5, "--http-max-connections-per-client", 2)
+
+    def connect(src):
+        s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT,
+                                     source_address=(src, 0))
+        return s
+
+    time.sleep(1.5)  # the readiness checks' connections are counted out
+    a = [connect("127.0.0.2") for _ in range(2)]
+    b = [connect("127.0.0.3") for _ in range(2)]
+    for s in a + b:
+        assert one_request(s)[0].startswith(b"HTTP/1.1 200")
+    third = connect("127.0.0.2")
+    head, body = one_request(third)
+    assert head.startswith(b"HTTP/1.1 429 Too Many Requests"), head
+    assert b"Connection: close" in head
+    assert "--http-max-connections-per-client" in json.loads(body)["error"]
+    assert third.recv(1) == b""  # closed after the answer
+    c = connect("127.0.0.4")  # the fifth open one
+    assert one_request(c)[0].startswith(b"HTTP/1.1 200")
+    fifth = connect("127.0.0.5")
+    head, body = one_request(fifth)
+    assert head.startswith(b"HTTP/1.1 503"), head
+    assert "--http-max-connections" in json.loads(body)["error"]
+    for s in a + b + [third, c, fifth]:
+        s.close()
+    deadline = time.monotonic() + 5
+    while True:  # the closed ones are counted out by the next sweep (1 s)
+        with connect("127.0.0.2") as s:
+            if one_request(s)[0].startswith(b"HTTP/1.1 200"):
+                break
+        assert time.monotonic() < deadline, "closed connections were not given back"
+        time.sleep(0.3)
+    assert_alive(srv)
+
+
+def test_header_deadline_ends_slowloris_not_slow_uploads(serve, models):
+    """--http-header-timeout-secs: a client that trickles its headers is
+    answered 408 and closed once the deadline passes, though it never goes
+    silent long enough for --http-timeout-secs; a slow but steady upload (1 s
+    more per KiB) and a connection that sends nothing both carry on."""
+    srv = serve(models, "--http-header-timeout-secs", 2)
+    idle = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    slow = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    a = np.ones((1, 16), np.float32)
+    body = json.dumps(add_sub_body(a, a)).encode()
+    body = body[:-1] + b" " * (8000 - len(body)) + b"}"  # 8 KB: 2 + 8 s allowed
+    slow.sendall(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+    loris = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    loris.sendall(b"GET /v2/health/ready HTTP/1.1\r\n")
+    t0 = time.monotonic()
+    got = b""
+    sent = 0
+    while time.monotonic() - t0 < 8:
+        loris.sendall(b"X-a: b\r\n")
+        piece = body[sent:sent + 600]  # 1.2 KB/s: over the 1 KiB/s the deadline grows by
+        slow.sendall(piece)
+        sent += len(piece)
+        loris.settimeout(0.5)
+        try:
+            got = loris.recv(65536)
+            break
+        except socket.timeout:
+            pass
+    took = time.monotonic() - t0
+    assert got.startswith(b"HTTP/1.1 408"), got[:200]
+    assert "--http-header-timeout-secs" in json.loads(got.partition(b"\r\n\r\n")[2])["error"]
+    assert 1.5 < took < 6, took
+    slow.sendall(body[sent:])
+    slow.settimeout(TIMEOUT)
+    head = slow.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    assert one_request(idle)[0].startswith(b"HTTP/1.1 200")  # silent, then served
+    for s in (idle, slow, loris):
+        s.close()
+    assert_alive(srv)
+
+
 def test_libevent_error_answers_are_kserve_json(serve, models):
     """The errors libevent answers itself (a body over --max-body-bytes while
     it reads it, a request line or headers it cannot parse, headers over its

@@ -73,6 +73,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "frontends/common/conn_limit.h"
 #include "frontends/common/restricted.h"
 #include "frontends/common/tls.h"
 #include "frontends/http/kserve_json.h"
@@ -200,6 +201,15 @@ struct http_loop {
     struct rx_conn **rx;    /* per socket fd: its pinned receive state, or NULL */
     int rx_cap;
     infd_http_sink *sinks; /* event streams on this loop */
+    /* Connection limits and the request deadline (see guard_track). */
+    struct guard_conn *g_pending; /* accepted, not yet admitted */
+    struct guard_conn *g_conns;   /* admitted or refused, until swept */
+    struct guard_conn **g_by_fd;  /* per socket fd: its guard, or NULL */
+    int g_by_fd_cap;
+    struct event *g_admit;         /* user event: admits g_pending */
+    struct event *g_sweep;         /* every second: reaps closed ones, ends slow requests */
+    uint64_t g_warned_ns;          /* last refusal or expiry logged */
+    uint64_t g_refused, g_expired; /* since then, not yet logged */
 };
 
 struct infd_http {
@@ -215,6 +225,9 @@ struct infd_http {
     int n_ext;
     SSL_CTX *ssl;                      /* HTTPS; NULL: plain HTTP */
     const infd_restricted *restricted; /* borrowed; NULL: all open */
+    infd_conn_limit *limit;            /* NULL: no connection limit */
+    int max_connections, max_per_client;
+    int header_timeout_secs; /* 0: no request deadline */
 };
 
 /* An event stream (Server-Sent Events) of an app's route. The app pushes
@@ -320,7 +333,8 @@ static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
         evhttp_request_set_on_complete_cb(ev, on_reply_written, loop);
         evhttp_connection_set_closecb(conn, on_reply_dropped, loop);
     }
-    evhttp_send_reply(ev, code, NULL, NULL);
+    /* libevent 2.1's phrase table stops at 417 ("Client Error" for 429). */
+    evhttp_send_reply(ev, code, code == 429 ? "Too Many Requests" : NULL, NULL);
 }
 
 /* Sends the loop's scratch JSON. */
@@ -2160,10 +2174,284 @@ static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int 
     return false;
 }
 
+/* Connection limits and the request deadline (issue #24).
+ *
+ * libevent 2.1's HTTP server has no hook at accept time or when a
+ * connection closes, but every connection's bufferevent comes from
+ * make_bufferevent, synchronously inside evhttp's accept callback. There
+ * each gets a guard_conn, which takes a reference on the bufferevent
+ * (bufferevent_incref, so the pointer stays valid and unique until we let
+ * go) and callbacks on its two buffers. g_admit, activated from there, runs
+ * before the connection's first read (its read event can only fire at the
+ * loop's next poll): it reads the peer address and asks the frontend's
+ * infd_conn_limit, in total and per client address. A connection over a
+ * limit is kept but marked: its first request is answered 503 (total) or
+ * 429 (per client) with Connection: close, so the client learns why, as
+ * nginx's limit_conn answers. evhttp releases a connection with
+ * bufferevent_free, which clears its callbacks; g_sweep, every second, finds
+ * those (no event callback), releases the count and our reference.
+ *
+ * The deadline: a request must arrive whole (headers and body) within
+ * --http-header-timeout-secs of its first byte, plus one second for every
+ * HTTP_MIN_RATE bytes received, so a slow but steady upload goes on while a
+ * client that trickles its headers (slowloris) is cut off; evhttp's own
+ * timeout only closes a connection that goes silent. The input callback
+ * notes the first byte and counts them, on_request ends the wait, the
+ * output buffer running dry after an answer starts the wait for the next.
+ * g_sweep answers an expired request 408 (plain HTTP; under TLS the socket
+ * just closes) and shuts the socket down, so evhttp closes the connection. */
+#define HTTP_MIN_RATE 1024 /* bytes per second */
+
+typedef enum guard_state { G_NEW, G_READING, G_BUSY, G_IDLE } guard_state;
+
+typedef struct guard_conn {
+    struct bufferevent *bev; /* our reference */
+    struct sockaddr_storage peer;
+    bool has_peer, counted;
+    int refused;       /* 0, or the status its requests get (503, 429) */
+    guard_state state; /* G_NEW/G_IDLE: waiting; G_READING: a request is arriving */
+    uint64_t since_ns; /* G_READING: its first byte */
+    uint64_t bytes;    /* G_READING: bytes of it so far */
+    int fd;
+    struct guard_conn *next;
+} guard_conn;
+
+static void guard_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)in;
+    guard_conn *g = arg;
+    if (info->n_added == 0)
+        return;
+    if (g->state == G_NEW || g->state == G_IDLE) {
+        g->state = G_READING;
+        g->since_ns = infd_clock_ns();
+        g->bytes = 0;
+    }
+    g->bytes += info->n_added;
+}
+
+/* An answer written out: the next request's wait starts now (with what
+ * part of it is already buffered). */
+static void guard_output(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+    guard_conn *g = arg;
+    if (g->state != G_BUSY || info->n_deleted == 0 || evbuffer_get_length(out) != 0)
+        return;
+    size_t have = evbuffer_get_length(bufferevent_get_input(g->bev));
+    g->state = have ? G_READING : G_IDLE;
+    g->since_ns = infd_clock_ns();
+    g->bytes = have;
+}
+
+/* Tracks a new connection's bufferevent (make_bufferevent, loop thread).
+ * Without memory for it the connection goes untracked: not counted, no
+ * deadline. */
+static void guard_track(http_loop *loop, struct bufferevent *bev)
+{
+    infd_http *h = loop->h;
+    if (!h->limit && h->header_timeout_secs <= 0)
+        return;
+    guard_conn *g = infd_calloc(1, sizeof(*g));
+    if (!g)
+        return;
+    g->bev = bev;
+    g->fd = -1;
+    if (!evbuffer_add_cb(bufferevent_get_input(bev), guard_input, g)) {
+        infd_free(g);
+        return;
+    }
+    if (!evbuffer_add_cb(bufferevent_get_output(bev), guard_output, g)) {
+        evbuffer_remove_cb(bufferevent_get_input(bev), guard_input, g);
+        infd_free(g);
+        return;
+    }
+    bufferevent_incref(bev);
+    g->next = loop->g_pending;
+    loop->g_pending = g;
+    event_active(loop->g_admit, 0, 0);
+}
+
+/* Logs refusals and expiries, at most every 10 s. */
+static void guard_log(http_loop *loop, uint64_t now)
+{
+    if (now - loop->g_warned_ns < 10ull * 1000000000ull)
+        return;
+    if (loop->g_refused)
+        infd_log(INFD_LOG_LEVEL_WARN,
+                 "http: %" PRIu64 " connection(s) over a limit (--http-max-connections %d, "
+                 "--http-max-connections-per-client %d): answered 503/429",
+                 loop->g_refused, loop->h->max_connections, loop->h->max_per_client);
+    if (loop->g_expired)
+        infd_log(INFD_LOG_LEVEL_WARN,
+                 "http: %" PRIu64 " request(s) did not arrive within --http-header-timeout-secs "
+                 "%d (plus 1 s per %d bytes): closed",
+                 loop->g_expired, loop->h->header_timeout_secs, HTTP_MIN_RATE);
+    if (loop->g_refused || loop->g_expired)
+        loop->g_warned_ns = now;
+    loop->g_refused = loop->g_expired = 0;
+}
+
+static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_loop *loop = arg;
+    infd_http *h = loop->h;
+    while (loop->g_pending) {
+        guard_conn *g = loop->g_pending;
+        loop->g_pending = g->next;
+        g->next = loop->g_conns;
+        loop->g_conns = g;
+        int sfd = bufferevent_getfd(g->bev);
+        if (sfd < 0)
+            continue; /* evhttp failed to set it up: the sweep reaps it */
+        socklen_t len = sizeof(g->peer);
+        g->has_peer = getpeername(sfd, (struct sockaddr *)&g->peer, &len) == 0;
+        if (sfd >= loop->g_by_fd_cap) {
+            int cap = loop->g_by_fd_cap ? loop->g_by_fd_cap : 64;
+            while (cap <= sfd)
+                cap *= 2;
+            guard_conn **t = infd_realloc(loop->g_by_fd, (size_t)cap * sizeof(*t));
+            if (t) {
+                memset(t + loop->g_by_fd_cap, 0, (size_t)(cap - loop->g_by_fd_cap) * sizeof(*t));
+                loop->g_by_fd = t;
+                loop->g_by_fd_cap = cap;
+            }
+        }
+        if (sfd < loop->g_by_fd_cap) {
+            loop->g_by_fd[sfd] = g;
+            g->fd = sfd;
+        }
+        if (!h->limit)
+            continue;
+        switch (infd_conn_limit_enter(h->limit, g->has_peer ? (struct sockaddr *)&g->peer : NULL)) {
+        case INFD_CONN_ADMITTED:
+            g->counted = true;
+            break;
+        case INFD_CONN_OVER_PER_CLIENT:
+            g->refused = 429;
+            break;
+        default: /* over the total, or no memory to count it */
+            g->refused = 503;
+            break;
+        }
+        if (g->refused) {
+            loop->g_refused++;
+            guard_log(loop, infd_clock_ns());
+        }
+    }
+}
+
+/* The guard of the connection `ev` came on, or NULL. */
+static guard_conn *guard_of(http_loop *loop, struct evhttp_request *ev)
+{
+    struct evhttp_connection *conn = evhttp_request_get_connection(ev);
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    int fd = bev ? bufferevent_getfd(bev) : -1;
+    guard_conn *g = fd >= 0 && fd < loop->g_by_fd_cap ? loop->g_by_fd[fd] : NULL;
+    return g && g->bev == bev ? g : NULL;
+}
+
+static void guard_release(http_loop *loop, guard_conn *g)
+{
+    if (g->counted)
+        infd_conn_limit_leave(loop->h->limit, g->has_peer ? (struct sockaddr *)&g->peer : NULL);
+    if (g->fd >= 0 && g->fd < loop->g_by_fd_cap && loop->g_by_fd[g->fd] == g)
+        loop->g_by_fd[g->fd] = NULL;
+    evbuffer_remove_cb(bufferevent_get_input(g->bev), guard_input, g);
+    evbuffer_remove_cb(bufferevent_get_output(g->bev), guard_output, g);
+    bufferevent_decref(g->bev);
+    infd_free(g);
+}
+
+/* A request that did not arrive in time: 408, and the socket shut down
+ * (evhttp then reads its end and closes the connection). */
+static void guard_expire(http_loop *loop, guard_conn *g)
+{
+    int fd = bufferevent_getfd(g->bev);
+    g->state = G_BUSY; /* once */
+    loop->g_expired++;
+    if (fd < 0)
+        return;
+    if (!loop->h->ssl) {
+        char msg[160];
+        int n = snprintf(msg, sizeof(msg),
+                         "{\"error\":\"the request did not arrive within %d s "
+                         "(--http-header-timeout-secs)\"}",
+                         loop->h->header_timeout_secs);
+        char all[384];
+        int m = snprintf(all, sizeof(all),
+                         "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                         n, msg);
+        if (send(fd, all, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            (void)0; /* the client is gone or not reading: it is closed all the same */
+    }
+    shutdown(fd, SHUT_RDWR);
+}
+
+static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_loop *loop = arg;
+    uint64_t now = infd_clock_ns();
+    uint64_t limit_ns = (uint64_t)loop->h->header_timeout_secs * 1000000000ull;
+    for (guard_conn **pp = &loop->g_conns; *pp;) {
+        guard_conn *g = *pp;
+        bufferevent_event_cb ecb = NULL;
+        bufferevent_getcb(g->bev, NULL, NULL, &ecb, NULL);
+        if (!ecb) { /* evhttp freed it (bufferevent_free clears the callbacks) */
+            *pp = g->next;
+            guard_release(loop, g);
+            continue;
+        }
+        if (limit_ns && g->state == G_READING &&
+            now - g->since_ns > limit_ns + g->bytes * 1000000000ull / HTTP_MIN_RATE)
+            guard_expire(loop, g);
+        pp = &g->next;
+    }
+    guard_log(loop, now);
+}
+
+/* Every guard of the loop, at stop (after evhttp_free). */
+static void guard_release_all(http_loop *loop)
+{
+    guard_conn *lists[2] = { loop->g_pending, loop->g_conns };
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]) {
+            guard_conn *g = lists[i];
+            lists[i] = g->next;
+            guard_release(loop, g);
+        }
+    }
+    loop->g_pending = loop->g_conns = NULL;
+    infd_free(loop->g_by_fd);
+    loop->g_by_fd = NULL;
+    loop->g_by_fd_cap = 0;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
     rx_watch(loop, ev);
+    guard_conn *g = guard_of(loop, ev);
+    if (g) {
+        g->state = G_BUSY;
+        if (g->refused) {
+            evhttp_add_header(evhttp_request_get_output_headers(ev), "Connection", "close");
+            if (g->refused == 429)
+                send_errorf(loop, ev, 429,
+                            "too many connections from this client address (at most %d: "
+                            "--http-max-connections-per-client)",
+                            loop->h->max_per_client);
+            else
+                send_errorf(loop, ev, 503,
+                            "too many connections (at most %d: --http-max-connections)",
+                            loop->h->max_connections);
+            return;
+        }
+    }
     infd_server *s = loop->h->server;
     char buf[HTTP_MAX_PATH];
     char *seg[HTTP_MAX_SEGS];
@@ -2310,6 +2598,9 @@ void infd_http_options_init(infd_http_options *o)
     o->max_body_bytes = (size_t)64 << 20;
     o->max_json_depth = KSERVE_MAX_JSON_DEPTH;
     o->timeout_secs = HTTP_TIMEOUT_SECS;
+    o->max_connections = 4096;
+    o->max_connections_per_client = 1024;
+    o->header_timeout_secs = 30;
     o->n_threads = 1;
     o->extensions = NULL;
     o->n_extensions = 0;
@@ -2336,6 +2627,11 @@ static void loop_fini(http_loop *loop)
     }
     if (loop->http)
         evhttp_free(loop->http);
+    guard_release_all(loop); /* before event_base_free: it finalizes the bufferevents */
+    if (loop->g_admit)
+        event_free(loop->g_admit);
+    if (loop->g_sweep)
+        event_free(loop->g_sweep);
     for (int fd = 0; fd < loop->rx_cap; fd++)
         rx_free(loop->rx[fd]); /* connections that closed unseen */
     infd_free(loop->rx);
@@ -2376,6 +2672,7 @@ static void destroy(infd_http *h)
     infd_free(h->loops);
     infd_free(h->host);
     SSL_CTX_free(h->ssl);
+    infd_conn_limit_destroy(h->limit);
     infd_free(h);
 }
 
@@ -2562,6 +2859,8 @@ static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
         bufferevent_free(bev);
         return NULL;
     }
+    if (tl_loop)
+        guard_track(tl_loop, bev);
     return bev;
 }
 
@@ -2579,7 +2878,11 @@ static infd_status loop_init(infd_http *h, int i, struct sockaddr_storage *sa, s
     loop->http = loop->base ? evhttp_new(loop->base) : NULL;
     loop->wake = loop->http ? event_new(loop->base, -1, 0, on_wake, loop) : NULL;
     loop->timer = loop->wake ? evtimer_new(loop->base, on_stop_timer, loop) : NULL;
-    if (!loop->timer)
+    loop->g_admit = loop->timer ? event_new(loop->base, -1, 0, on_guard_admit, loop) : NULL;
+    loop->g_sweep =
+        loop->g_admit ? event_new(loop->base, -1, EV_PERSIST, on_guard_sweep, loop) : NULL;
+    struct timeval every_s = { 1, 0 };
+    if (!loop->g_sweep || event_add(loop->g_sweep, &every_s) != 0)
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: libevent HTTP server");
     /* Every method reaches on_request, which answers 405 with an Allow
      * header and a JSON error (libevent's own answer is an HTML page). */
@@ -2642,7 +2945,8 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     struct addrinfo *ai = NULL;
     *out = NULL;
     if (o->port < 0 || o->port > 65535 || o->n_threads < 1 || o->max_body_bytes == 0 ||
-        o->max_body_bytes > (size_t)INT64_MAX || o->max_json_depth < 1 || o->timeout_secs < 1) {
+        o->max_body_bytes > (size_t)INT64_MAX || o->max_json_depth < 1 || o->timeout_secs < 1 ||
+        o->max_connections < 0 || o->max_connections_per_client < 0 || o->header_timeout_secs < 0) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "http: invalid options (port %d, %d threads, max body %zu bytes, "
                             "max JSON depth %d)",
@@ -2666,6 +2970,14 @@ infd_status infd_http_start(infd_server *s, const infd_http_options *o, infd_htt
     h->max_body_bytes = o->max_body_bytes;
     h->max_json_depth = o->max_json_depth;
     h->timeout_secs = o->timeout_secs;
+    h->max_connections = o->max_connections;
+    h->max_per_client = o->max_connections_per_client;
+    h->header_timeout_secs = o->header_timeout_secs;
+    if ((o->max_connections > 0 || o->max_connections_per_client > 0) &&
+        !(h->limit = infd_conn_limit_create(o->max_connections, o->max_connections_per_client))) {
+        st = infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "http: frontend");
+        goto out;
+    }
     h->restricted = o->restricted;
     h->n_loops = o->n_threads;
     h->ext = o->extensions;

@@ -81,6 +81,15 @@ typedef struct infd_http_options {
      * while it sends its headers or body, while an answer waits for it to
      * read, and idle between requests. 120 (seconds). */
     int timeout_secs;
+    /* Connections open at once, in total and from one client address (its
+     * IP): a connection over a limit gets 503 (total) or 429 (per client)
+     * for its first request, then is closed. 4096 and 1024; 0: no limit. */
+    int max_connections;
+    int max_connections_per_client;
+    /* A request (headers and body) must arrive within this many seconds of
+     * its first byte, plus one second per KiB received; else 408 and the
+     * connection is closed (slowloris). 30; 0: off. */
+    int header_timeout_secs;
     int n_threads; /* event-loop threads; 1 */
     /* HTTPS (issue #24): PEM files of the certificate chain and its key;
      * both NULL (the default): plain HTTP. With ssl_client_ca, clients must
