@@ -65,6 +65,7 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <yajl/yajl_tree.h>
 
@@ -230,6 +231,12 @@ struct infd_http {
     int header_timeout_secs; /* 0: no request deadline */
 };
 
+/* evhttp_connection_set_closecb, through the connection's guard when it has
+ * one (the guard's own close callback then runs it; see guard_closed). */
+typedef void (*conn_close_cb)(struct evhttp_connection *, void *);
+static void conn_set_closecb(http_loop *loop, struct evhttp_connection *conn, conn_close_cb cb,
+                             void *arg);
+
 /* An event stream (Server-Sent Events) of an app's route. The app pushes
  * from its threads into `pending`; the loop thread writes it out as chunks
  * when `flush` fires. It is freed on the loop thread once the app has
@@ -300,7 +307,7 @@ static void on_reply_written(struct evhttp_request *ev, void *arg)
     struct evhttp_connection *conn = evhttp_request_get_connection(ev);
     if (conn) {
         rx_conn *rc = rx_of(loop, conn);
-        evhttp_connection_set_closecb(conn, rc ? rx_closed : NULL, rc);
+        conn_set_closecb(loop, conn, rc ? rx_closed : NULL, rc);
     }
     loop->n_unsent--;
 }
@@ -331,7 +338,7 @@ static void send_reply(http_loop *loop, struct evhttp_request *ev, int code,
     if (conn) {
         loop->n_unsent++;
         evhttp_request_set_on_complete_cb(ev, on_reply_written, loop);
-        evhttp_connection_set_closecb(conn, on_reply_dropped, loop);
+        conn_set_closecb(loop, conn, on_reply_dropped, loop);
     }
     /* libevent 2.1's phrase table stops at 417 ("Client Error" for 429). */
     evhttp_send_reply(ev, code, code == 429 ? "Too Many Requests" : NULL, NULL);
@@ -1289,7 +1296,7 @@ static void rx_watch(http_loop *loop, struct evhttp_request *ev)
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     rx_conn *rc = bev ? rx_find(loop, bufferevent_getfd(bev), bev, false) : NULL;
     if (rc && !rc->watched) {
-        evhttp_connection_set_closecb(evcon, rx_closed, rc);
+        conn_set_closecb(loop, evcon, rx_closed, rc);
         rc->watched = true;
     }
 }
@@ -2024,7 +2031,7 @@ static void sink_end(infd_http_sink *sink)
         return;
     struct evhttp_connection *conn = evhttp_request_get_connection(sink->ev);
     if (conn)
-        evhttp_connection_set_closecb(conn, NULL, NULL);
+        conn_set_closecb(sink->loop, conn, NULL, NULL);
     evhttp_send_reply_end(sink->ev);
     sink->ev = NULL;
 }
@@ -2121,7 +2128,7 @@ static void handle_extension(http_loop *loop, struct evhttp_request *ev,
     sink->ev = ev;
     if (conn) {
         evhttp_connection_set_timeout(conn, 24 * 3600);
-        evhttp_connection_set_closecb(conn, on_sink_closed, sink);
+        conn_set_closecb(sink->loop, conn, on_sink_closed, sink);
     }
     evhttp_send_reply_start(ev, 200, "OK");
     event_active(sink->flush, 0, 0); /* what the app sent already */
@@ -2179,17 +2186,22 @@ static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int 
  * libevent 2.1's HTTP server has no hook at accept time or when a
  * connection closes, but every connection's bufferevent comes from
  * make_bufferevent, synchronously inside evhttp's accept callback. There
- * each gets a guard_conn, which takes a reference on the bufferevent
- * (bufferevent_incref, so the pointer stays valid and unique until we let
- * go) and callbacks on its two buffers. g_admit, activated from there, runs
- * before the connection's first read (its read event can only fire at the
- * loop's next poll): it reads the peer address and asks the frontend's
+ * each gets a guard_conn, with callbacks on the bufferevent's two buffers.
+ * g_admit, activated from there, runs before the connection's first read
+ * (its read event can only fire at the loop's next poll): it notes the
+ * socket (its fd and inode) and the peer address, and asks the frontend's
  * infd_conn_limit, in total and per client address. A connection over a
  * limit is kept but marked: its first request is answered 503 (total) or
  * 429 (per client) with Connection: close, so the client learns why, as
- * nginx's limit_conn answers. evhttp releases a connection with
- * bufferevent_free, which clears its callbacks; g_sweep, every second, finds
- * those (no event callback), releases the count and our reference.
+ * nginx's limit_conn answers. g_sweep, every second, finds the guards whose
+ * socket evhttp has closed (the fd gone, or now another socket: fstat's
+ * inode differs) and releases their count; it never touches their
+ * bufferevent, which evhttp may have freed. (Holding a reference on the
+ * bufferevent instead would keep its read event registered on the fd
+ * number after evhttp closed it, and that event would steal the bytes of
+ * the next connection given the same number.) This assumes the bufferevent
+ * outlives g_admit, which holds unless libevent itself runs out of memory
+ * setting the connection up.
  *
  * The deadline: a request must arrive whole (headers and body) within
  * --http-header-timeout-secs of its first byte, plus one second for every
@@ -2205,14 +2217,19 @@ static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int 
 typedef enum guard_state { G_NEW, G_READING, G_BUSY, G_IDLE } guard_state;
 
 typedef struct guard_conn {
-    struct bufferevent *bev; /* our reference */
+    struct bufferevent *bev; /* evhttp's; valid while the socket is open */
     struct sockaddr_storage peer;
     bool has_peer, counted;
-    int refused;       /* 0, or the status its requests get (503, 429) */
-    guard_state state; /* G_NEW/G_IDLE: waiting; G_READING: a request is arriving */
-    uint64_t since_ns; /* G_READING: its first byte */
-    uint64_t bytes;    /* G_READING: bytes of it so far */
-    int fd;
+    int refused;            /* 0, or the status its requests get (503, 429) */
+    guard_state state;      /* G_NEW/G_IDLE: waiting; G_READING: a request is arriving */
+    uint64_t since_ns;      /* G_READING: its first byte */
+    uint64_t bytes;         /* G_READING: bytes of it so far */
+    bool closed;            /* evhttp called guard_closed: the count is released */
+    conn_close_cb close_cb; /* the frontend's own close callback, and its arg */
+    void *close_arg;
+    int fd;    /* -1 until admitted */
+    dev_t dev; /* the socket's identity, */
+    ino_t ino; /* as fstat saw it at admission */
     struct guard_conn *next;
 } guard_conn;
 
@@ -2265,7 +2282,6 @@ static void guard_track(http_loop *loop, struct bufferevent *bev)
         infd_free(g);
         return;
     }
-    bufferevent_incref(bev);
     g->next = loop->g_pending;
     loop->g_pending = g;
     event_active(loop->g_admit, 0, 0);
@@ -2291,6 +2307,8 @@ static void guard_log(http_loop *loop, uint64_t now)
     loop->g_refused = loop->g_expired = 0;
 }
 
+static void guard_reap(http_loop *loop);
+
 static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -2303,8 +2321,11 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
         g->next = loop->g_conns;
         loop->g_conns = g;
         int sfd = bufferevent_getfd(g->bev);
-        if (sfd < 0)
+        struct stat st;
+        if (sfd < 0 || fstat(sfd, &st) != 0)
             continue; /* evhttp failed to set it up: the sweep reaps it */
+        g->dev = st.st_dev;
+        g->ino = st.st_ino;
         socklen_t len = sizeof(g->peer);
         g->has_peer = getpeername(sfd, (struct sockaddr *)&g->peer, &len) == 0;
         if (sfd >= loop->g_by_fd_cap) {
@@ -2318,13 +2339,20 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
                 loop->g_by_fd_cap = cap;
             }
         }
-        if (sfd < loop->g_by_fd_cap) {
+        g->fd = sfd;
+        if (sfd < loop->g_by_fd_cap)
             loop->g_by_fd[sfd] = g;
-            g->fd = sfd;
-        }
         if (!h->limit)
             continue;
-        switch (infd_conn_limit_enter(h->limit, g->has_peer ? (struct sockaddr *)&g->peer : NULL)) {
+        const struct sockaddr *peer = g->has_peer ? (struct sockaddr *)&g->peer : NULL;
+        infd_conn_verdict v = infd_conn_limit_enter(h->limit, peer);
+        if (v != INFD_CONN_ADMITTED) {
+            /* Connections closed before a request may still be counted
+             * (until the sweep): reap this loop's, then ask again. */
+            guard_reap(loop);
+            v = infd_conn_limit_enter(h->limit, peer);
+        }
+        switch (v) {
         case INFD_CONN_ADMITTED:
             g->counted = true;
             break;
@@ -2342,25 +2370,63 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* The guard of the connection `ev` came on, or NULL. */
-static guard_conn *guard_of(http_loop *loop, struct evhttp_request *ev)
+/* True while the socket g admitted is still open (evhttp closes it when it
+ * frees the connection; the fd number may then belong to another). */
+static bool guard_alive(const guard_conn *g)
 {
-    struct evhttp_connection *conn = evhttp_request_get_connection(ev);
-    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-    int fd = bev ? bufferevent_getfd(bev) : -1;
-    guard_conn *g = fd >= 0 && fd < loop->g_by_fd_cap ? loop->g_by_fd[fd] : NULL;
-    return g && g->bev == bev ? g : NULL;
+    struct stat st;
+    return g->fd >= 0 && fstat(g->fd, &st) == 0 && st.st_dev == g->dev && st.st_ino == g->ino;
 }
 
-static void guard_release(http_loop *loop, guard_conn *g)
+/* Gives the connection's place back. */
+static void guard_uncount(http_loop *loop, guard_conn *g)
 {
     if (g->counted)
         infd_conn_limit_leave(loop->h->limit, g->has_peer ? (struct sockaddr *)&g->peer : NULL);
+    g->counted = false;
+}
+
+/* evhttp frees the connection (the close callback of every connection that
+ * made a request): its place is given back at once, so a client that opens
+ * and closes connections quickly is not counted for those it closed. The
+ * guard itself stays until the sweep sees the socket closed. */
+static void guard_closed(struct evhttp_connection *conn, void *arg)
+{
+    guard_conn *g = arg;
+    if (g->close_cb)
+        g->close_cb(conn, g->close_arg);
+    guard_uncount(tl_loop, g);
+    g->closed = true;
+}
+
+static guard_conn *guard_of_conn(http_loop *loop, struct evhttp_connection *conn)
+{
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    int fd = bev ? bufferevent_getfd(bev) : -1;
+    guard_conn *g = fd >= 0 && fd < loop->g_by_fd_cap ? loop->g_by_fd[fd] : NULL;
+    return g && g->bev == bev && !g->closed ? g : NULL;
+}
+
+static void conn_set_closecb(http_loop *loop, struct evhttp_connection *conn, conn_close_cb cb,
+                             void *arg)
+{
+    guard_conn *g = guard_of_conn(loop, conn);
+    if (!g) {
+        evhttp_connection_set_closecb(conn, cb, arg);
+        return;
+    }
+    g->close_cb = cb;
+    g->close_arg = arg;
+    evhttp_connection_set_closecb(conn, guard_closed, g);
+}
+
+/* Frees a guard whose socket is closed: its callbacks stay on the
+ * bufferevent, which has no more I/O and never calls them again. */
+static void guard_release(http_loop *loop, guard_conn *g)
+{
+    guard_uncount(loop, g);
     if (g->fd >= 0 && g->fd < loop->g_by_fd_cap && loop->g_by_fd[g->fd] == g)
         loop->g_by_fd[g->fd] = NULL;
-    evbuffer_remove_cb(bufferevent_get_input(g->bev), guard_input, g);
-    evbuffer_remove_cb(bufferevent_get_output(g->bev), guard_output, g);
-    bufferevent_decref(g->bev);
     infd_free(g);
 }
 
@@ -2368,11 +2434,9 @@ static void guard_release(http_loop *loop, guard_conn *g)
  * (evhttp then reads its end and closes the connection). */
 static void guard_expire(http_loop *loop, guard_conn *g)
 {
-    int fd = bufferevent_getfd(g->bev);
+    int fd = g->fd;    /* open: the sweep just checked */
     g->state = G_BUSY; /* once */
     loop->g_expired++;
-    if (fd < 0)
-        return;
     if (!loop->h->ssl) {
         char msg[160];
         int n = snprintf(msg, sizeof(msg),
@@ -2390,6 +2454,20 @@ static void guard_expire(http_loop *loop, guard_conn *g)
     shutdown(fd, SHUT_RDWR);
 }
 
+/* Frees the guards whose socket is closed. */
+static void guard_reap(http_loop *loop)
+{
+    for (guard_conn **pp = &loop->g_conns; *pp;) {
+        guard_conn *g = *pp;
+        if (!guard_alive(g)) {
+            *pp = g->next;
+            guard_release(loop, g);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
 static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -2399,9 +2477,7 @@ static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
     uint64_t limit_ns = (uint64_t)loop->h->header_timeout_secs * 1000000000ull;
     for (guard_conn **pp = &loop->g_conns; *pp;) {
         guard_conn *g = *pp;
-        bufferevent_event_cb ecb = NULL;
-        bufferevent_getcb(g->bev, NULL, NULL, &ecb, NULL);
-        if (!ecb) { /* evhttp freed it (bufferevent_free clears the callbacks) */
+        if (!guard_alive(g)) {
             *pp = g->next;
             guard_release(loop, g);
             continue;
@@ -2414,7 +2490,8 @@ static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
     guard_log(loop, now);
 }
 
-/* Every guard of the loop, at stop (after evhttp_free). */
+/* Every guard of the loop, at stop (after evhttp_free closed or freed every
+ * connection). */
 static void guard_release_all(http_loop *loop)
 {
     guard_conn *lists[2] = { loop->g_pending, loop->g_conns };
@@ -2435,8 +2512,12 @@ static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_loop *loop = arg;
     rx_watch(loop, ev);
-    guard_conn *g = guard_of(loop, ev);
+    struct evhttp_connection *gconn = evhttp_request_get_connection(ev);
+    guard_conn *g = guard_of_conn(loop, gconn);
     if (g) {
+        /* From its first request on, evhttp tells the guard when the
+         * connection closes (conn_set_closecb keeps the other users'). */
+        evhttp_connection_set_closecb(gconn, guard_closed, g);
         g->state = G_BUSY;
         if (g->refused) {
             evhttp_add_header(evhttp_request_get_output_headers(ev), "Connection", "close");
@@ -2622,12 +2703,12 @@ static void loop_fini(http_loop *loop)
         infd_http_sink *sink = loop->sinks;
         struct evhttp_connection *conn = sink->ev ? evhttp_request_get_connection(sink->ev) : NULL;
         if (conn)
-            evhttp_connection_set_closecb(conn, NULL, NULL); /* evhttp_free would call it */
+            conn_set_closecb(loop, conn, NULL, NULL); /* evhttp_free would call it */
         sink_free(sink);
     }
     if (loop->http)
         evhttp_free(loop->http);
-    guard_release_all(loop); /* before event_base_free: it finalizes the bufferevents */
+    guard_release_all(loop);
     if (loop->g_admit)
         event_free(loop->g_admit);
     if (loop->g_sweep)
