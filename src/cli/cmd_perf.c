@@ -109,6 +109,11 @@ typedef struct perf_options {
     bool rpc_live;  /* gRPC: unary ServerLive (an empty request) instead of ModelInfer */
     int c_start, c_end, c_step;
     int64_t request_count; /* 0: time window */
+    /* --request-rate: requests per second, sent on schedule over the
+     * level's connections (open loop, as perf_analyzer's request-rate
+     * mode); 0: each connection sends its next request when its previous
+     * one is answered (closed loop). */
+    double request_rate;
     int measurement_ms, warmup_ms;
     int batch;
     const char *csv;
@@ -171,6 +176,7 @@ typedef struct step_result {
     double window_ms;
     double infer_per_s;
     double avg_us, p50_us, p90_us, p95_us, p99_us;
+    uint64_t late; /* --request-rate: came due with every connection busy */
 } step_result;
 
 struct perf {
@@ -210,6 +216,14 @@ struct perf {
     SSL_CTX *ssl;                        /* HTTPS connections' context (--ssl) */
     grpc_metadata gmd[PERF_MAX_HEADERS]; /* -H as gRPC metadata */
     uint64_t timer_at_ns;                /* gRPC: when on_timer is due, 0: not armed */
+    /* --request-rate: the schedule's start, requests sent on it, the
+     * connections with nothing in flight, requests sent over 1 ms late
+     * (every connection was busy) in the window, and the pacing timer. */
+    uint64_t pace_t0_ns, pace_sent, late, blocked_upto;
+    perf_conn **idle;
+    int n_idle;
+    struct event *pace_ev;
+    uint64_t pace_at_ns; /* gRPC: when pace() is due, 0: not armed */
 
     /* The running step. */
     perf_conn *conns;
@@ -316,6 +330,9 @@ static void usage(FILE *f)
                "                               server (Triton's extensions; default none)\n"
                "  --concurrency-range S:E:ST   concurrency S, S+ST, ... up to E "
                "(default 1:1:1)\n"
+               "  --request-rate R             send R requests/s on schedule over the level's\n"
+               "                               connections (open loop; default: each sends\n"
+               "                               again when answered)\n"
                "  --request-count N            measure N answered requests per step\n"
                "  --measurement-ms MS          or measure for MS milliseconds (default "
                "2000)\n"
@@ -756,6 +773,7 @@ static int build_raw_body(perf *p)
 /* ---- the step machinery ------------------------------------------------- */
 
 static void issue(perf_conn *c);
+static void pace(perf *p);
 
 static void end_measure(perf *p, uint64_t t_ns)
 {
@@ -812,6 +830,11 @@ static void complete(perf_conn *c, bool ok)
     if (p->phase == PH_DRAIN) {
         if (p->n_busy == 0)
             event_base_loopexit(p->base, NULL);
+        return;
+    }
+    if (p->o.request_rate > 0) {
+        p->idle[p->n_idle++] = c;
+        pace(p);
         return;
     }
     issue(c);
@@ -1631,9 +1654,16 @@ static void grpc_dispatch(perf *p)
             on_timer(-1, 0, p);
             continue;
         }
+        if (p->pace_at_ns && now >= p->pace_at_ns) {
+            p->pace_at_ns = 0;
+            pace(p);
+            continue;
+        }
         uint64_t wait_ns = 10 * 1000 * 1000;
         if (p->timer_at_ns && p->timer_at_ns - now < wait_ns)
             wait_ns = p->timer_at_ns - now;
+        if (p->pace_at_ns && p->pace_at_ns - now < wait_ns)
+            wait_ns = p->pace_at_ns - now;
         gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                        gpr_time_from_nanos((int64_t)wait_ns, GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(p->cq, dl, NULL);
@@ -1648,6 +1678,55 @@ static void grpc_dispatch(perf *p)
         }
     }
     p->timer_at_ns = 0;
+    p->pace_at_ns = 0;
+}
+
+/* --request-rate: the send time of request k of the schedule. */
+static uint64_t pace_time_ns(const perf *p, uint64_t k)
+{
+    return p->pace_t0_ns + (uint64_t)((double)k * 1e9 / p->o.request_rate);
+}
+
+/* --request-rate: sends every request whose time has come on an idle
+ * connection, then arms the timer for the next one. Requests that come due
+ * while every connection is busy go out as soon as one is answered, and
+ * count as late: the level needs more connections for the rate. */
+static void pace(perf *p)
+{
+    uint64_t now = infd_clock_ns();
+    while (p->phase != PH_DRAIN && p->n_idle > 0 && pace_time_ns(p, p->pace_sent) <= now) {
+        p->pace_sent++;
+        issue(p->idle[--p->n_idle]);
+        now = infd_clock_ns();
+    }
+    if (p->phase == PH_DRAIN)
+        return;
+    if (p->n_idle == 0 && pace_time_ns(p, p->pace_sent) <= now && p->phase == PH_MEASURE) {
+        /* Due, and no connection free: each such request counts once. */
+        uint64_t due = (uint64_t)((double)(now - p->pace_t0_ns) * p->o.request_rate / 1e9) + 1;
+        uint64_t from = p->pace_sent > p->blocked_upto ? p->pace_sent : p->blocked_upto;
+        if (due > from) {
+            p->late += due - from;
+            p->blocked_upto = due;
+        }
+    }
+    if (p->n_idle == 0)
+        return; /* the next answer calls again */
+    uint64_t next = pace_time_ns(p, p->pace_sent);
+    if (p->o.protocol == PROTO_GRPC) {
+        p->pace_at_ns = next > now ? next : now;
+    } else {
+        uint64_t d = next > now ? next - now : 0;
+        struct timeval tv = { (time_t)(d / 1000000000u), (suseconds_t)(d % 1000000000u / 1000) };
+        evtimer_add(p->pace_ev, &tv);
+    }
+}
+
+static void on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pace(arg);
 }
 
 static void issue(perf_conn *c)
@@ -1683,8 +1762,14 @@ static void close_conns(perf *p)
 static int run_step(perf *p, int concurrency, step_result *r)
 {
     p->conns = infd_calloc((size_t)concurrency, sizeof(*p->conns));
-    if (!p->conns)
+    p->idle = p->conns ? infd_calloc((size_t)concurrency, sizeof(*p->idle)) : NULL;
+    if (!p->idle) {
+        infd_free(p->conns);
+        p->conns = NULL;
         return -1;
+    }
+    p->n_idle = 0;
+    p->late = 0;
     p->n_conns = concurrency;
     infd_histogram_reset(p->hist);
     p->ok = p->errors = p->total = p->total_errors = 0;
@@ -1704,14 +1789,25 @@ static int run_step(perf *p, int concurrency, step_result *r)
     }
     /* A connection whose request fails at once issues the next from inside
      * complete(); the phase bounds that. */
-    for (int i = 0; i < concurrency && p->phase != PH_DRAIN; i++)
-        issue(&p->conns[i]);
+    if (p->o.request_rate > 0) {
+        for (int i = concurrency - 1; i >= 0; i--)
+            p->idle[p->n_idle++] = &p->conns[i];
+        p->pace_t0_ns = infd_clock_ns();
+        p->pace_sent = p->blocked_upto = 0;
+        pace(p);
+    } else {
+        for (int i = 0; i < concurrency && p->phase != PH_DRAIN; i++)
+            issue(&p->conns[i]);
+    }
     if (p->o.protocol == PROTO_GRPC)
         grpc_dispatch(p);
     else if (p->phase != PH_DRAIN || p->n_busy > 0)
         event_base_dispatch(p->base);
     evtimer_del(p->timer);
+    evtimer_del(p->pace_ev);
     close_conns(p);
+    infd_free(p->idle);
+    p->idle = NULL;
 
     memset(r, 0, sizeof(*r));
     r->concurrency = concurrency;
@@ -1719,6 +1815,7 @@ static int run_step(perf *p, int concurrency, step_result *r)
     r->errors = p->errors;
     r->total = p->total;
     r->total_errors = p->total_errors;
+    r->late = p->late;
     r->window_ms = (double)(p->t_end_ns - p->t_measure_ns) / 1e6;
     if (r->window_ms > 0)
         r->infer_per_s = (double)p->ok * p->o.batch * 1000.0 / r->window_ms;
@@ -1863,6 +1960,14 @@ static int parse_options(perf_options *o, int argc, char **argv)
                         "infd perf: --concurrency-range needs START[:END[:STEP]] with "
                         "1 <= START <= END <= %d\n",
                         PERF_MAX_CONCURRENCY);
+                return -1;
+            }
+        } else if (strcmp(a, "--request-rate") == 0) {
+            char *end = NULL;
+            o->request_rate = strtod(v, &end);
+            if (!*v || *end || !(o->request_rate > 0 && o->request_rate <= 1e7)) {
+                fprintf(stderr, "infd perf: --request-rate needs requests per second, above 0 "
+                                "and at most 10000000\n");
                 return -1;
             }
         } else if (strcmp(a, "--request-count") == 0) {
@@ -2168,7 +2273,8 @@ int infd_cli_perf(int argc, char **argv)
     }
     p->base = event_base_new();
     p->hist = infd_histogram_create();
-    if (!p->base || !p->hist || !(p->timer = evtimer_new(p->base, on_timer, p))) {
+    if (!p->base || !p->hist || !(p->timer = evtimer_new(p->base, on_timer, p)) ||
+        !(p->pace_ev = evtimer_new(p->base, on_pace, p))) {
         fprintf(stderr, "infd perf: out of memory\n");
         goto out;
     }
@@ -2239,6 +2345,9 @@ int infd_cli_perf(int argc, char **argv)
     else
         printf("*** measurement: %d ms per step after %d ms of warmup\n", o->measurement_ms,
                o->warmup_ms);
+    if (o->request_rate > 0)
+        printf("*** request rate: %.1f/s on schedule (the concurrency column: connections)\n",
+               o->request_rate);
     printf("%11s %9s %7s %11s %9s %9s %9s %9s %9s\n", "concurrency", "requests", "errors",
            "infer/s", "avg us", "p50 us", "p90 us", "p95 us", "p99 us");
     uint64_t all_ok = 0, all_requests = 0;
@@ -2248,6 +2357,11 @@ int infd_cli_perf(int argc, char **argv)
             goto out;
         }
         print_row(&rs[n_steps]);
+        if (rs[n_steps].late)
+            fprintf(stderr,
+                    "infd perf: %" PRIu64 " request(s) came due with all %d connections "
+                    "busy and went out late (use more for this rate)\n",
+                    rs[n_steps].late, c);
         all_ok += rs[n_steps].ok;
         all_requests += rs[n_steps].ok + rs[n_steps].errors;
         n_steps++;
@@ -2271,6 +2385,8 @@ out:
     infd_free(p->body);
     if (p->timer)
         event_free(p->timer);
+    if (p->pace_ev)
+        event_free(p->pace_ev);
     if (p->base)
         event_base_free(p->base);
     SSL_CTX_free(p->ssl);

@@ -191,6 +191,12 @@ def test_connection_limits_total_and_per_client(serve, models):
                 break
         assert time.monotonic() < deadline, "closed connections were not given back"
         time.sleep(0.3)
+    # A client that opens and closes connections fast (one request each)
+    # gets its place back as each closes, and every request its answer.
+    for i in range(300):
+        with connect("127.0.0.6") as s:
+            head, _ = one_request(s)
+            assert head.startswith(b"HTTP/1.1 200"), (i, head)
     assert_alive(srv)
 
 

@@ -102,6 +102,37 @@ def test_perf_time_window_and_batch(serve, models, infd_bin, tmp_path):
     assert abs(float(row["Inferences/Second"]) - expect) <= 0.01 * expect + 0.1, row
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc", "raw"])
+def test_perf_request_rate_is_open_loop(serve, models, infd_bin, tmp_path, protocol):
+    """--request-rate sends on a schedule, not when answers come back: at
+    200/s over a 1 s window about 200 requests are answered (a sanity bound
+    on the schedule, not a speed goal), every one of them reached the server,
+    and a rate no set of connections could carry is reported as late."""
+    srv = serve(models)
+    hostport = f"127.0.0.1:{srv.http_port}"
+    target = {"http": ["--url", hostport, "--binary"],
+              "grpc": ["--url", f"127.0.0.1:{srv.grpc_port}", "--protocol", "grpc"],
+              "raw": ["--unix", srv.raw_dir / "add_sub.framed.sock", "--framed",
+                      "--metadata-url", hostport]}[protocol]
+    if protocol == "raw":
+        wait_for((srv.raw_dir / "add_sub.framed.sock").exists, "the raw socket")
+    out = tmp_path / "perf.csv"
+    before = success_count(srv, "add_sub")
+    r = perf(infd_bin, "--model", "add_sub", *target, "--request-rate", 200,
+             "--concurrency-range", 4, "--measurement-ms", 1000, "--warmup-ms", 100, "--csv", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "request rate: 200.0/s" in r.stdout
+    (row,) = read_csv(out)
+    assert 100 <= int(row["Requests"]) <= 300 and int(row["Errors"]) == 0, row
+    assert success_count(srv, "add_sub") - before == int(row["Total Requests"])
+    r = perf(infd_bin, "--model", "add_sub", *target, "--request-rate", 1000000,
+             "--concurrency-range", 1, "--measurement-ms", 300, "--warmup-ms", 0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "came due with all 1 connections busy" in r.stderr, r.stderr
+    r = perf(infd_bin, "--model", "add_sub", *target, "--request-rate", "0")
+    assert r.returncode == 2 and "--request-rate" in r.stderr, r.stderr
+
+
 def test_perf_all_failing_exits_nonzero(serve, models, infd_bin):
     srv = serve(models)
     wait_for((srv.raw_dir / "add_sub.framed.sock").exists, "the raw socket")
