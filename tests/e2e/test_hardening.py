@@ -200,6 +200,21 @@ def test_connection_limits_total_and_per_client(serve, models):
     assert_alive(srv)
 
 
+def test_stop_with_connections_open_exits_0(serve, models):
+    """SIGTERM while keep-alive connections that made requests, one half-sent
+    request and one silent connection are open (each guarded, counted, with
+    its close callback): the server closes them all and exits 0."""
+    srv = serve(models, "--http-max-connections-per-client", 16)
+    socks = [socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+             for _ in range(6)]
+    for s in socks[:4]:
+        assert one_request(s)[0].startswith(b"HTTP/1.1 200")
+    socks[4].sendall(b"GET /v2/hea")
+    assert srv.stop() == 0, srv.log_tail()
+    for s in socks:
+        s.close()
+
+
 def test_header_deadline_ends_slowloris_not_slow_uploads(serve, models):
     """--http-header-timeout-secs: a client that trickles its headers is
     answered 408 and closed once the deadline passes, though it never goes

@@ -2217,6 +2217,7 @@ static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int 
 typedef enum guard_state { G_NEW, G_READING, G_BUSY, G_IDLE } guard_state;
 
 typedef struct guard_conn {
+    http_loop *loop;
     struct bufferevent *bev; /* evhttp's; valid while the socket is open */
     struct sockaddr_storage peer;
     bool has_peer, counted;
@@ -2271,6 +2272,7 @@ static void guard_track(http_loop *loop, struct bufferevent *bev)
     guard_conn *g = infd_calloc(1, sizeof(*g));
     if (!g)
         return;
+    g->loop = loop;
     g->bev = bev;
     g->fd = -1;
     if (!evbuffer_add_cb(bufferevent_get_input(bev), guard_input, g)) {
@@ -2395,7 +2397,7 @@ static void guard_closed(struct evhttp_connection *conn, void *arg)
     guard_conn *g = arg;
     if (g->close_cb)
         g->close_cb(conn, g->close_arg);
-    guard_uncount(tl_loop, g);
+    guard_uncount(g->loop, g); /* at stop evhttp_free runs this on another thread */
     g->closed = true;
 }
 
@@ -2901,6 +2903,24 @@ static void json_error_pages(struct evbuffer *out, const struct evbuffer_cb_info
     busy = false;
 }
 
+/* HTTPS: libevent's OpenSSL bufferevent writes each chain of the output
+ * buffer with its own SSL_write, that is a TLS record and a write() each,
+ * where plain HTTP sends the same chains with one writev. An answer is a
+ * chain of headers and the body's chains, so small answers are pulled into
+ * one chain as they are added (the write itself comes later, from the
+ * loop): one record, one write. */
+#define HTTP_TLS_COALESCE_BYTES (16 * 1024)
+
+static void tls_coalesce(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)arg;
+    size_t len = evbuffer_get_length(out);
+    if (info->n_added == 0 || len > HTTP_TLS_COALESCE_BYTES ||
+        evbuffer_peek(out, -1, NULL, NULL, 0) < 2)
+        return;
+    evbuffer_pullup(out, -1);
+}
+
 /* Connections get their bufferevent here: top_up on its input buffer, and
  * up to HTTP_MAX_SINGLE_READ bytes for libevent's own reads where a libevent
  * honours that. Options 0, as libevent's own: evhttp closes the socket
@@ -2926,6 +2946,10 @@ static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
         /* A client that closes without close_notify ends its connection
          * as a plain one would, not with an error. */
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+        if (!evbuffer_add_cb(bufferevent_get_output(bev), tls_coalesce, NULL)) {
+            bufferevent_free(bev);
+            return NULL;
+        }
     } else {
         bev = bufferevent_socket_new(base, -1, 0);
     }
