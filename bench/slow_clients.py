@@ -55,6 +55,9 @@ def main():
     ap.add_argument("--infd", default=str(sc.DEFAULT_INFD))
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="an option for infd serve (repeatable), e.g. "
+                         "--serve-arg=--http-header-timeout-secs --serve-arg=3")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not shutil.which("slowhttptest"):
@@ -65,7 +68,7 @@ def main():
         tmp = pathlib.Path(tmp)
         repo = tmp / "models"
         sc.model_repo.add_sub(repo)
-        with sc.Serve(a.infd, repo, tmp) as srv:
+        with sc.Serve(a.infd, repo, tmp, *a.serve_arg) as srv:
             for mode, opts in MODES.items():
                 base = perf(a.infd, srv, a.seconds, tmp)
                 path = "/v2/models/stats" if "-X" in opts else "/v2/health/ready"
@@ -87,17 +90,20 @@ def main():
                 text = re.sub(r"\x1b\[[0-9;]*m", "", (tmp / "slow.log").read_text(errors="replace"))
                 conn = re.findall(r"connected:\s+(\d+)", text)
                 held = max((int(c) for c in conn), default=-1)
+                closed = max((int(c) for c in re.findall(r"closed:\s+(\d+)", text)), default=-1)
                 ratio = under["p99_us"] / base["p99_us"] if base["p99_us"] else float("nan")
-                rows.append([mode, held, f"{base['p99_us']:.0f}", f"{under['p99_us']:.0f}",
+                rows.append([mode, held, closed, f"{base['p99_us']:.0f}", f"{under['p99_us']:.0f}",
                              f"{ratio:.2f}", f"{base['throughput']:.0f}",
                              f"{under['throughput']:.0f}", "yes" if alive else "NO"])
                 out.append({"mode": mode, "command": cmd, "connected_max": held,
+                            "closed_max": closed,
                             "baseline": base, "under_attack": under, "p99_ratio": ratio,
                             "ready_during": alive})
                 time.sleep(2)
-    print(f"{a.connections} slow connections; infd perf add_sub HTTP binary, concurrency 1, "
+    print(f"{a.connections} slow connections (infd serve {' '.join(a.serve_arg) or 'defaults'}); "
+          f"infd perf add_sub HTTP binary, concurrency 1, "
           f"{a.seconds} s")
-    sc.print_table(["mode", "slow connections held", "p99 µs before", "p99 µs during",
+    sc.print_table(["mode", "slow connections held", "closed by the server (most)", "p99 µs before", "p99 µs during",
                     "ratio", "req/s before", "req/s during", "ready during"], rows)
     sc.write_json(a.json, {"rows": out, "machine": sc.machine_facts(a.infd)})
 
