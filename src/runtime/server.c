@@ -378,6 +378,18 @@ static void set_entry_failed(infd_server *s, const char *name, const char *reaso
     pthread_mutex_unlock(&s->mu);
 }
 
+/* A load that is not swapped in: its models retired, its rows and config
+ * freed. */
+static void drop_rows(rt_version *rows, int n, Inference__ModelConfig *config)
+{
+    infd_model *nm[256];
+    for (int i = 0; i < n; i++)
+        nm[i] = rows[i].model;
+    retire(nm, n);
+    infd_free(rows);
+    rt_config_free(config);
+}
+
 static infd_status load_locked(infd_server *s, const char *name, infd_error *err)
 {
     char dir[4096], cfile[4200];
@@ -443,12 +455,7 @@ static infd_status load_locked(infd_server *s, const char *name, infd_error *err
     e = entry_get(s, name, true);
     if (!e) {
         pthread_mutex_unlock(&s->mu);
-        infd_model *nm[256];
-        for (int i = 0; i < n_want; i++)
-            nm[i] = rows[i].model;
-        retire(nm, n_want);
-        infd_free(rows);
-        rt_config_free(config);
+        drop_rows(rows, n_want, config);
         return infd_error_set(err, INFD_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (first_err != INFD_STATUS_OK && entry_serving(e)) {
@@ -460,12 +467,7 @@ static infd_status load_locked(infd_server *s, const char *name, infd_error *err
         pthread_mutex_unlock(&s->mu);
         infd_log(INFD_LOG_LEVEL_WARN, "model '%s': reload failed; the previous version(s) serve on",
                  name);
-        infd_model *nm[256];
-        for (int i = 0; i < n_want; i++)
-            nm[i] = rows[i].model;
-        retire(nm, n_want);
-        infd_free(rows);
-        rt_config_free(config);
+        drop_rows(rows, n_want, config);
         return first_err;
     }
     old = infd_calloc((size_t)e->n_v + 1, sizeof(*old));
