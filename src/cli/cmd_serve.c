@@ -72,6 +72,12 @@ static void usage(FILE *out)
         "                              (default 64; deeper: 400)\n"
         "  --http-threads N            HTTP event-loop threads (default: cores, at most 8)\n"
         "  --grpc-max-message-bytes N  largest gRPC request message (default 64 MiB)\n"
+        "  --grpc-handshake-timeout-secs N  a gRPC connection's handshake (TLS, HTTP/2\n"
+        "                              preface) must end within N s (default 30)\n"
+        "  --grpc-idle-timeout-secs N  GOAWAY to a gRPC connection idle N s (default 0:\n"
+        "                              never)\n"
+        "  --grpc-max-concurrent-streams N  calls in flight per gRPC connection (default\n"
+        "                              1024)\n"
         "  --grpc-threads N            gRPC completion-queue threads (default: as "
         "HTTP's)\n" INFD_CLI_SECURITY_USAGE
 
@@ -253,6 +259,15 @@ int infd_cli_serve(int argc, char **argv)
         } else if (strcmp(a, "--repository-poll-secs") == 0) {
             bad = infd_cli_parse_long(v, 1, 86400, &n);
             so.repository_poll_secs = (int)n;
+        } else if (strcmp(a, "--grpc-handshake-timeout-secs") == 0) {
+            bad = infd_cli_parse_long(v, 1, 86400, &n);
+            go.handshake_timeout_secs = (int)n;
+        } else if (strcmp(a, "--grpc-idle-timeout-secs") == 0) {
+            bad = infd_cli_parse_long(v, 0, 86400 * 30, &n);
+            go.idle_timeout_secs = (int)n;
+        } else if (strcmp(a, "--grpc-max-concurrent-streams") == 0) {
+            bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
+            go.max_concurrent_streams = (int)n;
         } else if (strcmp(a, "--grpc-max-message-bytes") == 0) {
             bad = infd_cli_parse_long(v, 1, INT32_MAX, &n);
             go.max_message_bytes = (size_t)n;

@@ -378,6 +378,51 @@ def test_sigterm_exit_timeout_bounds_the_drain(serve, tmp_path):
     assert "did not finish within 2 s" in srv.log(), srv.log()
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def closed_within(sock, seconds):
+    """Reads until the server closes; the seconds that took, or None."""
+    sock.settimeout(seconds)
+    t0 = time.monotonic()
+    try:
+        while sock.recv(65536):
+            pass
+        return time.monotonic() - t0
+    except socket.timeout:
+        return None
+
+
+def test_grpc_handshake_and_idle_timeouts(pb, serve, models):
+    """--grpc-handshake-timeout-secs closes a connection that never finishes
+    HTTP/2's preface (gRPC's slowloris); one that did stays. With
+    --grpc-idle-timeout-secs an idle connection gets GOAWAY and is closed,
+    and a client's channel simply reconnects for its next call."""
+    srv = serve(models, "--grpc-handshake-timeout-secs", 2)
+    silent = socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=TIMEOUT)
+    done = socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=TIMEOUT)
+    done.sendall(H2_PREFACE)
+    took = closed_within(silent, 10)
+    assert took is not None and took < 8, took
+    assert closed_within(done, 1.5) is None  # past the handshake: still open
+    silent.close()
+    done.close()
+    assert srv.stop() == 0
+
+    srv = serve(models, "--grpc-idle-timeout-secs", 2)
+    idle = socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=TIMEOUT)
+    idle.sendall(H2_PREFACE)
+    took = closed_within(idle, 10)
+    assert took is not None and took < 8, took
+    idle.close()
+    a = np.ones((1, 16), np.float32)
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}", options=CHANNEL_OPTIONS) as ch:
+        stub = pb.svc_grpc.GRPCInferenceServiceStub(ch)
+        stub.ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(a, a)), timeout=TIMEOUT)
+        time.sleep(3)  # GOAWAY meanwhile
+        stub.ModelInfer(infer_request(pb, "add_sub", add_sub_inputs(a, a)), timeout=TIMEOUT)
+
+
 def test_grpc_limit_holds_after_decompression(pb, serve, models):
     """--grpc-max-message-bytes holds for the decompressed message: 8 MiB of
     zeros gzip to a few KiB, and are RESOURCE_EXHAUSTED against a 1 MiB

@@ -2378,6 +2378,9 @@ void infd_grpc_options_init(infd_grpc_options *o)
     o->port = 8001;
     o->max_message_bytes = (size_t)64 << 20;
     o->n_threads = 1;
+    o->handshake_timeout_secs = 30;
+    o->idle_timeout_secs = 0;
+    o->max_concurrent_streams = 1024;
     o->use_ssl = o->use_ssl_mutual = false;
     o->server_cert = o->server_key = o->root_cert = NULL;
     o->restricted = NULL;
@@ -2547,7 +2550,10 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     infd_status st = INFD_STATUS_OK;
     *out = NULL;
     if (o->port < 0 || o->port > 65535 || o->n_threads < 1 || o->n_threads > 64 ||
-        o->max_message_bytes == 0 || o->max_message_bytes > INT32_MAX) {
+        o->max_message_bytes == 0 || o->max_message_bytes > INT32_MAX ||
+        o->handshake_timeout_secs < 1 || o->handshake_timeout_secs > 86400 ||
+        o->idle_timeout_secs < 0 || o->idle_timeout_secs > 86400 * 30 ||
+        o->max_concurrent_streams < 1) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                             "grpc: invalid options (port %d, %d threads, max message %zu bytes)",
                             o->port, o->n_threads, o->max_message_bytes);
@@ -2571,7 +2577,7 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     grpc_init();
     g->grpc_inited = true;
 
-    grpc_arg args[5];
+    grpc_arg args[8];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -2594,7 +2600,21 @@ infd_status infd_grpc_start(infd_server *s, const infd_grpc_options *o, infd_grp
     args[4].type = GRPC_ARG_INTEGER;
     args[4].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
     args[4].value.integer = 4 << 20;
-    grpc_channel_args ch = { 5, args };
+    /* Limits (issue #24): the handshake's deadline, idle connections, calls
+     * in flight per connection. */
+    size_t n_args = 5;
+    args[n_args].type = GRPC_ARG_INTEGER;
+    args[n_args].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+    args[n_args++].value.integer = o->handshake_timeout_secs * 1000;
+    args[n_args].type = GRPC_ARG_INTEGER;
+    args[n_args].key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS;
+    args[n_args++].value.integer = o->max_concurrent_streams;
+    if (o->idle_timeout_secs > 0) {
+        args[n_args].type = GRPC_ARG_INTEGER;
+        args[n_args].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+        args[n_args++].value.integer = o->idle_timeout_secs * 1000;
+    }
+    grpc_channel_args ch = { n_args, args };
     g->srv = grpc_server_create(&ch, NULL);
     if (!g->srv) {
         st = infd_error_set(err, INFD_STATUS_INTERNAL, "grpc: grpc_server_create failed");

@@ -33,6 +33,17 @@ typedef struct infd_grpc_options {
     int port;                 /* 8001; 0 picks a free port (see infd_grpc_port) */
     size_t max_message_bytes; /* largest request message; 64 MiB (a 1x3x640x640 FP32 fits) */
     int n_threads;            /* completion-queue threads; 1 */
+    /* A new connection must finish its handshake (TLS, and HTTP/2's
+     * preface and settings) within this many seconds, else it is closed
+     * (gRPC core's server handshake timeout). 30; gRPC's own default is 120. */
+    int handshake_timeout_secs;
+    /* A connection with no call in flight for this long is sent GOAWAY and
+     * closed; clients reconnect when they next call. 0 (the default, as
+     * gRPC's): never. */
+    int idle_timeout_secs;
+    /* Calls in flight on one connection; a client's further calls wait in
+     * the client. 1024 (gRPC's default: no limit). */
+    int max_concurrent_streams;
     /* TLS with Triton's options (issue #24): use_ssl with server_cert and
      * server_key (PEM files); use_ssl_mutual also asks every client for a
      * certificate that root_cert's CAs signed. All off/NULL by default. */
