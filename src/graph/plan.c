@@ -1082,6 +1082,15 @@ static infd_status compile_kernels(infd_plan *p, bool *unstackable, infd_error *
         const infd_ir_node *node = &g->nodes[n];
         if (node->dead)
             continue;
+        /* Only the recurrent ops may leave their first output out (ONNX's
+         * optional Y); every other kernel writes output 0. */
+        if ((node->n_outputs < 1 || node->outputs[0] < 0) && strcmp(node->op_type, "LSTM") != 0 &&
+            strcmp(node->op_type, "GRU") != 0 && strcmp(node->op_type, "RNN") != 0) {
+            st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                "%s: node '%s' (%s): its first output is left out (an empty name)",
+                                g->source, node->name, node->op_type);
+            goto out;
+        }
         infd_kernel_args a;
         bool per_image = p->n_steps < p->n_image_steps;
         make_args_of(g, per_image ? p->image_values : g->values, n, ins, outs, p->n_threads,

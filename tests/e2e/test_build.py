@@ -117,6 +117,25 @@ def test_build_usage_errors(infd_bin, repo_root, tmp_path):
     assert not out.exists()
 
 
+def test_first_output_left_out_is_refused(infd_bin, tmp_path):
+    """fuzz_plan's finding (2026-11-29): a Dropout whose first output has an
+    empty name (ONNX's way to leave an optional output out) and whose mask is
+    the graph's output reached a kernel that writes output 0 (UBSan: member
+    access within null pointer). Only the recurrent ops may leave Y out;
+    anything else is refused with the node named."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    mask = helper.make_tensor_value_info("mask", TensorProto.BOOL, [2, 4])
+    g = helper.make_graph([helper.make_node("Dropout", ["x"], ["", "mask"], name="drop")],
+                          "g", [x], [mask])
+    model = tmp_path / "m.onnx"
+    model.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+                      .SerializeToString())
+    r = infd(infd_bin, "build", model, "-o", tmp_path / "m.plan")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "node 'drop' (Dropout): its first output is left out" in r.stderr, r.stderr
+
+
 def test_build_refuses_a_plan(infd_bin, add_sub_plan, tmp_path):
     r = infd(infd_bin, "build", add_sub_plan, "-o", tmp_path / "again.plan")
     assert r.returncode == 1 and "already a plan file" in r.stderr

@@ -33,7 +33,7 @@ static bool fixed_size(const infd_kernel_args *a, const infd_ir_value *v, infd_e
 /* Default check: input 0 and output 0 present, fixed-size, same dtype. */
 static bool same_dtype_io(const infd_kernel_args *a, infd_error *why)
 {
-    if (a->n_inputs < 1 || a->n_outputs < 1 || !a->inputs[0]) {
+    if (a->n_inputs < 1 || a->n_outputs < 1 || !a->inputs[0] || !a->outputs[0]) {
         infd_node_error(a, why, INFD_STATUS_INVALID_ARGUMENT, "missing input or output");
         return false;
     }
