@@ -197,6 +197,16 @@ def test_connection_limits_total_and_per_client(serve, models):
         with connect("127.0.0.6") as s:
             head, _ = one_request(s)
             assert head.startswith(b"HTTP/1.1 200"), (i, head)
+    # The same for connections that never make a request (closed at once, or
+    # sending bytes libevent refuses): no close callback tells the guard, the
+    # reuse of their fd number does.
+    for i in range(300):
+        with connect("127.0.0.7") as s:
+            if i % 2:
+                s.sendall(b"NOT HTTP\r\n\r\n")
+                s.recv(65536)
+    with connect("127.0.0.7") as s:
+        assert one_request(s)[0].startswith(b"HTTP/1.1 200")
     assert_alive(srv)
 
 

@@ -16,7 +16,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -56,8 +58,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!server)
         setup();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0)
-        abort(); /* the frontend is gone: a crash on its thread would show first */
+    int rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+    if (rc != 0 && fd >= 0 && errno == EINTR) {
+        /* libFuzzer's timer signal interrupted it: the connection goes on
+         * in the background; wait for its outcome. */
+        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+        while (poll(&pf, 1, 20000) < 0 && errno == EINTR) {
+        }
+        int e = ETIMEDOUT;
+        socklen_t len = sizeof(e);
+        if (pf.revents && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            e = errno;
+        rc = e ? -1 : 0;
+        errno = e;
+    }
+    if (rc != 0) {
+        /* The frontend is gone (a crash on its thread would show first). */
+        fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
+        abort();
+    }
     /* A hung server fails the input after 20 s (libFuzzer's -timeout is 30). */
     struct timeval tv = { .tv_sec = 20 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -65,6 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t off = 0;
     while (off < size) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break; /* the server closed first (a 400 or 413 mid-body) */
         off += (size_t)n;
@@ -72,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shutdown(fd, SHUT_WR);
     char buf[16384];
     ssize_t n;
-    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0 || (n < 0 && errno == EINTR)) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         fprintf(stderr, "fuzz_http: no end of the answer in 20 s\n");

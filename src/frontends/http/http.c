@@ -210,6 +210,7 @@ struct http_loop {
     struct event *g_admit;         /* user event: admits g_pending */
     struct event *g_sweep;         /* every second: reaps closed ones, ends slow requests */
     uint64_t g_warned_ns;          /* last refusal or expiry logged */
+    uint64_t g_reaped_ns;          /* last reap at an admission over a limit */
     uint64_t g_refused, g_expired; /* since then, not yet logged */
 };
 
@@ -2228,11 +2229,22 @@ typedef struct guard_conn {
     bool closed;            /* evhttp called guard_closed: the count is released */
     conn_close_cb close_cb; /* the frontend's own close callback, and its arg */
     void *close_arg;
-    int fd;    /* -1 until admitted */
-    dev_t dev; /* the socket's identity, */
-    ino_t ino; /* as fstat saw it at admission */
-    struct guard_conn *next;
+    int fd;                         /* -1 until admitted */
+    dev_t dev;                      /* the socket's identity, */
+    ino_t ino;                      /* as fstat saw it at admission */
+    struct guard_conn *next, *prev; /* g_pending: next only; g_conns: both */
 } guard_conn;
+
+static void guard_unlink(http_loop *loop, guard_conn *g)
+{
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        loop->g_conns = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    g->next = g->prev = NULL;
+}
 
 static void guard_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
@@ -2310,6 +2322,7 @@ static void guard_log(http_loop *loop, uint64_t now)
 }
 
 static void guard_reap(http_loop *loop);
+static void guard_release(http_loop *loop, guard_conn *g);
 
 static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
 {
@@ -2320,7 +2333,10 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
     while (loop->g_pending) {
         guard_conn *g = loop->g_pending;
         loop->g_pending = g->next;
+        g->prev = NULL;
         g->next = loop->g_conns;
+        if (loop->g_conns)
+            loop->g_conns->prev = g;
         loop->g_conns = g;
         int sfd = bufferevent_getfd(g->bev);
         struct stat st;
@@ -2342,15 +2358,28 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
             }
         }
         g->fd = sfd;
-        if (sfd < loop->g_by_fd_cap)
+        if (sfd < loop->g_by_fd_cap) {
+            /* The guard this fd had before belongs to a socket that is
+             * closed (the number was free to be given again): a client
+             * that opens and closes connections fast has each one's place
+             * back here, whether or not it sent a request. */
+            guard_conn *old = loop->g_by_fd[sfd];
+            if (old && old != g) {
+                guard_unlink(loop, old);
+                guard_release(loop, old);
+            }
             loop->g_by_fd[sfd] = g;
+        }
         if (!h->limit)
             continue;
         const struct sockaddr *peer = g->has_peer ? (struct sockaddr *)&g->peer : NULL;
         infd_conn_verdict v = infd_conn_limit_enter(h->limit, peer);
-        if (v != INFD_CONN_ADMITTED) {
+        uint64_t now = infd_clock_ns();
+        if (v != INFD_CONN_ADMITTED && now - loop->g_reaped_ns > 100000000u) {
             /* Connections closed before a request may still be counted
-             * (until the sweep): reap this loop's, then ask again. */
+             * (until the sweep): reap this loop's, then ask again; at most
+             * every 100 ms, as a reap visits every connection. */
+            loop->g_reaped_ns = now;
             guard_reap(loop);
             v = infd_conn_limit_enter(h->limit, peer);
         }
@@ -2459,13 +2488,11 @@ static void guard_expire(http_loop *loop, guard_conn *g)
 /* Frees the guards whose socket is closed. */
 static void guard_reap(http_loop *loop)
 {
-    for (guard_conn **pp = &loop->g_conns; *pp;) {
-        guard_conn *g = *pp;
+    for (guard_conn *g = loop->g_conns, *next; g; g = next) {
+        next = g->next;
         if (!guard_alive(g)) {
-            *pp = g->next;
+            guard_unlink(loop, g);
             guard_release(loop, g);
-        } else {
-            pp = &g->next;
         }
     }
 }
@@ -2477,17 +2504,16 @@ static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
     http_loop *loop = arg;
     uint64_t now = infd_clock_ns();
     uint64_t limit_ns = (uint64_t)loop->h->header_timeout_secs * 1000000000ull;
-    for (guard_conn **pp = &loop->g_conns; *pp;) {
-        guard_conn *g = *pp;
+    for (guard_conn *g = loop->g_conns, *next; g; g = next) {
+        next = g->next;
         if (!guard_alive(g)) {
-            *pp = g->next;
+            guard_unlink(loop, g);
             guard_release(loop, g);
             continue;
         }
         if (limit_ns && g->state == G_READING &&
             now - g->since_ns > limit_ns + g->bytes * 1000000000ull / HTTP_MIN_RATE)
             guard_expire(loop, g);
-        pp = &g->next;
     }
     guard_log(loop, now);
 }
