@@ -269,4 +269,20 @@ static inline bool onnx_model_add(const char *repo, const char *name, const onnx
     return ok;
 }
 
+/* Writes <repo>/twin: INPUT0 [batch, 4] FP32 -> OUTPUT0 = INPUT0 (Identity),
+ * OUTPUT1 = INPUT0 + INPUT0 (Add); max_batch_size 8, dynamic batching. A
+ * failure shows as the server's missing model. */
+static inline void onnx_model_add_twin(const char *repo)
+{
+    const onnx_model_spec twin = {
+        .graph_name = "twin",
+        .width = 4,
+        .inputs = { "INPUT0" },
+        .outputs = { "OUTPUT0", "OUTPUT1" },
+        .nodes = { { "Identity", "id", { "INPUT0" }, "OUTPUT0" },
+                   { "Add", "add", { "INPUT0", "INPUT0" }, "OUTPUT1" } },
+    };
+    onnx_model_add(repo, "twin", &twin, "max_batch_size: 8\ndynamic_batching { }\n");
+}
+
 #endif /* INFD_TESTS_UNIT_ONNX_MODEL_H */

@@ -27,16 +27,7 @@
 static const char *write_repo(void)
 {
     const char *repo = test_repo_new("raw", "models");
-    const onnx_model_spec twin = {
-        .graph_name = "twin",
-        .width = 4,
-        .inputs = { "INPUT0" },
-        .outputs = { "OUTPUT0", "OUTPUT1" },
-        .nodes = { { "Identity", "id", { "INPUT0" }, "OUTPUT0" },
-                   { "Add", "add", { "INPUT0", "INPUT0" }, "OUTPUT1" } },
-    };
-    /* A failure shows as the server's missing model. */
-    onnx_model_add(repo, "twin", &twin, "max_batch_size: 8\ndynamic_batching { }\n");
+    onnx_model_add_twin(repo);
     return repo;
 }
 
