@@ -210,7 +210,6 @@ struct http_loop {
     struct event *g_admit;         /* user event: admits g_pending */
     struct event *g_sweep;         /* every second: reaps closed ones, ends slow requests */
     uint64_t g_warned_ns;          /* last refusal or expiry logged */
-    uint64_t g_reaped_ns;          /* last reap at an admission over a limit */
     uint64_t g_refused, g_expired; /* since then, not yet logged */
 };
 
@@ -2194,9 +2193,13 @@ static bool allowed(http_loop *loop, struct evhttp_request *ev, char **seg, int 
  * infd_conn_limit, in total and per client address. A connection over a
  * limit is kept but marked: its first request is answered 503 (total) or
  * 429 (per client) with Connection: close, so the client learns why, as
- * nginx's limit_conn answers. g_sweep, every second, finds the guards whose
- * socket evhttp has closed (the fd gone, or now another socket: fstat's
- * inode differs) and releases their count; it never touches their
+ * nginx's limit_conn answers. A connection's place is given back when
+ * evhttp closes it (guard_closed, for those that made a request) or, for
+ * the rest, by the table itself: it knows each admitted socket, across
+ * loops, and frees one whose fd number is given again or, at a limit, whose
+ * socket is closed or whose client has hung up (conn_limit.h). g_sweep,
+ * every second, frees the guards whose socket evhttp has closed (the fd
+ * gone, or now another socket: fstat's inode differs); it never touches their
  * bufferevent, which evhttp may have freed. (Holding a reference on the
  * bufferevent instead would keep its read event registered on the fd
  * number after evhttp closed it, and that event would steal the bytes of
@@ -2221,7 +2224,8 @@ typedef struct guard_conn {
     http_loop *loop;
     struct bufferevent *bev; /* evhttp's; valid while the socket is open */
     struct sockaddr_storage peer;
-    bool has_peer, counted;
+    bool has_peer;
+    uint64_t ticket;        /* its admission (infd_conn_limit_enter); 0: not counted */
     int refused;            /* 0, or the status its requests get (503, 429) */
     guard_state state;      /* G_NEW/G_IDLE: waiting; G_READING: a request is arriving */
     uint64_t since_ns;      /* G_READING: its first byte */
@@ -2321,7 +2325,6 @@ static void guard_log(http_loop *loop, uint64_t now)
     loop->g_refused = loop->g_expired = 0;
 }
 
-static void guard_reap(http_loop *loop);
 static void guard_release(http_loop *loop, guard_conn *g);
 
 static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
@@ -2360,9 +2363,8 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
         g->fd = sfd;
         if (sfd < loop->g_by_fd_cap) {
             /* The guard this fd had before belongs to a socket that is
-             * closed (the number was free to be given again): a client
-             * that opens and closes connections fast has each one's place
-             * back here, whether or not it sent a request. */
+             * closed (the number was free to be given again): freed now,
+             * not at the sweep. */
             guard_conn *old = loop->g_by_fd[sfd];
             if (old && old != g) {
                 guard_unlink(loop, old);
@@ -2373,19 +2375,9 @@ static void on_guard_admit(evutil_socket_t fd, short what, void *arg)
         if (!h->limit)
             continue;
         const struct sockaddr *peer = g->has_peer ? (struct sockaddr *)&g->peer : NULL;
-        infd_conn_verdict v = infd_conn_limit_enter(h->limit, peer);
-        uint64_t now = infd_clock_ns();
-        if (v != INFD_CONN_ADMITTED && now - loop->g_reaped_ns > 100000000u) {
-            /* Connections closed before a request may still be counted
-             * (until the sweep): reap this loop's, then ask again; at most
-             * every 100 ms, as a reap visits every connection. */
-            loop->g_reaped_ns = now;
-            guard_reap(loop);
-            v = infd_conn_limit_enter(h->limit, peer);
-        }
+        infd_conn_verdict v = infd_conn_limit_enter(h->limit, sfd, peer, &g->ticket);
         switch (v) {
         case INFD_CONN_ADMITTED:
-            g->counted = true;
             break;
         case INFD_CONN_OVER_PER_CLIENT:
             g->refused = 429;
@@ -2412,9 +2404,9 @@ static bool guard_alive(const guard_conn *g)
 /* Gives the connection's place back. */
 static void guard_uncount(http_loop *loop, guard_conn *g)
 {
-    if (g->counted)
-        infd_conn_limit_leave(loop->h->limit, g->has_peer ? (struct sockaddr *)&g->peer : NULL);
-    g->counted = false;
+    if (g->ticket)
+        infd_conn_limit_leave(loop->h->limit, g->fd, g->ticket);
+    g->ticket = 0;
 }
 
 /* evhttp frees the connection (the close callback of every connection that
@@ -2483,18 +2475,6 @@ static void guard_expire(http_loop *loop, guard_conn *g)
             (void)0; /* the client is gone or not reading: it is closed all the same */
     }
     shutdown(fd, SHUT_RDWR);
-}
-
-/* Frees the guards whose socket is closed. */
-static void guard_reap(http_loop *loop)
-{
-    for (guard_conn *g = loop->g_conns, *next; g; g = next) {
-        next = g->next;
-        if (!guard_alive(g)) {
-            guard_unlink(loop, g);
-            guard_release(loop, g);
-        }
-    }
 }
 
 static void on_guard_sweep(evutil_socket_t fd, short what, void *arg)
