@@ -3,16 +3,23 @@
 model): the same repository served twice at once, one `infd serve` plain and
 one with TLS on HTTP and gRPC (--http-ssl-cert/-key, --grpc-use-ssl), each
 driven by `infd perf` (with --ssl against the TLS one), in interleaved
-rounds so that the machine's drift falls on both alike.
+rounds (which goes first alternating) so that the machine's drift falls on
+both alike.
 
     /usr/bin/python3 bench/tls_cost.py [--infd build/release/infd]
-        [--concurrency 4] [--seconds 2] [--rounds 5] [--json FILE]
+        [--concurrency 4] [--seconds 2] [--rounds 5] [--pin]
+        [--models add_sub,blazeface,mobilenetv2,resnet50] [--json FILE]
 
 Models: add_sub (1x16 FP32, the frontend's cost alone: the worst case for
-TLS) and BlazeFace (1x3x128x128 FP32, 196 KB a request, a CPU model), HTTP
-binary and gRPC unary, one HTTP loop and one gRPC thread in each server.
-Prints per model and protocol the median over rounds of throughput and p99
-for plain and TLS, and TLS's cost in throughput.
+TLS), BlazeFace (1x3x128x128 FP32, 196 KB a request), MobileNetV2 and
+ResNet-50 (1x3x224x224 FP32, 602 KB a request; the ONNX files scripts/setup.sh
+caches in .cache/models). HTTP binary and gRPC unary, one HTTP loop and one
+gRPC thread in each server. Prints per model and protocol the median over
+rounds of throughput and p99 for plain and TLS, and TLS's cost in throughput.
+
+--pin runs both servers on CPU 1 and the client on CPU 0 (on a 2-core
+machine, client and server otherwise share the cores and each run's share
+differs: the unpinned rows scatter by about ±10 points).
 """
 
 import argparse
@@ -34,8 +41,18 @@ def main():
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--pin", action="store_true",
+                    help="servers on CPU 1, the client on CPU 0")
+    ap.add_argument("--models", default="add_sub,blazeface",
+                    help="comma-separated: add_sub, blazeface, mobilenetv2, resnet50")
     ap.add_argument("--json")
     a = ap.parse_args()
+    models = a.models.split(",")
+    for m in models:
+        if m not in ("add_sub", "blazeface", "mobilenetv2", "resnet50"):
+            sys.exit(f"--models: unknown model {m!r}")
+    if a.pin and os.cpu_count() < 2:
+        sys.exit("--pin needs two CPUs")
     if not have_openssl():
         sys.exit("the openssl tool is missing (scripts/setup.sh installs it)")
     cache = pathlib.Path(os.environ.get("INFD_CACHE") or sc.ROOT / ".cache")
@@ -43,22 +60,39 @@ def main():
         tmp = pathlib.Path(tmp)
         pki = make_pki(tmp)
         repo = tmp / "models"
-        sc.model_repo.add_sub(repo)
-        sc.model_repo.blazeface(repo, cache)
+        if "add_sub" in models:
+            sc.model_repo.add_sub(repo)
+        if "blazeface" in models:
+            sc.model_repo.blazeface(repo, cache)
+        for m in ("mobilenetv2", "resnet50"):
+            if m in models:
+                onnx = cache / "models" / f"{m}.onnx"
+                if not onnx.exists():
+                    sys.exit(f"{onnx} is missing (scripts/setup.sh caches it)")
+                (repo / m / "1").mkdir(parents=True)
+                os.symlink(onnx.resolve(), repo / m / "1" / "model.onnx")
         common = ["--http-threads", 1, "--grpc-threads", 1]
         tls = ["--http-ssl-cert", pki / "server.pem", "--http-ssl-key", pki / "server.key",
                "--grpc-use-ssl", "true", "--grpc-server-cert", pki / "server.pem",
                "--grpc-server-key", pki / "server.key"]
         (tmp / "plain").mkdir()
         (tmp / "tls").mkdir()
+        if a.pin:
+            os.sched_setaffinity(0, {1})  # the servers inherit it
         with sc.Serve(a.infd, repo, tmp / "plain", *common) as plain, \
                 sc.Serve(a.infd, repo, tmp / "tls", *common, *tls,
                          https_ca=pki / "ca.pem") as secure:
+            if a.pin:
+                os.sched_setaffinity(0, {0})  # infd perf inherits it
             runs = {}
             for r in range(a.rounds):
-                for model in ("add_sub", "blazeface"):
+                for model in models:
                     for proto in ("http", "grpc"):
-                        for name, srv in (("plain", plain), ("tls", secure)):
+                        # Which goes first alternates by round: the one that
+                        # runs second meets what the first left (caches, the
+                        # other server's threads winding down).
+                        pair = (("plain", plain), ("tls", secure))
+                        for name, srv in (pair if r % 2 == 0 else pair[::-1]):
                             port = srv.http_port if proto == "http" else srv.grpc_port
                             args = ["--model", model, "--url", f"127.0.0.1:{port}",
                                     "--protocol", proto, "--concurrency-range", a.concurrency,
@@ -71,7 +105,7 @@ def main():
                             row = sc.run_perf(a.infd, args, tmp / "perf.csv")[0]
                             runs.setdefault((model, proto, name), []).append(sc.perf_row(row))
     rows, out = [], []
-    for model in ("add_sub", "blazeface"):
+    for model in models:
         for proto in ("http", "grpc"):
             p = runs[(model, proto, "plain")]
             t = runs[(model, proto, "tls")]
@@ -85,12 +119,13 @@ def main():
             out.append({"model": model, "protocol": proto, "plain_per_s": pt, "tls_per_s": tt,
                         "cost_pct": cost, "plain_p99_us": p99p, "tls_p99_us": p99t,
                         "runs": {"plain": p, "tls": t}})
-    print(f"concurrency {a.concurrency}, {a.seconds} s a run, median of {a.rounds} rounds")
+    print(f"concurrency {a.concurrency}, {a.seconds} s a run, median of {a.rounds} rounds"
+          + (", servers on CPU 1, client on CPU 0" if a.pin else ""))
     sc.print_table(["model", "protocol", "plain /s", "TLS /s", "TLS cost", "plain p99 µs",
                     "TLS p99 µs"], rows)
     if a.json:
         sc.write_json(a.json, {"concurrency": a.concurrency, "seconds": a.seconds,
-                               "rounds": a.rounds, "rows": out,
+                               "rounds": a.rounds, "pin": a.pin, "rows": out,
                                "machine": sc.machine_facts(a.infd)})
 
 

@@ -12,6 +12,7 @@ Run: INFD_BIN=build/<dir>/infd /usr/bin/python3 -m pytest -q tests/e2e/test_tls.
 """
 
 import csv
+import json
 import socket
 import ssl
 import subprocess
@@ -26,9 +27,10 @@ import repo as model_repo  # noqa: E402
 from pki import have_openssl, make_pki  # noqa: E402
 from serving import Server  # noqa: E402
 from test_grpc import CHANNEL_OPTIONS, add_sub_inputs, infer_request, outputs_of, pb  # noqa: E402,F401
-from test_http import add_sub_body  # noqa: E402
+from test_http import add_sub_body, binary_request  # noqa: E402
 
 TIMEOUT = 30
+BIG = 65536  # FP32 elements of the "big" identity model
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +44,7 @@ def pki(tmp_path_factory):
 def repo(tmp_path_factory):
     models = tmp_path_factory.mktemp("tls") / "models"
     model_repo.add_sub(models)
+    model_repo.identity(models, name="big", dims=(BIG,))  # 256 KiB a request
     return models
 
 
@@ -113,6 +116,79 @@ def test_https_serves_and_refuses_what_is_not_tls(srv, pki):
     https_infer(srv, pki, cert)
     # Metrics stay plain HTTP on their own port.
     assert requests.get(srv.metrics_url, timeout=TIMEOUT).status_code == 200
+
+
+def raw_request(path, body, headers):
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n" + body
+
+
+def read_answer(f):
+    """(status line, body) of one HTTP/1.1 answer from a file over the socket."""
+    status = f.readline()
+    n = 0
+    while True:
+        line = f.readline()
+        assert line, "connection closed before the answer's headers ended"
+        if line in (b"\r\n", b"\n"):
+            break
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            n = int(v)
+    return status, f.read(n)
+
+
+def test_https_receive_path(srv, pki):
+    """The HTTPS receive path (read-ahead and tls_drain): large bodies, many
+    requests in one burst of TLS records, a request trickled a few bytes at
+    a time, and a client's close_notify all get what plain HTTP gets."""
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    if srv.mutual:
+        ctx.load_cert_chain(*client_cert(pki))
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal((1, BIG)).astype(np.float32) for _ in range(6)]
+    reqs = []
+    for a in arrays:
+        body, hdrs = binary_request([("INPUT0", "FP32", a)],
+                                    outputs=[{"name": "OUTPUT0",
+                                              "parameters": {"binary_data": True}}])
+        reqs.append(raw_request("/v2/models/big/infer", body, hdrs))
+
+    def check(f, a):
+        status, body = read_answer(f)
+        assert status.startswith(b"HTTP/1.1 200"), (status, body[:300])
+        assert body[-a.nbytes:] == a.tobytes()
+
+    raw = socket.create_connection(("127.0.0.1", srv.http_port), timeout=TIMEOUT)
+    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        f = s.makefile("rb")
+        # One at a time, then six in one write (pipelined: 1.5 MB of records
+        # that arrive while the server still answers the first).
+        s.sendall(reqs[0])
+        check(f, arrays[0])
+        s.sendall(b"".join(reqs))
+        for a in arrays:
+            check(f, a)
+        # Trickled: 7 bytes a TLS record, each its own write.
+        small = raw_request("/v2/models/add_sub/infer",
+                            json.dumps(add_sub_body(*(np.ones((1, 16), np.float32),) * 2)).encode(),
+                            {"Content-Type": "application/json"})
+        for i in range(0, len(small), 7):
+            s.sendall(small[i:i + 7])
+        status, body = read_answer(f)
+        assert status.startswith(b"HTTP/1.1 200"), (status, body)
+        assert json.loads(body)["outputs"][0]["data"] == [2.0] * 16
+        # close_notify: the server ends the connection (its own close_notify
+        # or the socket's end, then EOF), whatever was said before.
+        s.sendall(reqs[1])
+        check(f, arrays[1])
+        try:
+            plain = s.unwrap()  # sends close_notify, waits for the server's
+            assert plain.recv(1) == b""
+        except (ssl.SSLError, ConnectionResetError):
+            pass  # the server closed the socket without its own close_notify
+    https_infer(srv, pki, client_cert(pki) if srv.mutual else None)
 
 
 def test_https_client_certificate(srv, pki):

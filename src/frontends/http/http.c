@@ -49,6 +49,8 @@
 #include <event2/util.h>
 #include <inttypes.h>
 #include <math.h>
+#include <limits.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <netdb.h>
@@ -2927,12 +2929,80 @@ static void tls_coalesce(struct evbuffer *out, const struct evbuffer_cb_info *in
     evbuffer_pullup(out, -1);
 }
 
+/* HTTPS receives through OpenSSL's socket BIO, and libevent 2.1's OpenSSL
+ * bufferevent reads one TLS record per pass of the loop: SSL_read of 4096
+ * bytes at a time while SSL_pending says the record has more, then back to
+ * the loop to wait for the socket. A 196 KB body was twelve passes and two
+ * read() calls a record (its header, then the rest).
+ *
+ * So each connection's SSL reads ahead into a buffer of
+ * HTTP_TLS_READ_BUFFER bytes (several records a read() call), and tls_drain,
+ * a callback of the input buffer, runs when libevent's read adds bytes and
+ * goes on with SSL_read into the same buffer until OpenSSL holds nothing
+ * (SSL_has_pending) and, up to HTTP_MAX_SINGLE_READ, the socket neither.
+ * The drain is what makes read-ahead safe here: libevent stops reading
+ * when SSL_pending is 0, which does not count records OpenSSL has read
+ * ahead and not yet opened, and the socket, drained, would not wake it
+ * again (the connection hung when read-ahead was on alone). After a drain
+ * OpenSSL holds no byte, so the socket's readiness is again the whole truth.
+ *
+ * SSL_read's other outcomes are left to libevent's next read, which meets
+ * them again: the socket is shut down for reading at a close_notify (so
+ * that read comes, and sees the end) and both ways at an error (so the
+ * connection ends, as top_up does). WANT_WRITE (OpenSSL answering a TLS 1.2
+ * renegotiation attempt with its refusal while the socket cannot take it)
+ * just stops the drain. Bytes that SSL_read gave but the buffer could not
+ * take end the connection. */
+#define HTTP_TLS_READ_BUFFER (64 * 1024)
+
+static void tls_drain(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    static _Thread_local bool busy; /* our own commit calls us again */
+    struct bufferevent *bev = arg;
+    if (busy || info->n_added == 0)
+        return;
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (!ssl || fd < 0)
+        return;
+    size_t total = 0;
+    busy = true;
+    for (;;) {
+        if (!SSL_has_pending(ssl) &&
+            (total >= HTTP_MAX_SINGLE_READ || !(bufferevent_get_enabled(bev) & EV_READ)))
+            break; /* OpenSSL holds nothing: the socket wakes the loop for the rest */
+        struct evbuffer_iovec vec;
+        if (evbuffer_reserve_space(in, HTTP_TLS_READ_BUFFER, &vec, 1) < 1)
+            break;
+        ERR_clear_error();
+        int r = SSL_read(ssl, vec.iov_base, (int)(vec.iov_len < INT_MAX ? vec.iov_len : INT_MAX));
+        if (r <= 0) {
+            int e = SSL_get_error(ssl, r);
+            if (e == SSL_ERROR_ZERO_RETURN)
+                shutdown(fd, SHUT_RD);
+            else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+                shutdown(fd, SHUT_RDWR);
+            ERR_clear_error();
+            break; /* the reservation lapses */
+        }
+        vec.iov_len = (size_t)r;
+        if (evbuffer_commit_space(in, &vec, 1) != 0) {
+            infd_log(INFD_LOG_LEVEL_WARN,
+                     "http: lost %d bytes read from a TLS connection; closing it", r);
+            shutdown(fd, SHUT_RDWR);
+            break;
+        }
+        total += (size_t)r;
+    }
+    busy = false;
+}
+
 /* Connections get their bufferevent here: top_up on its input buffer, and
  * up to HTTP_MAX_SINGLE_READ bytes for libevent's own reads where a libevent
  * honours that. Options 0, as libevent's own: evhttp closes the socket
  * itself when the bufferevent does not (it checks BEV_OPT_CLOSE_ON_FREE).
  * HTTPS: an OpenSSL bufferevent instead, with BEV_OPT_CLOSE_ON_FREE so that
- * it frees its SSL, and no top_up. */
+ * it frees its SSL, and tls_drain in place of top_up. */
 static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
 {
     infd_http *h = arg;
@@ -2952,7 +3022,15 @@ static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
         /* A client that closes without close_notify ends its connection
          * as a plain one would, not with an error. */
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-        if (!evbuffer_add_cb(bufferevent_get_output(bev), tls_coalesce, NULL)) {
+        /* Read-ahead with tls_drain; buffers given back while idle; no
+         * TLS 1.2 renegotiation (an attack surface, and a write inside a
+         * read). */
+        SSL_set_read_ahead(ssl, 1);
+        SSL_set_default_read_buffer_len(ssl, HTTP_TLS_READ_BUFFER);
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+        SSL_set_options(ssl, SSL_OP_NO_RENEGOTIATION);
+        if (!evbuffer_add_cb(bufferevent_get_output(bev), tls_coalesce, NULL) ||
+            !evbuffer_add_cb(bufferevent_get_input(bev), tls_drain, bev)) {
             bufferevent_free(bev);
             return NULL;
         }
