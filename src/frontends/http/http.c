@@ -2940,6 +2940,10 @@ static void tls_coalesce(struct evbuffer *out, const struct evbuffer_cb_info *in
  * a callback of the input buffer, runs when libevent's read adds bytes and
  * goes on with SSL_read into the same buffer until OpenSSL holds nothing
  * (SSL_has_pending) and, up to HTTP_MAX_SINGLE_READ, the socket neither.
+ * Read-ahead starts at the first drain, after the handshake: during it,
+ * OpenSSL would read the client's first request along with its last
+ * handshake flight, and libevent, done with the handshake, waits for the
+ * socket (the request then hung, seen with client certificates).
  * The drain is what makes read-ahead safe here: libevent stops reading
  * when SSL_pending is 0, which does not count records OpenSSL has read
  * ahead and not yet opened, and the socket, drained, would not wake it
@@ -2965,6 +2969,8 @@ static void tls_drain(struct evbuffer *in, const struct evbuffer_cb_info *info, 
     evutil_socket_t fd = bufferevent_getfd(bev);
     if (!ssl || fd < 0)
         return;
+    if (!SSL_get_read_ahead(ssl))
+        SSL_set_read_ahead(ssl, 1); /* the handshake is over (see above) */
     size_t total = 0;
     busy = true;
     for (;;) {
@@ -3022,10 +3028,9 @@ static struct bufferevent *make_bufferevent(struct event_base *base, void *arg)
         /* A client that closes without close_notify ends its connection
          * as a plain one would, not with an error. */
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-        /* Read-ahead with tls_drain; buffers given back while idle; no
-         * TLS 1.2 renegotiation (an attack surface, and a write inside a
-         * read). */
-        SSL_set_read_ahead(ssl, 1);
+        /* Read-ahead from tls_drain on; buffers given back while idle;
+         * no TLS 1.2 renegotiation (an attack surface, and a write inside
+         * a read). */
         SSL_set_default_read_buffer_len(ssl, HTTP_TLS_READ_BUFFER);
         SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
         SSL_set_options(ssl, SSL_OP_NO_RENEGOTIATION);
