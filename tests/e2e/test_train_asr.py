@@ -184,6 +184,40 @@ def test_held_out_rule_is_fixed():
     assert 0 < len(held) < len(sentences) / 8
 
 
+def test_batches_repeat_shapes():
+    """train.batches: every utterance once; a batch holds utterances of one
+    padded length and no more than its seconds of padded audio. collate
+    pads to that length and the token count to PAD_TOKENS, scales int16
+    samples as before, and zeroes the padding."""
+    import random
+
+    import train
+
+    rng = random.Random(3)
+    recs, off = [], 0
+    for _ in range(300):
+        n = rng.randrange(4000, 80000)
+        recs.append({"samples": n, "offset": off, "tokens": [1] * rng.randrange(1, 30)})
+        off += n
+    pcm = torch.from_numpy(np.random.default_rng(0).integers(-32768, 32767, off,
+                                                             dtype=np.int16))
+    out = train.batches(recs, 8.0, rng)
+    assert sorted(i for b in out for i in b) == list(range(len(recs)))
+    for b in out:
+        widths = {train.padded(recs[i]["samples"], train.PAD_SAMPLES) for i in b}
+        assert len(widths) == 1
+        assert len(b) == 1 or widths.pop() * len(b) <= 8.0 * 16000
+    b = max(out, key=len)
+    audio, n, targets, u_lens = train.collate(recs, pcm, b, None, torch.device("cpu"))
+    assert audio.shape == (len(b), train.padded(max(n.tolist()), train.PAD_SAMPLES))
+    assert targets.shape[1] % train.PAD_TOKENS == 0
+    for k, i in enumerate(b):
+        o, m = recs[i]["offset"], recs[i]["samples"]
+        assert torch.equal(audio[k, :m], pcm[o:o + m].float() / 32768.0)
+        assert not audio[k, m:].any()
+        assert u_lens[k] == len(recs[i]["tokens"])
+
+
 class _Pieces:
     """A SentencePiece stand-in (python3-sentencepiece is not needed by the
     tests): gen_asr_models' pieces, "▁" starting a word."""
