@@ -17,22 +17,49 @@ caches in .cache/models). HTTP binary and gRPC unary, one HTTP loop and one
 gRPC thread in each server. Prints per model and protocol the median over
 rounds of throughput and p99 for plain and TLS, and TLS's cost in throughput.
 
+It also prints each server's own CPU time a request (user and system time of
+the process from /proc, over the requests its statistics counted in the
+run, warm-up included), and the cost that follows from it: 1 - plain/TLS,
+the throughput a server bound by its CPU loses. On a machine where client and
+servers share the cores, this is the steadier figure: it does not depend on
+how the cores were shared. "batch" is the mean batch the dynamic batcher
+formed (requests over executions): a cheaper frontend keeps more requests
+queued, and larger batches cost less a request.
+
 --pin runs both servers on CPU 1 and the client on CPU 0 (on a 2-core
 machine, client and server otherwise share the cores and each run's share
 differs: the unpinned rows scatter by about ±10 points).
 """
 
 import argparse
+import json
 import os
 import pathlib
 import statistics
 import sys
 import tempfile
+import urllib.request
 
 import serve_common as sc
 
 sys.path.insert(0, str(sc.ROOT / "tests" / "e2e"))
 from pki import have_openssl, make_pki  # noqa: E402
+
+
+def cpu_seconds(pid):
+    """User and system CPU time of process `pid`, all its threads, in s."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served(srv, model):
+    """Requests of `model` the server counted as successful, and the
+    model's executions (batches) so far."""
+    with urllib.request.urlopen(f"{srv.url}/v2/models/{model}/stats", timeout=10,
+                                context=srv._ssl) as r:
+        stats = json.load(r)["model_stats"][0]
+    return int(stats["inference_stats"]["success"]["count"]), int(stats["execution_count"])
 
 
 def main():
@@ -102,8 +129,12 @@ def main():
                                 args.append("--binary")
                             if name == "tls":
                                 args += ["--ssl", "--ssl-ca", pki / "ca.pem"]
-                            row = sc.run_perf(a.infd, args, tmp / "perf.csv")[0]
-                            runs.setdefault((model, proto, name), []).append(sc.perf_row(row))
+                            (n0, e0), c0 = served(srv, model), cpu_seconds(srv.proc.pid)
+                            row = sc.perf_row(sc.run_perf(a.infd, args, tmp / "perf.csv")[0])
+                            c1, (n1, e1) = cpu_seconds(srv.proc.pid), served(srv, model)
+                            row["server_cpu_us"] = 1e6 * (c1 - c0) / max(1, n1 - n0)
+                            row["mean_batch"] = (n1 - n0) / max(1, e1 - e0)
+                            runs.setdefault((model, proto, name), []).append(row)
     rows, out = [], []
     for model in models:
         for proto in ("http", "grpc"):
@@ -114,15 +145,24 @@ def main():
             p99p = statistics.median(x["p99_us"] for x in p)
             p99t = statistics.median(x["p99_us"] for x in t)
             cost = 100.0 * (1.0 - tt / pt)
+            cp = statistics.median(x["server_cpu_us"] for x in p)
+            ct = statistics.median(x["server_cpu_us"] for x in t)
+            cpu_cost = 100.0 * (1.0 - cp / ct)
+            bp = statistics.median(x["mean_batch"] for x in p)
+            bt = statistics.median(x["mean_batch"] for x in t)
             rows.append([model, proto, f"{pt:.0f}", f"{tt:.0f}", f"{cost:.1f}%",
-                         f"{p99p:.0f}", f"{p99t:.0f}"])
+                         f"{p99p:.0f}", f"{p99t:.0f}", f"{cp:.0f}", f"{ct:.0f}",
+                         f"{cpu_cost:.1f}%", f"{bp:.2f}", f"{bt:.2f}"])
             out.append({"model": model, "protocol": proto, "plain_per_s": pt, "tls_per_s": tt,
                         "cost_pct": cost, "plain_p99_us": p99p, "tls_p99_us": p99t,
+                        "plain_server_cpu_us": cp, "tls_server_cpu_us": ct,
+                        "cpu_cost_pct": cpu_cost, "plain_mean_batch": bp, "tls_mean_batch": bt,
                         "runs": {"plain": p, "tls": t}})
     print(f"concurrency {a.concurrency}, {a.seconds} s a run, median of {a.rounds} rounds"
           + (", servers on CPU 1, client on CPU 0" if a.pin else ""))
     sc.print_table(["model", "protocol", "plain /s", "TLS /s", "TLS cost", "plain p99 µs",
-                    "TLS p99 µs"], rows)
+                    "TLS p99 µs", "plain CPU µs", "TLS CPU µs", "TLS cost (CPU)",
+                    "plain batch", "TLS batch"], rows)
     if a.json:
         sc.write_json(a.json, {"concurrency": a.concurrency, "seconds": a.seconds,
                                "rounds": a.rounds, "pin": a.pin, "rows": out,
