@@ -12,6 +12,7 @@
 #include "apps/video/detect.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* A candidate: the anchor's decoded box and key points, in the input's
@@ -24,7 +25,8 @@ typedef struct candidate {
 
 size_t video_detect_scratch_bytes(void)
 {
-    return VIDEO_ANCHORS * sizeof(candidate);
+    /* the candidates, then two index arrays (the order, and the sort's) */
+    return VIDEO_ANCHORS * (sizeof(candidate) + 2 * sizeof(int16_t));
 }
 
 video_letterbox video_letterbox_make(int frame_w, int frame_h, int size)
@@ -105,20 +107,34 @@ static float iou(const candidate *a, const candidate *b)
     return uni > 0 ? inter / uni : 0;
 }
 
-/* Insertion sort by score, best first: a frame has a handful of candidates
- * above the threshold (BlazeFace gives about 8 on one face), and the sort
- * must not allocate. Ties keep anchor order, so results are reproducible. */
-static void sort_by_score(candidate *c, int n)
+/* The order of c[0..n) by score, best first: indices in ix or tmp (n
+ * more), whichever it returns. A stable bottom-up merge sort: ties keep
+ * anchor order, so results are reproducible, and nothing is allocated.
+ * BlazeFace gives about 8 candidates on one face, but a low threshold or
+ * an untrained model passes up to all 896 anchors; the candidates stay in
+ * place and only their indices move. */
+static int16_t *sort_by_score(const candidate *c, int16_t *ix, int16_t *tmp, int n)
 {
-    for (int i = 1; i < n; i++) {
-        candidate t = c[i];
-        int j = i - 1;
-        while (j >= 0 && c[j].score < t.score) {
-            c[j + 1] = c[j];
-            j--;
+    for (int i = 0; i < n; i++)
+        ix[i] = (int16_t)i;
+    int16_t *src = ix, *dst = tmp;
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = n - lo > w ? lo + w : n;
+            int hi = n - mid > w ? mid + w : n;
+            int i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                dst[k++] = c[src[j]].score > c[src[i]].score ? src[j++] : src[i++];
+            while (i < mid)
+                dst[k++] = src[i++];
+            while (j < hi)
+                dst[k++] = src[j++];
         }
-        c[j + 1] = t;
+        int16_t *t = src;
+        src = dst;
+        dst = t;
     }
+    return src;
 }
 
 /* Normalised input coordinates -> frame pixels. */
@@ -135,7 +151,8 @@ int video_detect_decode(const video_detector_outputs *o, const video_letterbox *
     float inv = 1.0f / (float)lb->size;
     int n = gather(o->scores16, o->boxes16, 16, 2, inv, opt->min_score, c, 0);
     n = gather(o->scores8, o->boxes8, 8, 6, inv, opt->min_score, c, n);
-    sort_by_score(c, n);
+    int16_t *ix = (int16_t *)(c + VIDEO_ANCHORS);
+    ix = sort_by_score(c, ix, ix + VIDEO_ANCHORS, n);
 
     /* Weighted NMS: the best remaining candidate gathers every remaining
      * one that overlaps it by more than the threshold (itself included);
@@ -143,28 +160,29 @@ int video_detect_decode(const video_detector_outputs *o, const video_letterbox *
      * rest stay, in order, for the next round. */
     int out = 0;
     while (n > 0 && out < max) {
-        candidate top = c[0];
+        const candidate *top = &c[ix[0]];
         float wsum = 0, box[4] = { 0 }, kp[VIDEO_KEYPOINTS][2] = { { 0 } };
         int kept = 0;
         for (int i = 0; i < n; i++) {
-            if (i > 0 && !(iou(&top, &c[i]) > opt->iou_threshold)) {
-                c[kept++] = c[i];
+            const candidate *d = &c[ix[i]];
+            if (i > 0 && !(iou(top, d) > opt->iou_threshold)) {
+                ix[kept++] = ix[i];
                 continue;
             }
-            float w = c[i].score;
+            float w = d->score;
             wsum += w;
-            box[0] += w * c[i].x0;
-            box[1] += w * c[i].y0;
-            box[2] += w * c[i].x1;
-            box[3] += w * c[i].y1;
+            box[0] += w * d->x0;
+            box[1] += w * d->y0;
+            box[2] += w * d->x1;
+            box[3] += w * d->y1;
             for (int k = 0; k < VIDEO_KEYPOINTS; k++) {
-                kp[k][0] += w * c[i].kp[k][0];
-                kp[k][1] += w * c[i].kp[k][1];
+                kp[k][0] += w * d->kp[k][0];
+                kp[k][1] += w * d->kp[k][1];
             }
         }
         n = kept;
         video_face *f = &faces[out++];
-        f->score = top.score;
+        f->score = top->score;
         to_frame(lb, box[0] / wsum, box[1] / wsum, &f->x0, &f->y0);
         to_frame(lb, box[2] / wsum, box[3] / wsum, &f->x1, &f->y1);
         for (int k = 0; k < VIDEO_KEYPOINTS; k++)

@@ -67,8 +67,8 @@ typedef struct video_detector_outputs {
 } video_detector_outputs;
 
 /* Decodes the outputs into at most `max` faces in frame pixels, best score
- * first, and returns how many. `scratch` holds VIDEO_ANCHORS candidates
- * (video_detect_scratch_bytes()). */
+ * first, and returns how many. `scratch` holds video_detect_scratch_bytes(),
+ * aligned for floats. */
 int video_detect_decode(const video_detector_outputs *o, const video_letterbox *lb,
                         const video_detect_options *opt, void *scratch, video_face *faces, int max);
 

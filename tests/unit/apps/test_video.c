@@ -184,6 +184,44 @@ static void test_weighted_nms(void)
     ASSERT_EQ_INT(decode(&o, &lb, f), 0);
 }
 
+/* Every anchor above the threshold (a low threshold or an untrained model):
+ * the faces come out best first, and equal scores keep anchor order. Each
+ * anchor's box is 1 pixel, apart from every other's, so none merge. */
+static void test_every_anchor_passes(void)
+{
+    static outputs o;
+    outputs_init(&o);
+    for (int i = 0; i < 896; i++) {
+        int per = i < 512 ? 2 : 6, a = i < 512 ? i : i - 512;
+        float *r = (i < 512 ? o.b16 : o.b8) + a * 16;
+        r[0] = 2.0f * (float)(a % per) + (i < 512 ? 0.0f : 1.0f);
+        r[2] = r[3] = 1.0f;
+        /* distinct logits in (0, 9), in an order unlike the anchors' */
+        float logit = 0.01f * (float)((i * 389) % 896 + 1);
+        if (i < 512)
+            o.s16[a] = logit;
+        else
+            o.s8[a] = logit;
+    }
+    video_letterbox lb = video_letterbox_make(128, 128, 128);
+    video_face f[VIDEO_MAX_FACES];
+    ASSERT_EQ_INT(decode(&o, &lb, f), VIDEO_MAX_FACES);
+    ASSERT_LE_DBL(fabs(f[0].score - 1 / (1 + expf(-8.96f))), 1e-6);
+    for (int k = 1; k < VIDEO_MAX_FACES; k++)
+        ASSERT_TRUE(f[k].score < f[k - 1].score);
+
+    /* All scores equal (logit 0 is a score of 0.5, the threshold): anchor
+     * order, the 16x16 grid's cell (0, 0) first, its second anchor next. */
+    for (int i = 0; i < 512; i++)
+        o.s16[i] = 0;
+    for (int i = 0; i < 384; i++)
+        o.s8[i] = 0;
+    ASSERT_EQ_INT(decode(&o, &lb, f), VIDEO_MAX_FACES);
+    ASSERT_LE_DBL(fabs(f[0].x0 - 3.5f), 1e-3);
+    ASSERT_LE_DBL(fabs(f[1].x0 - 5.5f), 1e-3);
+    ASSERT_LE_DBL(fabs(f[2].x0 - 11.5f), 1e-3);
+}
+
 /* A 4:2:0 picture in one buffer, grey. */
 typedef struct picture {
     uint8_t y[64 * 48], u[32 * 24], v[32 * 24];
@@ -254,5 +292,5 @@ static void test_frames_allocate_nothing(void)
 #endif
 }
 
-TEST_MAIN(test_stream_ids, test_letterbox, test_decode_one_face, test_weighted_nms, test_draw,
-          test_frames_allocate_nothing)
+TEST_MAIN(test_stream_ids, test_letterbox, test_decode_one_face, test_weighted_nms,
+          test_every_anchor_passes, test_draw, test_frames_allocate_nothing)
