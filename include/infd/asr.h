@@ -146,8 +146,8 @@ INFD_API void infd_asr_stream_destroy(infd_asr_stream *s);
 
 /* Appends n mono samples in [-1, 1] at sample_rate (resampled with libsoxr
  * when it is not the model's; it may not change within a stream). Any n >= 0
- * (0 is a no-op). INVALID_ARGUMENT for a rate <= 0 or changed, a sample
- * that is not finite or beyond 1000, or audio after
+ * (0 is a no-op). INVALID_ARGUMENT for a rate outside 4,000 to 1,000,000 Hz
+ * or changed, a sample that is not finite or beyond 1000, or audio after
  * infd_asr_input_finished. */
 INFD_API infd_status infd_asr_accept_waveform(infd_asr_stream *s, int32_t sample_rate,
                                               const float *samples, int64_t n, infd_error *err);

@@ -158,6 +158,11 @@ def wav_header(rate, channels, bits, data_bytes, riff_extra=0):
     ("nosamples.wav", wav_header(16000, 1, 16, 0), "no samples"),
     ("rate0.wav", wav_header(0, 1, 16, 3200) + bytes(3200), "not a sound file"),
     ("truncated.wav", wav_header(16000, 1, 16, 32000) + bytes(3200), "truncated"),
+    # A small file at a rate of a few Hz would resample to hours of audio
+    # (fuzz_wav's timeout: 2.4 KB at 1 Hz, 19 minutes at 16 kHz).
+    ("rate1.wav", wav_header(1, 1, 16, 2400) + bytes(2400),
+     "the sample rate is 1 Hz; 4000 to 1000000 Hz are accepted"),
+    ("rate2M.wav", wav_header(2000000, 1, 16, 3200) + bytes(3200), "the sample rate is 2000000 Hz"),
 ])
 def test_bad_audio_is_refused_with_the_reason(infd_bin, tmp_path, name, content, message):
     p = tmp_path / name

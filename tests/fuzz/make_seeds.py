@@ -123,8 +123,8 @@ def write_pbtxt_seeds(out):
 
 def write_wav_seeds(out):
     """Small sound files for fuzz_wav: PCM 16-bit mono and stereo, 8-bit,
-    24-bit, 32-bit float, an empty data chunk, and a header announcing more
-    data than follows."""
+    24-bit, 32-bit float, an empty data chunk, a header announcing more
+    data than follows, and sample rates at and past the reader's bounds."""
     import struct
 
     os.makedirs(out, exist_ok=True)
@@ -146,6 +146,10 @@ def write_wav_seeds(out):
                                                  for i in range(200))),
         "empty.wav": wav(1, 1, 16000, 16, b""),
         "short_data.wav": wav(1, 1, 16000, 16, tone16[:100], data_len=800),
+        # rates at the bounds the reader accepts (4 kHz and 1 MHz) and past them
+        "rate4k.wav": wav(1, 1, 4000, 16, tone16),
+        "rate1M.wav": wav(1, 1, 1000000, 16, tone16),
+        "rate1.wav": wav(1, 1, 1, 16, tone16),
     }
     for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:

@@ -80,10 +80,10 @@ static infd_status decode(SNDFILE *sf, const SF_INFO *info, const char *name, in
 {
     infd_status st = INFD_STATUS_OK;
     float *mono = NULL, *block = NULL;
-    if (info->samplerate <= 0)
+    if (info->samplerate < ASR_AUDIO_MIN_RATE || info->samplerate > ASR_AUDIO_MAX_RATE)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "%s: the sample rate is %d; it must be positive", name,
-                              info->samplerate);
+                              "%s: the sample rate is %d Hz; %d to %d Hz are accepted", name,
+                              info->samplerate, ASR_AUDIO_MIN_RATE, ASR_AUDIO_MAX_RATE);
     if (info->channels <= 0 || info->channels > 256)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "%s: %d channels; a sound file has 1 to 256", name, info->channels);
@@ -94,6 +94,13 @@ static infd_status decode(SNDFILE *sf, const SF_INFO *info, const char *name, in
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "%s: %lld frames; at most %lld are accepted (4 hours at 48 kHz)",
                               name, (long long)info->frames, (long long)ASR_AUDIO_MAX_FRAMES);
+    if (info->frames > ASR_AUDIO_MAX_SECONDS * info->samplerate)
+        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                              "%s: %lld frames at %d Hz, %.0f s; at most %lld s (4 hours) are "
+                              "accepted",
+                              name, (long long)info->frames, info->samplerate,
+                              (double)info->frames / info->samplerate,
+                              (long long)ASR_AUDIO_MAX_SECONDS);
     long long said = 0, has = 0;
     if (data_truncated(sf, &said, &has))
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,

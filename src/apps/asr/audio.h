@@ -21,8 +21,15 @@ typedef struct asr_audio {
     int channels_in; /* the file's; averaged into one */
 } asr_audio;
 
-/* The longest input accepted: 4 hours at 48 kHz. */
-#define ASR_AUDIO_MAX_FRAMES (4LL * 3600 * 48000)
+/* The longest input accepted: 4 hours, and at most as many frames as 4
+ * hours at 48 kHz. */
+#define ASR_AUDIO_MAX_SECONDS (4LL * 3600)
+#define ASR_AUDIO_MAX_FRAMES  (ASR_AUDIO_MAX_SECONDS * 48000)
+/* Sample rates accepted, in Hz. Below 4 kHz no speech is left, and a tiny
+ * file at a rate of a few Hz resamples to hours of audio: fuzz_wav found a
+ * 2.4 KB file at 1 Hz that became 19 minutes at 16 kHz. */
+#define ASR_AUDIO_MIN_RATE 4000
+#define ASR_AUDIO_MAX_RATE 1000000
 /* The largest sample magnitude accepted (float files may hold anything;
  * audio is in [-1, 1], and far larger values overflow the features). */
 #define ASR_AUDIO_MAX_ABS 1000.0f
@@ -31,9 +38,10 @@ typedef struct asr_audio {
  * `n` bytes at `data`, named `name` in messages) to mono and resamples it to
  * `rate` (0: keep the file's). INVALID_ARGUMENT, naming the file, when it
  * is not a sound file libsndfile reads, is truncated (fewer samples than
- * its header announces), has no samples, a sample rate or channel count
- * of 0, more than ASR_AUDIO_MAX_FRAMES, or a sample that is not finite or
- * beyond ASR_AUDIO_MAX_ABS; IO when it cannot be opened. */
+ * its header announces), has no samples, a channel count of 0, a sample
+ * rate outside [ASR_AUDIO_MIN_RATE, ASR_AUDIO_MAX_RATE], more than
+ * ASR_AUDIO_MAX_SECONDS or ASR_AUDIO_MAX_FRAMES, or a sample that is not
+ * finite or beyond ASR_AUDIO_MAX_ABS; IO when it cannot be opened. */
 infd_status asr_audio_read_file(const char *path, int rate, asr_audio *out, infd_error *err);
 infd_status asr_audio_read_memory(const void *data, size_t n, const char *name, int rate,
                                   asr_audio *out, infd_error *err);

@@ -1865,9 +1865,10 @@ infd_status asr_stream_accept(asr_stream *s, int sample_rate, const float *sampl
     asr_model *m = s->m;
     if (s->finished && n > 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "audio after the input finished");
-    if (sample_rate <= 0 || sample_rate > 1000000)
+    if (sample_rate < ASR_AUDIO_MIN_RATE || sample_rate > ASR_AUDIO_MAX_RATE)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "a sample rate of %d Hz; it must be in [1, 1000000]", sample_rate);
+                              "a sample rate of %d Hz; it must be in [%d, %d]", sample_rate,
+                              ASR_AUDIO_MIN_RATE, ASR_AUDIO_MAX_RATE);
     if (s->rate_in && sample_rate != s->rate_in)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
                               "the sample rate changed from %d to %d Hz within the stream",

@@ -164,6 +164,11 @@ static void test_bad_audio_is_refused_and_the_stream_goes_on(void)
     audio(x, 1600, 0);
     ASSERT_STATUS(infd_asr_accept_waveform(s, 0, x, 1600, &err), INFD_STATUS_INVALID_ARGUMENT);
     ASSERT_STR_HAS(err.msg, "a sample rate of 0 Hz");
+    /* a few Hz would resample each sample to thousands */
+    ASSERT_STATUS(infd_asr_accept_waveform(s, 3999, x, 1600, &err), INFD_STATUS_INVALID_ARGUMENT);
+    ASSERT_STR_HAS(err.msg, "a sample rate of 3999 Hz; it must be in [4000, 1000000]");
+    ASSERT_STATUS(infd_asr_accept_waveform(s, 1000001, x, 1600, &err),
+                  INFD_STATUS_INVALID_ARGUMENT);
     for (int i = 0; i < 1000; i++) /* zero-length chunks */
         ASSERT_STATUS(infd_asr_accept_waveform(s, 16000, x, 0, &err), INFD_STATUS_OK);
     ASSERT_FALSE(infd_asr_is_ready(r, s));
