@@ -29,8 +29,9 @@ DEFAULT_INFD = ROOT / "build" / "release" / "infd"
 READY_TIMEOUT_S = 120.0
 
 
-def http_get_json(url, timeout=10):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+def http_get_json(url, timeout=10, context=None):
+    """GET url as JSON (context: an ssl.SSLContext for https)."""
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
         return json.loads(r.read())
 
 
@@ -86,7 +87,8 @@ class Serve:
 
     def stats(self, model):
         """The model's entry of GET /v2/models/<model>/stats."""
-        return http_get_json(f"{self.url}/v2/models/{model}/stats")["model_stats"][0]
+        return http_get_json(f"{self.url}/v2/models/{model}/stats",
+                             context=self._ssl)["model_stats"][0]
 
     def stop(self):
         if self.proc.poll() is None:

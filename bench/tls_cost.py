@@ -32,13 +32,11 @@ differs: the unpinned rows scatter by about ±10 points).
 """
 
 import argparse
-import json
 import os
 import pathlib
 import statistics
 import sys
 import tempfile
-import urllib.request
 
 import serve_common as sc
 
@@ -56,9 +54,7 @@ def cpu_seconds(pid):
 def served(srv, model):
     """Requests of `model` the server counted as successful, and the
     model's executions (batches) so far."""
-    with urllib.request.urlopen(f"{srv.url}/v2/models/{model}/stats", timeout=10,
-                                context=srv._ssl) as r:
-        stats = json.load(r)["model_stats"][0]
+    stats = srv.stats(model)
     return int(stats["inference_stats"]["success"]["count"]), int(stats["execution_count"])
 
 

@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from test_asr import model_dir  # noqa: F401
-from test_asr_features import speechlike, write_wav
+from test_asr_features import speechlike, wav_header, write_wav
 from test_asr_stream import streaming_dir  # noqa: F401
 
 try:  # the gRPC tests need grpcio; the others run without it
@@ -341,12 +341,7 @@ def test_bad_recordings_are_rejected(srv, tmp_path):
     r = post(b"")
     assert r.status_code == 400, r.text
     # 2 KB at 1 Hz would be 2,000 s of audio at 16 kHz: refused, not resampled
-    rate1 = bytearray(wav[:44]) + bytes(2000)
-    rate1[4:8] = (36 + 2000).to_bytes(4, "little")
-    rate1[24:28] = (1).to_bytes(4, "little")  # sample rate
-    rate1[28:32] = (2).to_bytes(4, "little")  # byte rate
-    rate1[40:44] = (2000).to_bytes(4, "little")
-    r = post(bytes(rate1))
+    r = post(wav_header(1, 1, 16, 2000) + bytes(2000))
     assert r.status_code == 400 and "the sample rate is 1 Hz" in r.json()["error"], r.text
     # the streaming model takes samples, not files
     r = requests.post(f"{srv.url}/v2/models/speech/infer", data=wav,
