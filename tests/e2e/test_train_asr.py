@@ -298,3 +298,36 @@ def test_streaming_variant_is_what_infd_streams(infd_bin, tmp_path):
         assert r.returncode == 0, r.stderr
         final = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")][-1]
         assert final["text"] == want, (extra, final["text"], want)
+
+
+def test_dropout_only_in_training():
+    """train.add_dropout: in training, the encoder's residual branches and
+    the predictor drop (two passes differ); in eval mode the outputs are
+    those of the same weights without dropout, so evaluation and the ONNX
+    export are unchanged. The state dict keeps its keys."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_asr_models as g
+    import train
+
+    Enc, Dec = g.build_modules(d_model=32, n_layers=2, n_heads=2, pred=24, vocab=10, n_mels=16,
+                               ff_mult=2, conv_mask="after-glu")
+    torch.manual_seed(0)
+    plain_enc, plain_dec = Enc(), Dec()
+    enc, dec = Enc(), Dec()
+    enc.load_state_dict(plain_enc.state_dict())
+    dec.load_state_dict(plain_dec.state_dict())
+    train.add_dropout(enc, dec, 0.3, 0.3)
+    assert enc.state_dict().keys() == plain_enc.state_dict().keys()
+    x, n = torch.randn(2, 16, 80), torch.tensor([80, 56])
+    targets = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    enc.train()
+    dec.train()
+    assert not torch.equal(enc(x, n)[0], enc(x, n)[0])
+    assert not torch.equal(train.predictions(dec, targets, 10), train.predictions(dec, targets, 10))
+    plain_enc.load_state_dict(enc.state_dict())  # BatchNorm's running statistics moved
+    for m in (enc, dec, plain_enc, plain_dec):
+        m.eval()
+    with torch.no_grad():
+        assert torch.equal(enc(x, n)[0], plain_enc(x, n)[0])
+        assert torch.equal(train.predictions(dec, targets, 10),
+                           train.predictions(plain_dec, targets, 10))

@@ -211,14 +211,31 @@ def build(a, vocab):
     return Encoder(), DecoderJoint()
 
 
+def add_dropout(enc, dec, p_enc, p_pred):
+    """Dropout in training only. NeMo's FastConformer transducer configs
+    use 0.1 in the encoder and 0.2 in the predictor; here p_enc drops the
+    output of each layer's four residual branches (ff1, att, conv, ff2), by
+    forward hooks, so that the modules, the weights and the ONNX export stay
+    gen_asr_models' (in eval mode, and so in evaluation and export, the
+    hooks do nothing), and p_pred the predictor's embedding and LSTM output
+    (in predictions(), which reads dec.train_dropout)."""
+    drop = torch.nn.functional.dropout
+    if p_enc > 0:
+        for layer in enc.layers:
+            for m in (layer.ff1, layer.att, layer.conv, layer.ff2):
+                m.register_forward_hook(lambda mod, _args, out: drop(out, p_enc, mod.training))
+    dec.train_dropout = p_pred
+
+
 def predictions(dec, targets, vocab):
     """The predictor's output after the start (blank) and each target
     token: [B, U + 1, P]."""
     B = targets.shape[0]
+    p, on = getattr(dec, "train_dropout", 0.0), dec.training
     sos = torch.full((B, 1), vocab, dtype=torch.int64, device=targets.device)
     g = dec.embed(torch.cat([sos, targets], dim=1)).transpose(0, 1)  # [U+1, B, P]
-    g, _ = dec.lstm(g)
-    return g.transpose(0, 1)
+    g, _ = dec.lstm(torch.nn.functional.dropout(g, p, on))
+    return torch.nn.functional.dropout(g, p, on).transpose(0, 1)
 
 
 def joint_logits(enc_out, dec, g):
@@ -413,6 +430,11 @@ def main():
                          "layout. Resuming from a full-context checkpoint warm-starts it")
     ap.add_argument("--left", type=int, default=streaming.LEFT,
                     help="--streaming: encoder frames before its chunk that attention sees")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="dropout of each encoder layer's four residual branches, in "
+                         "training only (full-context encoder)")
+    ap.add_argument("--pred-dropout", type=float, default=0.0,
+                    help="dropout of the predictor's embedding and LSTM output, in training")
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--batch-seconds", type=float, default=600.0,
                     help="padded audio a batch holds, per GPU")
@@ -426,6 +448,9 @@ def main():
                          "GPU synchronised between phases, and print torch.profiler's "
                          "table of them; training then goes on")
     a = ap.parse_args()
+    if a.streaming and a.dropout:
+        sys.exit("train: --dropout is for the full-context encoder (the cache-aware one calls "
+                 "its attention and convolution around their modules)")
     # Several GPUs: started by torchrun, one process a GPU. Every process
     # takes its own batches; the gradients are averaged by one all-reduce a
     # step, which also carries the "time is up" flag, so that all stop at
@@ -493,6 +518,7 @@ def main():
                       "test_voices": len({r["voice"] for r in test_recs})}
 
     enc, dec = build(a, vocab)
+    add_dropout(enc, dec, a.dropout, a.pred_dropout)
     enc.to(device).train()
     dec.to(device).train()
     lm = features.LogMel(N_MELS, normalize=not a.streaming).to(device)
