@@ -816,13 +816,53 @@ def sanitized(infd_bin):
     return b"__asan_init" in pathlib.Path(infd_bin).read_bytes()
 
 
+def test_a_publishers_last_frames_arrive_after_it_leaves(video, tmp_path):
+    """SRT holds each message for the latency before it is read; when the
+    publisher leaves, what it sent in its last `latency` ms is still held.
+    It is read, not dropped: with 500 ms of latency a 6-frame clip (200 ms)
+    is whole in the buffer when the sender closes."""
+    short = tmp_path / "short.ts"
+    make_ts(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"], short, 6)
+    v = video("--stats-every", "0", "--latency-ms", "500")
+    sender = ffmpeg_send(v.url, short, tmp_path)
+    assert sender.wait(30) == 0, sender.text()
+    wait_for(lambda: len(v.frames()) == 6, 10, "the clip's 6 frames")
+    assert "publisher ended after 6 frames" in v.text()
+
+
+def test_a_viewer_leaving_does_not_take_the_stream_over(video, tmp_path):
+    """A caller without a role is a viewer until it sends media. When it
+    leaves, libsrt reports its socket readable and broken at once, as for a
+    caller that sent media and left: with nothing in its buffer it is a
+    viewer leaving, and the publisher goes on."""
+    clip = tmp_path / "clip.ts"
+    make_ts(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"], clip, 45)
+    v = video("--stats-every", "0", "--latency-ms", "100")
+    viewer = recorder(v.url, tmp_path / "v.ts", tmp_path)
+    wait_for(lambda: "caller (a viewer until it sends media) connected" in v.text(), 10,
+             "the viewer")
+    sender = ffmpeg_send(v.url, clip, tmp_path)
+    wait_for(lambda: len(v.frames()) >= 5, 10, "the first frames")
+    viewer.stop()
+    assert sender.wait(30) == 0, sender.text()
+    wait_for(lambda: len(v.frames()) == 45, 10, "every frame")
+    log = v.text()
+    assert "viewer left" in log
+    assert log.count("the caller sends media: publisher") == 1, log[-3000:]
+    assert "publisher ended after 45 frames" in log
+
+
 def test_50_connect_disconnect_cycles_leave_nothing(video, infd_bin, tmp_path):
     """Publishers and viewers come and go 50 times: open files and memory
     stay flat. (Under ASan, `make test` runs this with the sanitizer build,
     whose leak check fails the exit status.)"""
     short = tmp_path / "short.ts"
     make_ts(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"], short, 6)
-    v = video("--stats-every", "0")
+    # 200 ms of SRT latency, not the fixture's 20: each publisher's last
+    # 200 ms are still held by SRT when it leaves, and the next publisher
+    # comes within that time; every frame must still arrive. 30 s for the
+    # last frames under a sanitizer build.
+    v = video("--stats-every", "0", "--latency-ms", "200")
     pid = v.proc.pid
     base_fds = rss0 = None
     for i in range(50):
@@ -833,7 +873,7 @@ def test_50_connect_disconnect_cycles_leave_nothing(video, infd_bin, tmp_path):
         if i == 4:
             time.sleep(1.0)
             base_fds, rss0 = fds(pid), rss_kb(pid)
-    wait_for(lambda: len(v.frames()) == 50 * 6, 10, "every cycle's frames")
+    wait_for(lambda: len(v.frames()) == 50 * 6, 30, "every cycle's frames")
     time.sleep(1.0)
     assert v.alive()
     assert fds(pid) <= base_fds + 2, (fds(pid), base_fds)

@@ -48,6 +48,7 @@ struct video_ingest {
     int msg_len, msg_off;
     uint64_t recv_ns; /* inside srt_recvmsg since the last frame */
     uint64_t wait_ns; /* waiting for messages to arrive (not a cost) */
+    uint64_t gone_ns; /* when the publisher was found gone, 0 before */
 
     AVFormatContext *fmt;
     AVIOContext *avio;
@@ -204,6 +205,40 @@ void video_ingest_destroy(video_ingest *in)
     infd_free(in);
 }
 
+/* After the publisher has gone: true when messages it sent are still held
+ * in the receive buffer, which the caller should wait for and read.
+ *
+ * In live mode the receiver holds each message for the latency (TSBPD)
+ * before srt_recvmsg hands it over. Once the peer has closed, libsrt
+ * 1.5.1 (CUDT::receiveMessage) hands over only messages already due, and
+ * answers SRT_ECONNLOST while the rest wait: the last `latency` ms of every
+ * stream, more when the machine is loaded. They stay readable (SRTO_RCVDATA
+ * counts them; the socket is kept while it holds data), and each becomes
+ * due within the latency. So this waits, 2 ms at a time, at most the
+ * latency and 100 ms more. */
+static bool held_after_close(video_ingest *in)
+{
+    int32_t held = 0, latency = 0;
+    int len = sizeof(held);
+    if (srt_getsockflag(in->sock, SRTO_RCVDATA, &held, &len) != 0 || held <= 0)
+        return false;
+    uint64_t now = infd_clock_ns();
+    if (!in->gone_ns)
+        in->gone_ns = now;
+    len = sizeof(latency);
+    if (srt_getsockflag(in->sock, SRTO_RCVLATENCY, &latency, &len) != 0 || latency < 0)
+        latency = 0;
+    if (now - in->gone_ns > ((uint64_t)latency + 100) * 1000000) {
+        infd_log(INFD_LOG_LEVEL_WARN,
+                 "video: stream %s: %d messages still held %d ms after the publisher left; "
+                 "dropped",
+                 in->stream, (int)held, latency + 100);
+        return false;
+    }
+    infd_clock_sleep_us(2000);
+    return true;
+}
+
 /* The AVIO read callback: one SRT message at a time (or what is left of
  * one), waiting in the epoll 100 ms at a time so stop() is polled. */
 static int read_cb(void *opaque, uint8_t *buf, int size)
@@ -230,7 +265,10 @@ static int read_cb(void *opaque, uint8_t *buf, int size)
             in->wait_ns += infd_clock_ns() - w0;
             continue;
         }
-        /* 0 (closed) or a broken connection. */
+        /* 0 (closed) or a broken connection; what the publisher sent
+         * before it left is read first. */
+        if (n == SRT_ERROR && srt_getlasterror(NULL) == SRT_ECONNLOST && held_after_close(in))
+            continue;
         infd_log(INFD_LOG_LEVEL_INFO, "video: stream %s: publisher gone (%s)", in->stream,
                  n == 0 ? "closed" : srt_getlasterror_str());
         in->ended = true;
@@ -275,7 +313,7 @@ infd_status video_ingest_open(video_ingest *in, int sock, video_ingest_stop_fn s
     in->user = user;
     in->ended = in->draining = false;
     in->msg_len = in->msg_off = 0;
-    in->recv_ns = 0;
+    in->recv_ns = in->gone_ns = 0;
     in->error_run = 0;
     infd_status st = INFD_STATUS_OUT_OF_MEMORY;
     AVDictionary *opts = NULL;
@@ -454,6 +492,11 @@ int64_t video_ingest_pts_rate(const video_ingest *in)
             return tb.den;
     }
     return 90000;
+}
+
+bool video_ingest_publisher_gone(const video_ingest *in)
+{
+    return in->gone_ns != 0;
 }
 
 uint64_t video_ingest_errors(const video_ingest *in)

@@ -97,6 +97,11 @@ int64_t video_ingest_pts_rate(const video_ingest *in);
 /* Counts since create: packets skipped as corrupt, decode errors. */
 uint64_t video_ingest_errors(const video_ingest *in);
 
+/* True once the publisher has left while messages it sent are still being
+ * read (SRT holds each for the latency; ingest.c, held_after_close). Read
+ * on the ingest's own thread, e.g. from its stop() callback. */
+bool video_ingest_publisher_gone(const video_ingest *in);
+
 /* Closes the demuxer and decoder (not the socket). Safe after a failed
  * open; then open may be called again for the next publisher. */
 void video_ingest_close(video_ingest *in);

@@ -625,6 +625,9 @@ static void process(video_stream *s, const video_ingest_timing *it)
 /* The stream's thread                                                       */
 /* ------------------------------------------------------------------------- */
 
+/* A new publisher takes the stream over at once, unless the current one
+ * has already left and what it sent is still being read: that ends within
+ * the SRT latency, and the new one waits for it. */
 static bool should_stop(void *user)
 {
     video_stream *s = user;
@@ -633,7 +636,7 @@ static bool should_stop(void *user)
     pthread_mutex_lock(&s->lock);
     bool takeover = s->next_pub != SRT_INVALID_SOCK;
     pthread_mutex_unlock(&s->lock);
-    return takeover;
+    return takeover && !video_ingest_publisher_gone(s->in);
 }
 
 static void run_publisher(video_stream *s, int sock)
