@@ -46,9 +46,9 @@ struct video_ingest {
 
     uint8_t msg[SRT_MSG_MAX]; /* one SRT message not yet handed to AVIO */
     int msg_len, msg_off;
-    uint64_t recv_ns; /* inside srt_recvmsg since the last frame */
-    uint64_t wait_ns; /* waiting for messages to arrive (not a cost) */
-    uint64_t gone_ns; /* when the publisher was found gone, 0 before */
+    uint64_t recv_ns;        /* inside srt_recvmsg since the last frame */
+    uint64_t wait_ns;        /* waiting for messages to arrive (not a cost) */
+    uint64_t drain_until_ns; /* publisher gone: read what SRT holds until then; 0 before */
 
     AVFormatContext *fmt;
     AVIOContext *avio;
@@ -59,6 +59,13 @@ struct video_ingest {
     uint64_t errors;
     int error_run; /* demuxer errors since the last packet */
 };
+
+int video_srt_held(int sock)
+{
+    int32_t held = 0;
+    int len = sizeof(held);
+    return srt_getsockflag(sock, SRTO_RCVDATA, &held, &len) == 0 && held > 0 ? (int)held : 0;
+}
 
 infd_status video_srt_error(infd_error *err, const char *what)
 {
@@ -216,23 +223,24 @@ void video_ingest_destroy(video_ingest *in)
  * counts them; the socket is kept while it holds data), and each becomes
  * due within the latency. So this waits, 2 ms at a time, at most the
  * latency and 100 ms more. */
-static bool held_after_close(video_ingest *in)
+static bool read_held(video_ingest *in)
 {
-    int32_t held = 0, latency = 0;
-    int len = sizeof(held);
-    if (srt_getsockflag(in->sock, SRTO_RCVDATA, &held, &len) != 0 || held <= 0)
+    int held = video_srt_held(in->sock);
+    if (!held)
         return false;
     uint64_t now = infd_clock_ns();
-    if (!in->gone_ns)
-        in->gone_ns = now;
-    len = sizeof(latency);
-    if (srt_getsockflag(in->sock, SRTO_RCVLATENCY, &latency, &len) != 0 || latency < 0)
-        latency = 0;
-    if (now - in->gone_ns > ((uint64_t)latency + 100) * 1000000) {
+    if (!in->drain_until_ns) {
+        int32_t latency = 0;
+        int len = sizeof(latency);
+        if (srt_getsockflag(in->sock, SRTO_RCVLATENCY, &latency, &len) != 0 || latency < 0)
+            latency = 0;
+        in->drain_until_ns = now + ((uint64_t)latency + 100) * 1000000;
+    }
+    if (now > in->drain_until_ns) {
         infd_log(INFD_LOG_LEVEL_WARN,
-                 "video: stream %s: %d messages still held %d ms after the publisher left; "
-                 "dropped",
-                 in->stream, (int)held, latency + 100);
+                 "video: stream %s: %d messages still held after the publisher left, past the "
+                 "latency and 100 ms; dropped",
+                 in->stream, held);
         return false;
     }
     infd_clock_sleep_us(2000);
@@ -267,7 +275,7 @@ static int read_cb(void *opaque, uint8_t *buf, int size)
         }
         /* 0 (closed) or a broken connection; what the publisher sent
          * before it left is read first. */
-        if (n == SRT_ERROR && srt_getlasterror(NULL) == SRT_ECONNLOST && held_after_close(in))
+        if (n == SRT_ERROR && srt_getlasterror(NULL) == SRT_ECONNLOST && read_held(in))
             continue;
         infd_log(INFD_LOG_LEVEL_INFO, "video: stream %s: publisher gone (%s)", in->stream,
                  n == 0 ? "closed" : srt_getlasterror_str());
@@ -313,7 +321,7 @@ infd_status video_ingest_open(video_ingest *in, int sock, video_ingest_stop_fn s
     in->user = user;
     in->ended = in->draining = false;
     in->msg_len = in->msg_off = 0;
-    in->recv_ns = in->gone_ns = 0;
+    in->recv_ns = in->drain_until_ns = 0;
     in->error_run = 0;
     infd_status st = INFD_STATUS_OUT_OF_MEMORY;
     AVDictionary *opts = NULL;
@@ -496,7 +504,7 @@ int64_t video_ingest_pts_rate(const video_ingest *in)
 
 bool video_ingest_publisher_gone(const video_ingest *in)
 {
-    return in->gone_ns != 0;
+    return in->drain_until_ns != 0;
 }
 
 uint64_t video_ingest_errors(const video_ingest *in)

@@ -52,6 +52,10 @@ infd_status video_streamid_parse(const char *sid, size_t n, const char *default_
 
 /* libsrt's last error on this thread as an infd_error: what + its text. */
 infd_status video_srt_error(infd_error *err, const char *what);
+
+/* Messages in an SRT socket's receive buffer (SRTO_RCVDATA: due or still
+ * held for the latency); 0 when none or the socket is gone. */
+int video_srt_held(int sock);
 /* An FFmpeg error code as an infd_error: what + av_strerror's text. */
 infd_status video_av_error(infd_error *err, int averr, const char *what);
 
@@ -98,8 +102,8 @@ int64_t video_ingest_pts_rate(const video_ingest *in);
 uint64_t video_ingest_errors(const video_ingest *in);
 
 /* True once the publisher has left while messages it sent are still being
- * read (SRT holds each for the latency; ingest.c, held_after_close). Read
- * on the ingest's own thread, e.g. from its stop() callback. */
+ * read (SRT holds each for the latency; ingest.c, read_held). Read on the
+ * ingest's own thread, e.g. from its stop() callback. */
 bool video_ingest_publisher_gone(const video_ingest *in);
 
 /* Closes the demuxer and decoder (not the socket). Safe after a failed

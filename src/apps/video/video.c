@@ -346,14 +346,6 @@ refuse:
     atomic_fetch_sub(&v->n_conns, 1);
 }
 
-/* Messages in a socket's receive buffer, due or not. */
-static bool holds_messages(int sock)
-{
-    int32_t held = 0;
-    int len = sizeof(held);
-    return srt_getsockflag(sock, SRTO_RCVDATA, &held, &len) == 0 && held > 0;
-}
-
 static void on_event(infd_video *v, const SRT_EPOLL_EVENT *ev)
 {
     if (ev->fd == v->listener) {
@@ -368,8 +360,8 @@ static void on_event(infd_video *v, const SRT_EPOLL_EVENT *ev)
      * messages are read before the end. A caller that only left gets IN
      * and ERR too (libsrt wakes readers of a broken socket), with nothing
      * held: a viewer leaving, which must not take the stream over. */
-    bool sent =
-        (ev->events & SRT_EPOLL_IN) && (!(ev->events & SRT_EPOLL_ERR) || holds_messages(c->sock));
+    bool sent = (ev->events & SRT_EPOLL_IN) &&
+                (!(ev->events & SRT_EPOLL_ERR) || video_srt_held(c->sock) > 0);
     if ((ev->events & SRT_EPOLL_ERR) && !(c->role == CONN_TENTATIVE && sent)) {
         infd_log(INFD_LOG_LEVEL_INFO, "video: stream %s: viewer left",
                  video_stream_name(c->stream));
