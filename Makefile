@@ -50,13 +50,13 @@ test: setup
 	@echo "== the video app's 50 connect/disconnect cycles under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_video.py \
 	    -k test_50_connect_disconnect_cycles_leave_nothing
-	@echo "== the Redis queue's, the processors', the ensembles', the cluster's and shared memory's tests under ASan (its leak check at exit)"
+	@echo "== the Redis queue's, the processors', the ensembles', the cluster's, shared memory's and the speech server's tests under ASan (its leak check at exit)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_redis.py \
 	    tests/e2e/test_plugins.py tests/e2e/test_python_backend.py tests/e2e/test_ensemble.py \
 	    tests/e2e/test_face_detect.py tests/e2e/test_classification.py \
 	    tests/e2e/test_image_preprocess.py tests/e2e/test_cluster_member.py \
 	    tests/e2e/test_cluster_link.py tests/e2e/test_router.py tests/e2e/test_shared_memory.py \
-	    tests/e2e/test_cuda_shared_memory.py
+	    tests/e2e/test_cuda_shared_memory.py tests/e2e/test_asr_serve.py
 	@echo "== the gRPC frontend's zero copy of large tensors under ASan (its copy counter)"
 	INFD_BIN=$(abspath build/asan/infd) $(PYTHON) -m pytest -q -rs tests/e2e/test_grpc.py \
 	    -k test_large_tensors_are_not_copied

@@ -96,6 +96,17 @@ parameters {{ key: "precision" value {{ string_value: "fp8" }} }}
     write_model(repo, "speech_missing", f"""backend: "asr"
 max_batch_size: 1
 {model_param(repo / "nowhere")}""")
+    # The same for streaming models, whose loads fail before their
+    # sessions' slots are made (this crashed the server).
+    write_model(repo, "speech_missing_stream", f"""backend: "asr"
+max_batch_size: 4
+sequence_batching {{ max_sequence_idle_microseconds: 30000000 }}
+{model_param(repo / "nowhere")}{STREAM_PARAMS}""")
+    write_model(repo, "speech_chunk0", f"""backend: "asr"
+max_batch_size: 4
+sequence_batching {{ max_sequence_idle_microseconds: 30000000 }}
+parameters {{ key: "chunk_ms" value {{ string_value: "0" }} }}
+{model_param(model_dir)}""")
     return repo
 
 
@@ -359,6 +370,10 @@ def test_a_model_that_cannot_load_says_why(srv):
     assert row["state"] == "UNAVAILABLE" and "nowhere" in row["reason"], row
     row = [m for m in idx if m["name"] == "speech_fp8"][0]
     assert "precision is 'fp8'" in row["reason"], row
+    row = [m for m in idx if m["name"] == "speech_missing_stream"][0]
+    assert row["state"] == "UNAVAILABLE" and "nowhere" in row["reason"], row
+    row = [m for m in idx if m["name"] == "speech_chunk0"][0]
+    assert row["state"] == "UNAVAILABLE" and "chunk_ms 0" in row["reason"], row
 
 
 def test_unknown_backend_names_the_registered_ones(serve, tmp_path):

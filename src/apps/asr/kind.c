@@ -85,7 +85,8 @@ static infd_status rules_param(const infd_kind_model *km, infd_asr_config *c, in
 static void kind_unload(void *state)
 {
     kind_model *k = state;
-    for (int s = 0; s < k->n_slots; s++)
+    /* A load that failed before the slots were made comes here too. */
+    for (int s = 0; k->slots && s < k->n_slots; s++)
         infd_asr_stream_destroy(k->slots[s]);
     free(k->slots);
     infd_asr_recognizer_destroy(k->rec);
