@@ -4,7 +4,7 @@ PyTorch's own greedy TDT decode of the same weights.
 
     python3 tools/train_asr/evaluate.py --model DIR --data DIR [--weights weights.pt]
         [--infd build/release/infd] [--limit N] [--stream [--left-ms 4000 --right-ms 2000]]
-        [--json FILE]
+        [--torch-pad FRAMES] [--json FILE]
 
 --data holds test.pcm and test.jsonl from synth.py (held-out sentences
 spoken by held-out voices). Each utterance is written as a 16 kHz WAV and
@@ -12,7 +12,9 @@ transcribed by `infd asr MODEL_DIR` (offline, or with --stream in 160 ms
 chunks). With --weights (train.py's weights.pt, and spm.model beside it or
 in --data), the same utterances are decoded by train.py's PyTorch path, on
 the CPU: the transcripts are compared utterance by utterance, and each
-difference is listed.
+difference is listed. --torch-pad 256 pads PyTorch's features with zero
+frames to a multiple of 256, as infd's encoder buckets do, to tell the
+differences padding makes from the rest.
 """
 
 import argparse
@@ -50,7 +52,7 @@ def infd_transcripts(infd, model, wavs, stream, left_ms=4000, right_ms=2000):
     return [out.get(w, "") for w in wavs]
 
 
-def torch_transcripts(weights, spm_path, recs, pcm):
+def torch_transcripts(weights, spm_path, recs, pcm, pad=0):
     import sentencepiece as spm
     import torch
 
@@ -71,7 +73,7 @@ def torch_transcripts(weights, spm_path, recs, pcm):
         x = torch.from_numpy(pcm[r["offset"]:r["offset"] + r["samples"]].astype(np.float32)
                              / 32768.0).unsqueeze(0)
         out += train.transcribe(enc, dec, lm, x, torch.tensor([r["samples"]]),
-                                sp.get_piece_size(), sp)
+                                sp.get_piece_size(), sp, pad)
     return out
 
 
@@ -86,6 +88,7 @@ def main():
     ap.add_argument("--stream", action="store_true")
     ap.add_argument("--left-ms", type=int, default=4000)
     ap.add_argument("--right-ms", type=int, default=2000)
+    ap.add_argument("--torch-pad", type=int, default=0)
     ap.add_argument("--json")
     a = ap.parse_args()
     with open(os.path.join(a.data, "test.jsonl")) as f:
@@ -121,7 +124,7 @@ def main():
         print(f"  {name}: WER {100 * w:.2f}% over {len(ix)} utterances")
     if a.weights:
         spm_path = a.spm or os.path.join(os.path.dirname(a.weights), "spm.model")
-        ref_hyps = torch_transcripts(a.weights, spm_path, recs, pcm)
+        ref_hyps = torch_transcripts(a.weights, spm_path, recs, pcm, a.torch_pad)
         same = sum(h == t for h, t in zip(hyps, ref_hyps))
         report["torch_wer"] = wer(refs, ref_hyps)
         report["identical"] = same

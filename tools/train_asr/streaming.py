@@ -140,7 +140,7 @@ def build(a, vocab, n_mels):
 
 
 def from_full_context(state):
-    """A full-context encoder's state dict (models/speech/2's) made a start
+    """A full-context encoder's state dict (such as models/speech/3's) made a start
     for the streaming one: the centred depthwise kernels become causal ones
     that keep the taps on the past and the present (tap j at offset j - 4
     moves to k = j + 4 at offset k - 8) and lose those on the future."""

@@ -281,10 +281,13 @@ def wer(refs, hyps):
 
 
 @torch.no_grad()
-def transcribe(enc, dec, lm, audio, n, vocab, sp):
+def transcribe(enc, dec, lm, audio, n, vocab, sp, pad=0):
     """Greedy TDT decoding (tdt.greedy_decode, NeMo's label looping) of a
-    batch, utterance by utterance: texts."""
+    batch, utterance by utterance: texts. pad: zero feature frames added up
+    to a multiple of it (infd encodes in buckets of 256 frames)."""
     feats, frames = lm(audio, n)
+    if pad:
+        feats = torch.nn.functional.pad(feats, (0, -feats.shape[-1] % pad))
     enc_out, t_lens = enc(feats, frames)
     f = dec.enc(enc_out.transpose(1, 2))  # [B, T, P]
     P = dec.pred.in_features
@@ -410,7 +413,8 @@ def main():
                     help="training time of this run (not counting eval)")
     ap.add_argument("--schedule-minutes", type=float, default=0,
                     help="the learning-rate schedule's length, on the checkpoint's clock "
-                         "(0: this run's end), so that several runs make one schedule")
+                         "(0: this run's end), so that several runs make one schedule; "
+                         "a run stops where it ends")
     ap.add_argument("--resume")
     ap.add_argument("--restart-clock", action="store_true",
                     help="start the schedule's clock at 0 when resuming (a new schedule "
@@ -572,6 +576,10 @@ def main():
             dist.broadcast(p.data, 0)
     budget = clock + a.minutes * 60
     schedule = a.schedule_minutes * 60 or budget
+    if a.schedule_minutes and budget > schedule:
+        budget = schedule  # a run stops where its schedule ends
+        if main_rank:
+            log(f"the schedule ends at {schedule / 60:.1f} min: this run stops there")
     t0 = time.time() - clock
     t_start = time.time()
     last_log, losses, step0 = time.time(), [], step
