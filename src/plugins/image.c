@@ -92,7 +92,7 @@ static void img_unload(void *state)
     img_state *s = state;
     if (!s)
         return;
-    for (int i = 0; i < s->n_inst; i++) {
+    for (int i = 0; s->inst && i < s->n_inst; i++) {
         if (s->inst[i].tj)
             tjDestroy(s->inst[i].tj);
         sws_freeContext(s->inst[i].sws);

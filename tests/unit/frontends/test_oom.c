@@ -5,7 +5,8 @@
  * with only that allocation failing (fail-once) and once with it and every
  * one after it failing until the operation returns (fail-forever).
  *
- * The operations: loading a model through the public API, and one inference
+ * The operations: loading a model and a built-in processor (image_decode)
+ * through the public API, and one inference
  * request through each frontend of a real server in this process (HTTP and
  * gRPC on loopback TCP, framed raw on a Unix socket), sent by clients here
  * that allocate nothing through infd_malloc (hand-written HTTP/1.1 and raw
@@ -40,6 +41,7 @@
 #include "frontends/raw/raw.h"
 #include "grpc_service.pb-c.h"
 #include "onnx_model.h"
+#include "plugins/plugins.h"
 #include "test_repo.h"
 #include "test.h"
 
@@ -66,6 +68,21 @@ static const char *write_repo(void)
 {
     const char *repo = test_repo_new("oom", "models");
     onnx_model_add_twin(repo);
+    /* A built-in processor (src/plugins/image.c), two instances. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/img", repo);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/img/1", repo);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/img/config.pbtxt", repo);
+    FILE *f = fopen(path, "w");
+    if (f) { /* else the processor's sweep reports the model missing */
+        fputs("backend: \"image_decode\"\nmax_batch_size: 8\n"
+              "parameters { key: \"size\" value { string_value: \"128\" } }\n"
+              "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
+              f);
+        fclose(f);
+    }
     return repo;
 }
 
@@ -329,13 +346,14 @@ static int raw_infer(void *arg)
 typedef struct {
     infd_server *s;
     http_ctx *check; /* the model answers through HTTP afterwards */
+    const char *name;
 } load_ctx;
 
 static int load_model(void *arg)
 {
     load_ctx *c = arg;
     infd_error err = { 0 };
-    infd_status st = infd_server_load_model(c->s, "twin", &err);
+    infd_status st = infd_server_load_model(c->s, c->name, &err);
     if (st == INFD_STATUS_OK)
         return OK_;
     if ((st == INFD_STATUS_OUT_OF_MEMORY || st == INFD_STATUS_RESOURCE_EXHAUSTED ||
@@ -393,6 +411,8 @@ static infd_server *server;
 static void test_start(void)
 {
     grpc_init();
+    infd_error err = { 0 };
+    ASSERT_EQ_INT(infd_plugins_register(&err), INFD_STATUS_OK);
     static const char *const load[] = { "twin" };
     server = test_server_start(write_repo(), INFD_MODEL_CONTROL_EXPLICIT, load, 1);
     ASSERT_TRUE(server != NULL);
@@ -521,8 +541,26 @@ static void test_model_load(void)
     fe_ctx c = { .kind = HTTP };
     ASSERT_EQ_INT(fe_start(&c), OK_);
     for (int forever = 0; forever <= 1; forever++) {
-        int n = sweep("model load", load_model, &(load_ctx){ server, &c.hc }, forever, http_infer,
-                      &c.hc);
+        int n = sweep("model load", load_model, &(load_ctx){ server, &c.hc, "twin" }, forever,
+                      http_infer, &c.hc);
+        if (n <= 1) {
+            fe_stop(&c);
+            ASSERT_TRUE(n > 1);
+        }
+    }
+    fe_stop(&c);
+}
+
+/* A processor's load fails part-way too: its instances' state freed, the
+ * server serving on. */
+static void test_processor_load(void)
+{
+    ASSERT_TRUE(server != NULL);
+    fe_ctx c = { .kind = HTTP };
+    ASSERT_EQ_INT(fe_start(&c), OK_);
+    for (int forever = 0; forever <= 1; forever++) {
+        int n = sweep("processor load (image_decode)", load_model,
+                      &(load_ctx){ server, &c.hc, "img" }, forever, http_infer, &c.hc);
         if (n <= 1) {
             fe_stop(&c);
             ASSERT_TRUE(n > 1);
@@ -555,5 +593,5 @@ static void test_stop(void)
     test_rm_rf(test_repo_root);
 }
 
-TEST_MAIN(test_start, test_model_load, test_http_request, test_grpc_request, test_raw_request,
-          test_stop)
+TEST_MAIN(test_start, test_model_load, test_processor_load, test_http_request, test_grpc_request,
+          test_raw_request, test_stop)
