@@ -6,17 +6,17 @@
  * one after it failing until the operation returns (fail-forever).
  *
  * The operations: loading a model and a built-in processor (image_decode)
- * through the public API, and one inference
- * request through each frontend of a real server in this process (HTTP and
- * gRPC on loopback TCP, framed raw on a Unix socket), sent by clients here
- * that allocate nothing through infd_malloc (hand-written HTTP/1.1 and raw
- * frames; gRPC core and protobuf-c use their own allocators). Each step must
- * end in success or in the protocol's error for a server fault (HTTP 500 or
- * 503, gRPC RESOURCE_EXHAUSTED/INTERNAL/UNAVAILABLE, a raw error reply), never
- * a lost request, a crash or a hang; the same operation, run again at once
- * without injection, must succeed; and under ASan (make test's unit run with
- * the asan preset) nothing may leak. The count of distinct allocation sites
- * that failed (the callers' return addresses) is printed per operation.
+ * through the public API, and one inference request through each frontend of
+ * a real server in this process (HTTP and gRPC on loopback TCP, framed raw
+ * on a Unix socket), sent by clients here that allocate nothing through
+ * infd_malloc (hand-written HTTP/1.1 and raw frames; gRPC core and
+ * protobuf-c use their own allocators). Each step must end in success or in
+ * the protocol's error for a server fault (HTTP 500 or 503, gRPC
+ * RESOURCE_EXHAUSTED/INTERNAL/UNAVAILABLE, a raw error reply), never a lost
+ * request, a crash or a hang; the same operation, run again at once without
+ * injection, must succeed; and under ASan (make test's unit run with the
+ * asan preset) nothing may leak. The count of distinct allocation sites that
+ * failed (the callers' return addresses) is printed per operation.
  *
  * Only allocations that go through infd_malloc & co. are failed: libevent's,
  * gRPC core's, yajl's and oneDNN's own mallocs are outside the count.
