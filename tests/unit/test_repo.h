@@ -46,6 +46,24 @@ static inline const char *test_repo_new(const char *test_name, const char *tag)
     return repo;
 }
 
+/* Writes <repo>/<name>/config.pbtxt with an empty version folder 1/: a
+ * model whose kind needs no file (a processor, a test kind). When it cannot
+ * be written, loading the model reports it missing. */
+static inline void test_write_config(const char *repo, const char *name, const char *text)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", repo, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/1", repo, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/config.pbtxt", repo, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
 /* Writes <repo>/<name>/1/model.onnx (+ config.pbtxt when `config`): add_sub
  * with inputs [batch, 16], or [2, 16] without `batch`. */
 static inline void test_add_sub(const char *repo, const char *name, bool batch, const char *config)

@@ -5,18 +5,19 @@
  * with only that allocation failing (fail-once) and once with it and every
  * one after it failing until the operation returns (fail-forever).
  *
- * The operations: loading a model and a built-in processor (image_decode)
- * through the public API, and one inference request through each frontend of
- * a real server in this process (HTTP and gRPC on loopback TCP, framed raw
- * on a Unix socket), sent by clients here that allocate nothing through
- * infd_malloc (hand-written HTTP/1.1 and raw frames; gRPC core and
- * protobuf-c use their own allocators). Each step must end in success or in
- * the protocol's error for a server fault (HTTP 500 or 503, gRPC
- * RESOURCE_EXHAUSTED/INTERNAL/UNAVAILABLE, a raw error reply), never a lost
- * request, a crash or a hang; the same operation, run again at once without
- * injection, must succeed; and under ASan (make test's unit run with the
- * asan preset) nothing may leak. The count of distinct allocation sites that
- * failed (the callers' return addresses) is printed per operation.
+ * The operations: loading a model and two built-in processors (image_decode,
+ * blazeface_decode) through the public API, and one inference request
+ * through each frontend of a real server in this process (HTTP and gRPC on
+ * loopback TCP, framed raw on a Unix socket), sent by clients here that
+ * allocate nothing through infd_malloc (hand-written HTTP/1.1 and raw
+ * frames; gRPC core and protobuf-c use their own allocators). Each step must
+ * end in success or in the protocol's error for a server fault (HTTP 500 or
+ * 503, gRPC RESOURCE_EXHAUSTED/INTERNAL/UNAVAILABLE, a raw error reply),
+ * never a lost request, a crash or a hang; the same operation, run again at
+ * once without injection, must succeed; and under ASan (make test's unit run
+ * with the asan preset) nothing may leak. The count of distinct allocation
+ * sites that failed (the callers' return addresses) is printed per
+ * operation.
  *
  * Only allocations that go through infd_malloc & co. are failed: libevent's,
  * gRPC core's, yajl's and oneDNN's own mallocs are outside the count.
@@ -68,21 +69,15 @@ static const char *write_repo(void)
 {
     const char *repo = test_repo_new("oom", "models");
     onnx_model_add_twin(repo);
-    /* A built-in processor (src/plugins/image.c), two instances. */
-    char path[512];
-    snprintf(path, sizeof(path), "%s/img", repo);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/img/1", repo);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/img/config.pbtxt", repo);
-    FILE *f = fopen(path, "w");
-    if (f) { /* else the processor's sweep reports the model missing */
-        fputs("backend: \"image_decode\"\nmax_batch_size: 8\n"
-              "parameters { key: \"size\" value { string_value: \"128\" } }\n"
-              "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
-              f);
-        fclose(f);
-    }
+    /* Built-in processors (src/plugins), two instances each. */
+    test_write_config(repo, "img",
+                      "backend: \"image_decode\"\nmax_batch_size: 8\n"
+                      "parameters { key: \"size\" value { string_value: \"128\" } }\n"
+                      "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+    test_write_config(repo, "bfd",
+                      "backend: \"blazeface_decode\"\nmax_batch_size: 8\n"
+                      "parameters { key: \"size\" value { string_value: \"128\" } }\n"
+                      "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
     return repo;
 }
 
@@ -551,21 +546,24 @@ static void test_model_load(void)
     fe_stop(&c);
 }
 
-/* A processor's load fails part-way too: its instances' state freed, the
+/* Processors' loads fail part-way too: their instances' state freed, the
  * server serving on. */
 static void test_processor_load(void)
 {
     ASSERT_TRUE(server != NULL);
     fe_ctx c = { .kind = HTTP };
     ASSERT_EQ_INT(fe_start(&c), OK_);
-    for (int forever = 0; forever <= 1; forever++) {
-        int n = sweep("processor load (image_decode)", load_model,
-                      &(load_ctx){ server, &c.hc, "img" }, forever, http_infer, &c.hc);
-        if (n <= 1) {
-            fe_stop(&c);
-            ASSERT_TRUE(n > 1);
+    static const char *const names[][2] = { { "img", "processor load (image_decode)" },
+                                            { "bfd", "processor load (blazeface_decode)" } };
+    for (int m = 0; m < 2; m++)
+        for (int forever = 0; forever <= 1; forever++) {
+            int n = sweep(names[m][1], load_model, &(load_ctx){ server, &c.hc, names[m][0] },
+                          forever, http_infer, &c.hc);
+            if (n <= 1) {
+                fe_stop(&c);
+                ASSERT_TRUE(n > 1);
+            }
         }
-    }
     fe_stop(&c);
 }
 

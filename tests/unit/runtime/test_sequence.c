@@ -133,21 +133,6 @@ static void register_once(void)
     }
 }
 
-static void write_config(const char *repo, const char *name, const char *text)
-{
-    char path[600];
-    snprintf(path, sizeof(path), "%s/%s", repo, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/1", repo, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/config.pbtxt", repo, name);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* One request: its value, sequence and flags; after completion, outputs. */
 typedef struct call {
     infd_request *req;
@@ -222,10 +207,10 @@ static void test_direct_batches_sequences_in_order(void)
 {
     register_once();
     const char *repo = test_repo_new("sequence", "direct");
-    write_config(repo, "acc",
-                 "backend: \"acc\"\nmax_batch_size: 4\n"
-                 "sequence_batching { direct { max_queue_delay_microseconds: "
-                 "200000 } }\n");
+    test_write_config(repo, "acc",
+                      "backend: \"acc\"\nmax_batch_size: 4\n"
+                      "sequence_batching { direct { max_queue_delay_microseconds: "
+                      "200000 } }\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
@@ -274,10 +259,10 @@ static void test_oldest_backlog_and_string_ids(void)
 {
     register_once();
     const char *repo = test_repo_new("sequence", "oldest");
-    write_config(repo, "acc",
-                 "backend: \"acc\"\nmax_batch_size: 2\n"
-                 "instance_group [{ kind: KIND_CPU count: 2 }]\n"
-                 "sequence_batching { oldest { max_candidate_sequences: 3 } }\n");
+    test_write_config(repo, "acc",
+                      "backend: \"acc\"\nmax_batch_size: 2\n"
+                      "instance_group [{ kind: KIND_CPU count: 2 }]\n"
+                      "sequence_batching { oldest { max_candidate_sequences: 3 } }\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
@@ -315,7 +300,7 @@ static void test_sequence_errors(void)
 {
     register_once();
     const char *repo = test_repo_new("sequence", "errors");
-    write_config(repo, "acc", "backend: \"acc\"\nmax_batch_size: 2\nsequence_batching {}\n");
+    test_write_config(repo, "acc", "backend: \"acc\"\nmax_batch_size: 2\nsequence_batching {}\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
@@ -367,9 +352,9 @@ static void test_idle_sequence_is_released(void)
 {
     register_once();
     const char *repo = test_repo_new("sequence", "idle");
-    write_config(repo, "acc",
-                 "backend: \"acc\"\nmax_batch_size: 1\n"
-                 "sequence_batching { max_sequence_idle_microseconds: 50000 }\n");
+    test_write_config(repo, "acc",
+                      "backend: \"acc\"\nmax_batch_size: 1\n"
+                      "sequence_batching { max_sequence_idle_microseconds: 50000 }\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_error err = { 0 };
@@ -406,18 +391,18 @@ static void test_kind_registration_and_config(void)
     bad.run_batch = NULL;
     ASSERT_STATUS(infd_model_kind_register(&bad, &err), INFD_STATUS_INVALID_ARGUMENT);
     const char *repo = test_repo_new("sequence", "config");
-    write_config(repo, "wrong_type",
-                 "backend: \"acc\"\nmax_batch_size: 1\n"
-                 "input [{ name: \"IN\" data_type: TYPE_FP32 dims: [1] }]\n");
-    write_config(repo, "no_such",
-                 "backend: \"acc\"\nmax_batch_size: 1\n"
-                 "output [{ name: \"OUT\" data_type: TYPE_INT64 dims: [1] }]\n");
-    write_config(repo, "state",
-                 "backend: \"acc\"\nmax_batch_size: 1\nsequence_batching { state "
-                 "[{ input_name: \"a\" output_name: \"b\" }] }\n");
-    write_config(repo, "plain",
-                 "backend: \"acc\"\nmax_batch_size: 4\n"
-                 "dynamic_batching {}\n");
+    test_write_config(repo, "wrong_type",
+                      "backend: \"acc\"\nmax_batch_size: 1\n"
+                      "input [{ name: \"IN\" data_type: TYPE_FP32 dims: [1] }]\n");
+    test_write_config(repo, "no_such",
+                      "backend: \"acc\"\nmax_batch_size: 1\n"
+                      "output [{ name: \"OUT\" data_type: TYPE_INT64 dims: [1] }]\n");
+    test_write_config(repo, "state",
+                      "backend: \"acc\"\nmax_batch_size: 1\nsequence_batching { state "
+                      "[{ input_name: \"a\" output_name: \"b\" }] }\n");
+    test_write_config(repo, "plain",
+                      "backend: \"acc\"\nmax_batch_size: 4\n"
+                      "dynamic_batching {}\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_repository_entry *rows = NULL;
@@ -573,12 +558,12 @@ static void test_deferred_requests_finish_later(void)
     infd_error err = { 0 };
     ASSERT_STATUS(infd_model_kind_register(&later_kind, &err), INFD_STATUS_OK);
     const char *repo = test_repo_new("sequence", "later");
-    write_config(repo, "later",
-                 "backend: \"later\"\nmax_batch_size: 0\n"
-                 "instance_group [ { count: 1 kind: KIND_CPU } ]\n");
-    write_config(repo, "acc",
-                 "backend: \"acc\"\nmax_batch_size: 4\n"
-                 "sequence_batching { direct { } }\n");
+    test_write_config(repo, "later",
+                      "backend: \"later\"\nmax_batch_size: 0\n"
+                      "instance_group [ { count: 1 kind: KIND_CPU } ]\n");
+    test_write_config(repo, "acc",
+                      "backend: \"acc\"\nmax_batch_size: 4\n"
+                      "sequence_batching { direct { } }\n");
     infd_server *s = test_server_start(repo, INFD_MODEL_CONTROL_NONE, NULL, 0);
     ASSERT_TRUE(s != NULL);
     infd_model *m = NULL;
