@@ -331,3 +331,38 @@ def test_dropout_only_in_training():
         assert torch.equal(enc(x, n)[0], plain_enc(x, n)[0])
         assert torch.equal(train.predictions(dec, targets, 10),
                            train.predictions(plain_dec, targets, 10))
+
+
+def test_dropout_in_the_cache_aware_encoder():
+    """The cache-aware encoder (streaming.py) drops its four residual
+    branches itself: in training two passes differ; in eval mode its
+    whole-utterance forward is the same weights' without dropout, and
+    step(), what the export runs, never drops."""
+    import argparse
+
+    import streaming
+    import train
+
+    a = argparse.Namespace(d_model=32, layers=2, heads=4, pred=24, ff_mult=2, streaming=True,
+                           left=8)
+    torch.manual_seed(0)
+    plain, _ = streaming.build(a, 10, 16)
+    enc, dec = streaming.build(a, 10, 16)
+    enc.load_state_dict(plain.state_dict())
+    train.add_dropout(enc, dec, 0.3, 0.3)
+    assert enc.p_drop == 0.3 and dec.train_dropout == 0.3
+    assert enc.state_dict().keys() == plain.state_dict().keys()
+    x, n = torch.randn(2, 16, 96), torch.tensor([96, 64])
+    enc.train()
+    assert not torch.equal(enc(x, n)[0], enc(x, n)[0])
+    L = len(enc.layers)
+    caches = (torch.zeros(1, L, a.left, a.d_model), torch.zeros(1, L, a.d_model, 8),
+              torch.zeros(1, dtype=torch.int64))
+    w, k = x[:1, :, :streaming.WINDOW], torch.tensor([streaming.WINDOW])
+    with torch.no_grad():
+        assert torch.equal(enc.step(w, k, *caches)[0], enc.step(w, k, *caches)[0])
+    plain.load_state_dict(enc.state_dict())  # BatchNorm's running statistics moved
+    enc.eval()
+    plain.eval()
+    with torch.no_grad():
+        assert torch.equal(enc(x, n)[0], plain(x, n)[0])

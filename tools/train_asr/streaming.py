@@ -57,6 +57,7 @@ def build(a, vocab, n_mels):
             self.register_buffer("feat_mean", torch.zeros(n_mels))
             self.register_buffer("feat_std", torch.ones(n_mels))
             self.left = left
+            self.p_drop = 0.0  # train.add_dropout: the residual branches' dropout
 
         def subsample(self, x, length):
             """Normalised features -> encoder frames of every block but the
@@ -97,13 +98,17 @@ def build(a, vocab, n_mels):
             hidden = (~visible).unsqueeze(0).unsqueeze(0) | pad.unsqueeze(1).unsqueeze(1)
             padc = pad.unsqueeze(2)
             zeros = x.new_zeros(b, d, KERNEL - 1)
+
+            def drop(y):  # training only; step(), the export, has none
+                return nn.functional.dropout(y, self.p_drop, self.training)
+
             for layer in self.layers:
-                x = x + 0.5 * layer.ff1(x)
+                x = x + 0.5 * drop(layer.ff1(x))
                 a_in = layer.att.norm(x)
-                x = x + self.attend(layer.att, a_in, a_in, hidden)
+                x = x + drop(self.attend(layer.att, a_in, a_in, hidden))
                 c, _ = self.convolve(layer.conv, x, padc, zeros)
-                x = x + c
-                x = x + 0.5 * layer.ff2(x)
+                x = x + drop(c)
+                x = x + 0.5 * drop(layer.ff2(x))
                 x = layer.norm(x)
             return x.transpose(1, 2), lens
 

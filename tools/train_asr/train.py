@@ -218,9 +218,13 @@ def add_dropout(enc, dec, p_enc, p_pred):
     forward hooks, so that the modules, the weights and the ONNX export stay
     gen_asr_models' (in eval mode, and so in evaluation and export, the
     hooks do nothing), and p_pred the predictor's embedding and LSTM output
-    (in predictions(), which reads dec.train_dropout)."""
+    (in predictions(), which reads dec.train_dropout). The cache-aware
+    encoder (streaming.py) calls its attention and convolution around their
+    modules, so it drops the same four branches itself (enc.p_drop)."""
     drop = torch.nn.functional.dropout
-    if p_enc > 0:
+    if hasattr(enc, "p_drop"):
+        enc.p_drop = p_enc
+    elif p_enc > 0:
         for layer in enc.layers:
             for m in (layer.ff1, layer.att, layer.conv, layer.ff2):
                 m.register_forward_hook(lambda mod, _args, out: drop(out, p_enc, mod.training))
@@ -452,9 +456,6 @@ def main():
                          "GPU synchronised between phases, and print torch.profiler's "
                          "table of them; training then goes on")
     a = ap.parse_args()
-    if a.streaming and a.dropout:
-        sys.exit("train: --dropout is for the full-context encoder (the cache-aware one calls "
-                 "its attention and convolution around their modules)")
     # Several GPUs: started by torchrun, one process a GPU. Every process
     # takes its own batches; the gradients are averaged by one all-reduce a
     # step, which also carries the "time is up" flag, so that all stop at
