@@ -317,6 +317,12 @@ def test_contract_file_is_written_and_enforced(infd_bin, model_dir, sherpa_dir, 
     path.write_text("{\"contract\": \"infd-asr/1\", ")
     r = infd_asr(infd_bin, d, tmp_path / "a.wav")
     assert r.returncode == 1 and f"{path}: not a JSON object: parse error" in r.stderr, r.stderr
+    # a file that is not JSON at all: its text is not quoted in the error,
+    # which a served model's repository index would hand to any client
+    path.write_text("root:x:0:0:SECRET-7731:/root:/bin/bash\n")
+    r = infd_asr(infd_bin, d, tmp_path / "a.wav")
+    assert r.returncode == 1 and f"{path}: not a JSON object: lexical error" in r.stderr, r.stderr
+    assert "SECRET-7731" not in r.stderr, r.stderr
     # a contract given on the command line must be there
     r = subprocess.run([str(infd_bin), "asr", str(d), str(tmp_path / "a.wav"), "--contract",
                         str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)

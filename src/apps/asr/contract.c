@@ -295,6 +295,17 @@ static bool too_deep(const char *s)
     return false;
 }
 
+/* yajl's message without the lines of the file it quotes after it: an
+ * error can reach a network client (the repository index's reason), and
+ * the file need not be JSON at all (a contract path pointing elsewhere). */
+static void first_line(char *ebuf)
+{
+    ebuf[strcspn(ebuf, "\n")] = '\0';
+    size_t k = strlen(ebuf);
+    while (k > 0 && ebuf[k - 1] == ' ')
+        ebuf[--k] = '\0';
+}
+
 infd_status asr_contract_check(const asr_contract *c, const char *text, size_t n, const char *path,
                                infd_error *err)
 {
@@ -318,9 +329,7 @@ infd_status asr_contract_check(const asr_contract *c, const char *text, size_t n
                             "parse",
                             path);
     } else if (!file || !YAJL_IS_OBJECT(file)) {
-        size_t k = strlen(ebuf);
-        while (k > 0 && (ebuf[k - 1] == '\n' || ebuf[k - 1] == ' '))
-            ebuf[--k] = '\0';
+        first_line(ebuf);
         const char *why = ebuf[0]             ? ebuf
                           : deep              ? "nested more than 16 deep"
                           : strlen(copy) != n ? "a NUL byte in it"
@@ -362,9 +371,7 @@ infd_status asr_config_parse(const char *text, size_t n, const char *path, int *
     bool deep = too_deep(copy);
     yajl_val root = strlen(copy) == n && !deep ? yajl_tree_parse(copy, ebuf, sizeof(ebuf)) : NULL;
     if (!root || !YAJL_IS_OBJECT(root)) {
-        size_t k = strlen(ebuf);
-        while (k > 0 && (ebuf[k - 1] == '\n' || ebuf[k - 1] == ' '))
-            ebuf[--k] = '\0';
+        first_line(ebuf);
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT, "%s: not a JSON object: %s", path,
                             ebuf[0]             ? ebuf
                             : deep              ? "nested more than 16 deep"
