@@ -108,8 +108,10 @@ static void usage(FILE *out)
         "  --video-latency-ms N        SRT latency (default 120)\n"
         "  --video-passphrase P        SRT AES passphrase, 10 to 79 characters\n"
         "  --video-detections FILE|-   one JSON line per frame: faces, timings\n"
-        "  --redis URL                 take jobs from Redis Streams (redis://HOST[:PORT][/DB];\n"
-        "                              default off; docs/REDIS.md)\n"
+        "  --redis URL                 take jobs from Redis Streams\n"
+        "                              (redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]; default\n"
+        "                              off; the password may come from INFD_REDIS_PASSWORD\n"
+        "                              instead; docs/REDIS.md)\n"
         "  --redis-prefix P            key prefix: P:jobs:MODEL, P:dead:MODEL (default infd)\n"
         "  --redis-group G             consumer group (default infd)\n"
         "  --redis-models A,B          models to take jobs for (default every READY one)\n"
@@ -361,6 +363,7 @@ int infd_cli_serve(int argc, char **argv)
             vo.detections = v;
         } else if (strcmp(a, "--redis") == 0) {
             qo.url = v;
+            qo.password = getenv("INFD_REDIS_PASSWORD"); /* kept out of the process list */
         } else if (strcmp(a, "--redis-prefix") == 0) {
             qo.prefix = v;
         } else if (strcmp(a, "--redis-group") == 0) {

@@ -5,6 +5,7 @@ SIGKILL, Redis itself restarted. docs/REDIS.md describes the job format.
 """
 
 import json
+import os
 import pathlib
 import socket
 import subprocess
@@ -270,6 +271,75 @@ def test_bad_redis_options_are_named(infd_bin, add_sub_repo):
                             "--raw-socket-dir", "off", *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and expect in r.stderr, (args, r.stderr)
+
+
+def test_redis_with_a_password_and_an_acl_user(serve, add_sub_repo, redis_server):
+    """A Redis that requires AUTH: the default user's password in the URL,
+    an ACL user with a %-encoded password, and the password from
+    INFD_REDIS_PASSWORD (kept out of the process list). A wrong password is
+    refused by Redis: the server says so without the password, keeps
+    serving HTTP, and takes no job."""
+    from serving import env_with
+    admin = redis_server.client()
+    # The ACL user may run only what docs/REDIS.md lists, on the prefix's keys.
+    admin.execute_command("ACL", "SETUSER", "worker", "on", ">w@rker pass", "~infd:*",
+                          "~results:*", "&infd:done:*", "+@stream", "+hset", "+hget", "+hdel",
+                          "+set", "+publish", "+client|id", "+client|unblock", "+select")
+    admin.config_set("requirepass", "s3cret-default")
+    c = redis.Redis(host="127.0.0.1", port=redis_server.port, password="s3cret-default",
+                    socket_timeout=10)
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=redis_server.port, socket_timeout=10).xlen("x")
+    hp = f"127.0.0.1:{redis_server.port}"
+    wrong = serve(add_sub_repo, "--redis", f"redis://:not-the-password@{hp}")
+    x = np.arange(16, dtype=np.float32)
+    for name, args, env in [
+            ("default", ["--redis", f"redis://:s3cret-default@{hp}"], None),
+            ("acl", ["--redis", f"redis://worker:w%40rker%20pass@{hp}/0", "--redis-publish"],
+             None),
+            ("env", ["--redis", f"redis://{hp}"], env_with(INFD_REDIS_PASSWORD="s3cret-default")),
+            ("acl-env", ["--redis", f"redis://worker@{hp}"],
+             env_with(INFD_REDIS_PASSWORD="w@rker pass"))]:
+        srv = serve(add_sub_repo, *args, env=env)
+        c.xadd("infd:jobs:add_sub", {"id": name, "request": add_sub_request(x, x)})
+        res, _ = split_result(wait_results(c, [name])[name])
+        assert res["status"] == "ok", (name, res)
+        wait_metrics(srv, {"infd_redis_connected": 1})
+        srv.stop()
+        assert "NOPERM" not in srv.log() and "rror" not in srv.log(), srv.log_tail()
+    # Every job went to the servers that could log in; the wrong one took none.
+    wait_all_acked(c, "infd:jobs:add_sub")
+    deadline = time.time() + DEADLINE_S
+    while "AUTH refused" not in wrong.log():
+        assert wrong.proc.poll() is None and time.time() < deadline, wrong.log_tail()
+        time.sleep(0.05)
+    log = wrong.log()
+    assert "WRONGPASS" in log and "not-the-password" not in log, log[-2000:]
+    m = metrics(wrong)
+    assert m["infd_redis_connected"] == 0
+    assert m.get('infd_redis_jobs_completed_total{model="add_sub"}', 0) == 0
+    import requests
+    assert requests.get(wrong.url + "/v2/health/ready", timeout=10).status_code == 200
+
+
+def test_redis_url_errors_never_show_the_password(infd_bin, add_sub_repo):
+    for url, expect in [("redis://u:topsecret@h:99999", "port"),
+                        ("http://u:topsecret@127.0.0.1", "does not start with redis://"),
+                        ("redis://u:topsecret@[::1", "no ']'"),
+                        ("redis://u:top%zzsecret@127.0.0.1", "%-encoded"),
+                        ("redis://:topsecret@", "no host")]:
+        r = subprocess.run([str(infd_bin), "serve", "--model-repository", str(add_sub_repo),
+                            "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1",
+                            "--raw-socket-dir", "off", "--redis", url],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and expect in r.stderr, (url, r.stderr)
+        assert "topsecret" not in r.stderr and "***" in r.stderr, (url, r.stderr)
+    r = subprocess.run([str(infd_bin), "serve", "--model-repository", str(add_sub_repo),
+                        "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1",
+                        "--raw-socket-dir", "off", "--redis", "redis://worker@127.0.0.1"],
+                       capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != "INFD_REDIS_PASSWORD"})
+    assert r.returncode != 0 and "names user 'worker' but no password" in r.stderr, r.stderr
 
 
 def slow_model(root):

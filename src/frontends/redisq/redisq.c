@@ -24,6 +24,7 @@
  */
 #include "frontends/redisq/redisq.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -69,6 +70,9 @@ typedef struct rq_conn {
     bool up;               /* connected (the connect callback said so) */
     uint64_t next_try_ns;
     int backoff_ms;
+    infd_redisq *q;
+    bool auth_refused;    /* AUTH failed: the close is not a lost connection */
+    char auth_error[160]; /* Redis's answer to AUTH (never the password) */
 } rq_conn;
 
 struct rq_job {
@@ -131,6 +135,7 @@ struct infd_redisq {
     infd_server *server;
     char host[256];
     int port, db;
+    char user[128], pass[256]; /* AUTH [user] pass when pass is set; zeroed at free */
     char prefix[128], group[128], consumer[320];
     char *models_filter; /* ",a,b," or NULL */
     int claim_idle_ms, max_deliveries, result_ttl_s, max_inflight;
@@ -182,21 +187,65 @@ void infd_redisq_options_init(infd_redisq_options *o)
     o->max_job_bytes = 64u << 20;
 }
 
-/* redis://HOST[:PORT][/DB], HOST possibly [IPv6]. */
+/* Percent-decodes URL credentials into out (cap bytes): false when they do
+ * not fit or a '%' is not followed by two hex digits. */
+static bool url_decode(const char *p, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '%') {
+            if (i + 2 >= n || !isxdigit((unsigned char)p[i + 1]) ||
+                !isxdigit((unsigned char)p[i + 2]))
+                return false;
+            char hex[3] = { p[i + 1], p[i + 2], 0 };
+            c = (unsigned char)strtol(hex, NULL, 16);
+            i += 2;
+        }
+        if (c == 0 || k + 1 >= cap)
+            return false;
+        out[k++] = (char)c;
+    }
+    out[k] = '\0';
+    return true;
+}
+
+/* redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], HOST possibly [IPv6]; the
+ * password may be left to INFD_REDIS_PASSWORD (infd_redisq_start). Error
+ * text shows the URL with its credentials replaced by "***". */
 static infd_status parse_url(infd_redisq *q, const char *url, infd_error *err)
 {
     const char *p = url;
+    char shown[240];
+    const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+    size_t keep = scheme ? (size_t)(scheme + 3 - url) : 0;
+    if (at && (size_t)(at - url) >= keep)
+        snprintf(shown, sizeof(shown), "%.*s***%.200s", (int)(keep < 20 ? keep : 20), url, at);
+    else
+        snprintf(shown, sizeof(shown), "%.200s", url);
     if (strncmp(p, "redis://", 8) != 0)
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "redis: URL '%.200s' does not start with redis://", url);
+                              "redis: URL '%s' does not start with redis://", shown);
     p += 8;
+    q->user[0] = q->pass[0] = '\0';
+    if (at && at >= p) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        const char *user_end = colon ? colon : at;
+        if (!url_decode(p, (size_t)(user_end - p), q->user, sizeof(q->user)) ||
+            (colon && !url_decode(colon + 1, (size_t)(at - colon - 1), q->pass, sizeof(q->pass))))
+            return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                                  "redis: URL '%s': the user name (at most %zu bytes) or the "
+                                  "password (at most %zu bytes) is too long or badly %%-encoded",
+                                  shown, sizeof(q->user) - 1, sizeof(q->pass) - 1);
+        p = at + 1;
+    }
     const char *host = p, *host_end;
     if (*p == '[') {
         host = ++p;
         host_end = strchr(p, ']');
         if (!host_end)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "redis: URL '%.200s': no ']' after the IPv6 address", url);
+                                  "redis: URL '%s': no ']' after the IPv6 address", shown);
         p = host_end + 1;
     } else {
         host_end = p + strcspn(p, ":/");
@@ -204,8 +253,9 @@ static infd_status parse_url(infd_redisq *q, const char *url, infd_error *err)
     }
     size_t hn = (size_t)(host_end - host);
     if (hn == 0 || hn >= sizeof(q->host))
-        return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "redis: URL '%.200s': no host (redis://HOST[:PORT][/DB])", url);
+        return infd_error_set(
+            err, INFD_STATUS_INVALID_ARGUMENT,
+            "redis: URL '%s': no host (redis://[USER[:PASSWORD]@]HOST[:PORT][/DB])", shown);
     memcpy(q->host, host, hn);
     q->host[hn] = '\0';
     q->port = 6379;
@@ -216,7 +266,7 @@ static infd_status parse_url(infd_redisq *q, const char *url, infd_error *err)
         long port = strtol(p + 1, &end, 10);
         if (end == p + 1 || errno || port < 1 || port > 65535 || (*end && *end != '/'))
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "redis: URL '%.200s': the port is not 1..65535", url);
+                                  "redis: URL '%s': the port is not 1..65535", shown);
         q->port = (int)port;
         p = end;
     }
@@ -226,11 +276,11 @@ static infd_status parse_url(infd_redisq *q, const char *url, infd_error *err)
         long db = strtol(p + 1, &end, 10);
         if (end == p + 1 || errno || db < 0 || db > 1000000 || *end)
             return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                                  "redis: URL '%.200s': the database is not a number", url);
+                                  "redis: URL '%s': the database is not a number", shown);
         q->db = (int)db;
     } else if (*p && strcmp(p, "/") != 0) {
         return infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
-                              "redis: URL '%.200s': unexpected '%.40s' after the host", url, p);
+                              "redis: URL '%s': unexpected '%.40s' after the host", shown, p);
     }
     return INFD_STATUS_OK;
 }
@@ -1083,7 +1133,13 @@ static void on_group(redisAsyncContext *ac, void *r, void *privdata)
 
 static void conn_failed(infd_redisq *q, rq_conn *c, const char *what, const char *why)
 {
-    bool was_up = c->up;
+    /* A connection Redis refused to authenticate backs off like one that
+     * never came up, and says why at WARN. */
+    bool refused = c->auth_refused;
+    bool was_up = c->up && !refused;
+    c->auth_refused = false;
+    if (refused)
+        why = c->auth_error;
     c->ac = NULL;
     c->up = false;
     if (c->backoff_ms == 0 || was_up)
@@ -1091,12 +1147,24 @@ static void conn_failed(infd_redisq *q, rq_conn *c, const char *what, const char
     else if (c->backoff_ms < BACKOFF_MAX_MS)
         c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
     c->next_try_ns = infd_clock_ns() + (uint64_t)c->backoff_ms * 1000000u;
-    if (!q->stopping && (was_up || c == &q->cmd))
-        infd_log(was_up ? INFD_LOG_LEVEL_WARN : INFD_LOG_LEVEL_INFO,
+    if (!q->stopping && (was_up || refused || c == &q->cmd))
+        infd_log(was_up || refused ? INFD_LOG_LEVEL_WARN : INFD_LOG_LEVEL_INFO,
                  "redis: %s connection to %s:%d %s: %s; trying again in %d ms", what, q->host,
                  q->port, was_up ? "lost" : "failed", why, c->backoff_ms);
     if (c == &q->cmd)
         atomic_store(&q->connected, false);
+}
+
+/* The connection is up and, with a password, authenticated. */
+static void conn_logged_in(rq_conn *c)
+{
+    infd_redisq *q = c->q;
+    c->backoff_ms = 0;
+    if (c != &q->cmd)
+        return;
+    atomic_store(&q->connected, true);
+    infd_log(INFD_LOG_LEVEL_INFO, "redis: connected to %s:%d (db %d%s) as consumer %s of group %s",
+             q->host, q->port, q->db, q->pass[0] ? ", authenticated" : "", q->consumer, q->group);
 }
 
 static void on_cmd_connect(const redisAsyncContext *ac, int status)
@@ -1107,10 +1175,8 @@ static void on_cmd_connect(const redisAsyncContext *ac, int status)
         return;
     }
     q->cmd.up = true;
-    q->cmd.backoff_ms = 0;
-    atomic_store(&q->connected, true);
-    infd_log(INFD_LOG_LEVEL_INFO, "redis: connected to %s:%d (db %d) as consumer %s of group %s",
-             q->host, q->port, q->db, q->consumer, q->group);
+    if (!q->pass[0])
+        conn_logged_in(&q->cmd); /* else once AUTH is answered */
     /* Groups may have gone with a restarted Redis: made again (BUSYGROUP
      * when they are there). Then the results that waited. */
     int n = atomic_load(&q->n_models);
@@ -1154,7 +1220,8 @@ static void on_rd_connect(const redisAsyncContext *ac, int status)
         return;
     }
     m->rd.up = true;
-    m->rd.backoff_ms = 0;
+    if (!m->q->pass[0])
+        conn_logged_in(&m->rd);
     m->own_pel = true;
     m->rd_id = 0;
     redisAsyncCommand(m->rd.ac, on_rd_id, m, "CLIENT ID");
@@ -1167,6 +1234,22 @@ static void on_rd_disconnect(const redisAsyncContext *ac, int status)
     rq_model *m = ac->data;
     m->reading = false;
     conn_failed(m->q, &m->rd, m->stream, status == REDIS_OK ? "closed" : ac->errstr);
+}
+
+static void on_auth(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    rq_conn *c = privdata;
+    redisReply *r = reply;
+    if (!r || c->ac != ac)
+        return;
+    if (r->type != REDIS_REPLY_ERROR) {
+        conn_logged_in(c);
+        return;
+    }
+    c->auth_refused = true;
+    snprintf(c->auth_error, sizeof(c->auth_error), "AUTH refused: %.120s",
+             r->str ? r->str : "an error");
+    redisAsyncFree(ac); /* after this callback; the disconnect callback reports it */
 }
 
 static void conn_open(infd_redisq *q, rq_conn *c, void *data, redisConnectCallback *on_conn,
@@ -1189,6 +1272,22 @@ static void conn_open(infd_redisq *q, rq_conn *c, void *data, redisConnectCallba
     redisAsyncSetDisconnectCallback(ac, on_disc);
     c->ac = ac;
     c->up = false;
+    c->q = q;
+    c->auth_refused = false;
+    if (q->pass[0]) {
+        /* Queued before anything else: Redis answers in order, so every
+         * later command runs authenticated or not at all. */
+        const char *argv[3] = { "AUTH" };
+        size_t len[3] = { 4 };
+        int argc = 1;
+        if (q->user[0]) {
+            argv[argc] = q->user;
+            len[argc++] = strlen(q->user);
+        }
+        argv[argc] = q->pass;
+        len[argc++] = strlen(q->pass);
+        redisAsyncCommandArgv(ac, on_auth, c, argc, argv, len);
+    }
     if (q->db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", q->db);
@@ -1458,6 +1557,7 @@ static void q_free(infd_redisq *q)
     for (int i = 0; i < n; i++)
         infd_free(q->models[i]);
     infd_free(q->models_filter);
+    explicit_bzero(q->pass, sizeof(q->pass));
     pthread_mutex_destroy(&q->quiet_mu);
     pthread_cond_destroy(&q->quiet_cv);
     infd_free(q);
@@ -1476,6 +1576,22 @@ infd_status infd_redisq_start(infd_server *s, const infd_redisq_options *o, infd
     infd_status st = parse_url(q, o->url ? o->url : "", err);
     if (st != INFD_STATUS_OK)
         goto fail;
+    if (!q->pass[0] && o->password && *o->password) {
+        if (strlen(o->password) >= sizeof(q->pass)) {
+            st =
+                infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                               "redis: the password is longer than %zu bytes", sizeof(q->pass) - 1);
+            goto fail;
+        }
+        snprintf(q->pass, sizeof(q->pass), "%s", o->password);
+    }
+    if (q->user[0] && !q->pass[0]) {
+        st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,
+                            "redis: the URL names user '%s' but no password (USER:PASSWORD@ in "
+                            "the URL, or INFD_REDIS_PASSWORD)",
+                            q->user);
+        goto fail;
+    }
     if (!o->prefix || !plain_name(o->prefix) || strlen(o->prefix) >= sizeof(q->prefix) ||
         !o->group || !plain_name(o->group) || strlen(o->group) >= sizeof(q->group)) {
         st = infd_error_set(err, INFD_STATUS_INVALID_ARGUMENT,

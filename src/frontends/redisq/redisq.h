@@ -38,7 +38,8 @@
 #include "infd/infd.h"
 
 typedef struct infd_redisq_options {
-    const char *url;      /* redis://HOST[:PORT][/DB]; port 6379, db 0 by default */
+    const char *url;      /* redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]; port 6379, db 0 */
+    const char *password; /* AUTH with this when the URL has no password; NULL: none */
     const char *prefix;   /* "infd" */
     const char *group;    /* "infd" */
     int claim_idle_ms;    /* 30000: idle time before a pending job is taken over */
