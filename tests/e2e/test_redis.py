@@ -442,7 +442,7 @@ def test_poison_job_reaches_the_dead_letters_after_3_deliveries(serve, tmp_path,
 
 class Producer(threading.Thread):
     """Submits `n` add_sub jobs at a steady pace, riding out Redis restarts;
-    with until_stopped, goes on past n until stop() (so that jobs still flow
+    with until_stopped, goes on past n until `stopped` is set (so that jobs still flow
     however long a loaded machine takes over what the test does meanwhile)."""
 
     def __init__(self, port, n, prefix, rate=2000, until_stopped=False):
